@@ -1,0 +1,32 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+# The venv pins the CPU build of torch that installs quickly here; pyproject.toml stays permissive.
+VENV      ?= .venv
+PYTHON    ?= python3
+TORCH_PIN ?= torch==2.13.0
+BIN       := $(VENV)/bin
+STAMP     := $(VENV)/.mha-kit-installed
+
+.PHONY: demo test lint release clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$(TORCH_PIN)" -e ".[dev]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $@
+
+demo: $(STAMP)
+	$(BIN)/mha-kit check solutions/mha/multi_head_attention.ipynb
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+# Regenerate the student releases in assignments/ from solutions/ with nbgrader.
+release: $(STAMP)
+	$(BIN)/mha-kit release
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,117 @@
+"""Expected values, from PyTorch itself and never from the kit's own solution.
+
+Step functions are recomputed from plain torch primitives, written from the definition
+rather than in the way a student would. Modules are compared with `torch.nn.MultiheadAttention`
+loaded with the very weights the grader put into the student's module.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+Tensor = torch.Tensor
+
+
+def split_heads(x: Tensor, num_heads: int) -> Tensor:
+    """Head h of token t is the h-th contiguous slice of its features."""
+    head_dim = x.shape[-1] // num_heads
+    return torch.stack(x.split(head_dim, dim=-1), dim=1)  # (B, H, T, D)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """Concatenate the heads' features, head 0 first."""
+    return torch.cat(x.unbind(dim=1), dim=-1)  # (B, T, H*D)
+
+
+def scaled_scores(q: Tensor, k: Tensor) -> Tensor:
+    return torch.einsum("...qd,...kd->...qk", q, k) / math.sqrt(q.shape[-1])
+
+
+def causal_mask(seq_len: int, device: torch.device | str | None = None) -> Tensor:
+    """True above the diagonal, the same positions torch fills with -inf."""
+    square = nn.Transformer.generate_square_subsequent_mask(seq_len, device=device)
+    return torch.isneginf(square)
+
+
+def attend(scores: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def output_projection(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    return F.linear(x, weight, bias)
+
+
+def attention_head(
+    params: dict[str, Tensor | None],
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """One head, through `F.scaled_dot_product_attention` (whose bool mask means *allowed*)."""
+    q = F.linear(query, params["q_proj.weight"], params.get("q_proj.bias"))
+    k = F.linear(key, params["k_proj.weight"], params.get("k_proj.bias"))
+    v = F.linear(value, params["v_proj.weight"], params.get("v_proj.bias"))
+    allowed = None if attn_mask is None else ~attn_mask
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+    _, weights = attend(scaled_scores(q, k), v, attn_mask)
+    return out, weights
+
+
+def torch_mha(
+    params: dict[str, Tensor | None],
+    embed_dim: int,
+    num_heads: int,
+    kdim: int | None = None,
+    vdim: int | None = None,
+) -> nn.MultiheadAttention:
+    """`nn.MultiheadAttention` holding the grader's weights for a fused student module."""
+    bias = params.get("q_proj.bias") is not None
+    first = params["q_proj.weight"]
+    mha = nn.MultiheadAttention(
+        embed_dim, num_heads, bias=bias, kdim=kdim, vdim=vdim, batch_first=True
+    ).to(dtype=first.dtype, device=first.device)
+    mha.eval()
+    with torch.no_grad():
+        if mha._qkv_same_embed_dim:
+            mha.in_proj_weight.copy_(
+                torch.cat([params[f"{n}_proj.weight"] for n in "qkv"], dim=0)
+            )
+        else:
+            mha.q_proj_weight.copy_(params["q_proj.weight"])
+            mha.k_proj_weight.copy_(params["k_proj.weight"])
+            mha.v_proj_weight.copy_(params["v_proj.weight"])
+        if bias:
+            mha.in_proj_bias.copy_(torch.cat([params[f"{n}_proj.bias"] for n in "qkv"]))
+            mha.out_proj.bias.copy_(params["out_proj.bias"])
+        mha.out_proj.weight.copy_(params["out_proj.weight"])
+    return mha
+
+
+def multi_head_attention(
+    mha: nn.MultiheadAttention,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None,
+) -> tuple[Tensor, Tensor]:
+    """Output (B, Tq, E) and per-head weights (B, H, Tq, Tk).
+
+    Always an explicit bool mask: `is_causal` alone is silently ignored on the eval fast path.
+    """
+    with torch.no_grad():
+        return mha(
+            query,
+            key,
+            value,
+            attn_mask=attn_mask,
+            need_weights=True,
+            average_attn_weights=False,
+        )

@@ -1,0 +1,43 @@
+"""The single points table. The CLI, the Gradescope JSON, pytest and the notebooks read it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """A graded check: its stable id, its points and the contract names it exercises."""
+
+    id: str
+    points: int
+    uses: tuple[str, ...]
+    title: str
+
+
+CHECKS: tuple[CheckSpec, ...] = (
+    CheckSpec("split_heads", 7, ("split_heads",), "split (B, T, H*D) into (B, H, T, D)"),
+    CheckSpec("scaled_scores", 7, ("scaled_scores",), "q k^T / sqrt(d_k)"),
+    CheckSpec("causal_mask", 6, ("causal_mask",), "boolean causal mask"),
+    CheckSpec("attend", 10, ("attend",), "masked softmax and weighted sum"),
+    CheckSpec("merge_heads", 7, ("merge_heads",), "merge (B, H, T, D) into (B, T, H*D)"),
+    CheckSpec("output_projection", 6, ("output_projection",), "x W^T + b"),
+    CheckSpec("attention_head", 8, ("AttentionHead",), "one attention head"),
+    CheckSpec(
+        "looped_mha", 12, ("LoopedMultiHeadAttention",), "looped heads vs nn.MultiheadAttention"
+    ),
+    CheckSpec("fused_mha", 15, ("MultiHeadAttention",), "fused module vs nn.MultiheadAttention"),
+    CheckSpec("fused_mha_masks", 6, ("MultiHeadAttention",), "attn_mask and is_causal"),
+    CheckSpec(
+        "fused_mha_contract", 6, ("MultiHeadAttention",), "ValueError, dropout, need_weights"
+    ),
+    CheckSpec(
+        "speed_fused_vs_looped", 10, ("MultiHeadAttention",), "fused beats the looped baseline"
+    ),
+)
+
+POINTS: dict[str, int] = {c.id: c.points for c in CHECKS}
+SPECS: dict[str, CheckSpec] = {c.id: c for c in CHECKS}
+TOTAL_POINTS = sum(POINTS.values())
+
+assert TOTAL_POINTS == 100, f"the points table must total 100, not {TOTAL_POINTS}"
