@@ -36,8 +36,12 @@ CHECKS: tuple[CheckSpec, ...] = (
     ),
 )
 
-POINTS: dict[str, int] = {c.id: c.points for c in CHECKS}
-SPECS: dict[str, CheckSpec] = {c.id: c for c in CHECKS}
-TOTAL_POINTS = sum(POINTS.values())
+# One table per assignment (the folder name under solutions/ and assignments/).
+ASSIGNMENTS: dict[str, tuple[CheckSpec, ...]] = {"mha": CHECKS}
 
-assert TOTAL_POINTS == 100, f"the points table must total 100, not {TOTAL_POINTS}"
+SPECS: dict[str, CheckSpec] = {c.id: c for table in ASSIGNMENTS.values() for c in table}
+POINTS: dict[str, int] = {check_id: spec.points for check_id, spec in SPECS.items()}
+
+for _name, _table in ASSIGNMENTS.items():
+    _total = sum(c.points for c in _table)
+    assert _total == 100, f"the points table of {_name!r} must total 100, not {_total}"

@@ -1,0 +1,89 @@
+"""`mha-kit check` and `pytest autograder` as users run them: exit codes, table, JSON."""
+
+import json
+import subprocess
+import sys
+
+from conftest import ROOT, STUBS, TEMPLATE
+
+from autograder.points import CHECKS, POINTS
+
+DETERMINISTIC = [c.id for c in CHECKS if c.id != "speed_fused_vs_looped"]
+
+
+def _only(ids):
+    return [arg for i in ids for arg in ("--only", i)]
+
+
+def test_full_marks_and_gradescope_json(cli, tmp_path):
+    results = tmp_path / "results.json"
+    run = cli("check", str(TEMPLATE), "--json", str(results))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "100/100" in run.stdout
+    data = json.loads(results.read_text())
+    assert data["score"] == data["max_score"] == sum(c.points for c in CHECKS)
+    assert [t["name"] for t in data["tests"]] == [c.id for c in CHECKS]
+    for test in data["tests"]:
+        assert test["status"] == "passed" and test["score"] == test["max_score"]
+        assert test["visibility"] == "visible" and test["output"]
+
+
+def test_stubs_score_zero_with_plain_messages(cli, tmp_path):
+    results = tmp_path / "results.json"
+    run = cli("check", str(STUBS), "--json", str(results))
+    assert run.returncode == 1
+    data = json.loads(results.read_text())
+    assert data["score"] == 0
+    for test in data["tests"]:
+        if test["name"] != "speed_fused_vs_looped":
+            assert "is not implemented yet" in test["output"], test
+
+
+def test_only_runs_the_named_checks(cli):
+    run = cli("check", str(TEMPLATE), *_only(["split_heads", "attend"]))
+    assert run.returncode == 0, run.stdout
+    assert "split_heads" in run.stdout and "attend" in run.stdout
+    assert "merge_heads" not in run.stdout
+    points = POINTS["split_heads"] + POINTS["attend"]
+    assert f"{points}/{points}" in run.stdout
+
+
+def test_usage_errors_exit_2(cli, tmp_path):
+    assert cli("check", str(tmp_path / "missing.py")).returncode == 2
+    (tmp_path / "notes.txt").write_text("hello")
+    assert cli("check", str(tmp_path / "notes.txt")).returncode == 2
+    (tmp_path / "broken.ipynb").write_text("{ not json")
+    assert cli("check", str(tmp_path / "broken.ipynb")).returncode == 2
+    assert cli("check", str(TEMPLATE), "--only", "no_such_check").returncode == 2
+    assert cli().returncode == 2
+
+
+def test_a_broken_function_costs_only_its_own_checks(cli, tmp_path):
+    source = TEMPLATE.read_text().replace(
+        "def split_heads(x, num_heads):\n", "def split_heads(x, num_heads):\n    1 / 0\n")
+    path = tmp_path / "one_bug.py"
+    path.write_text(source)
+    run = cli("check", str(path), *_only(DETERMINISTIC))
+    assert run.returncode == 1
+    failed = [line.split()[1] for line in run.stdout.splitlines() if line.startswith("✗")]
+    # The template's fused module splits heads with split_heads, so it fails with it.
+    assert set(failed) == {"split_heads", "fused_mha", "fused_mha_masks", "fused_mha_contract"}
+    line = source.splitlines().index("    1 / 0") + 1
+    assert f"ZeroDivisionError, line {line}: division by zero" in run.stdout
+
+
+def test_pytest_plugin_runs_one_test_per_check():
+    def pytest_run(path):
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "autograder", "--submission", str(path), "-q",
+             "-p", "no:cacheprovider", "-k", "not speed"],
+            capture_output=True, text=True, cwd=ROOT, timeout=300,
+        )
+
+    good = pytest_run(TEMPLATE)
+    assert good.returncode == 0, good.stdout
+    assert f"{len(DETERMINISTIC)} passed" in good.stdout
+    bad = pytest_run(STUBS)
+    assert bad.returncode == 1
+    assert f"{len(DETERMINISTIC)} failed" in bad.stdout
+    assert "is not implemented yet" in bad.stdout
