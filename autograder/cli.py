@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
-from .points import CHECKS, POINTS
+from .batch import add_grade_command, add_limit_flags
+from .i18n import LANG_VARIABLE, LANGUAGES
+from .points import ASSIGNMENTS, CHECKS
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -36,33 +39,55 @@ def readable_submission(path: Path) -> str | None:
     return None
 
 
+def detect_assignment(path: Path) -> str:
+    """The assignment whose check ids name a notebook's nbgrader test cells; else "mha"."""
+    if path.suffix == ".ipynb":
+        import nbformat
+
+        cells = nbformat.read(str(path), as_version=4).cells
+        grade_ids = {c.metadata.get("nbgrader", {}).get("grade_id") for c in cells}
+        for name, table in ASSIGNMENTS.items():
+            if grade_ids & {spec.id for spec in table}:
+                return name
+    return "mha"
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    from .checks import run_checks
+    from .batch import grade_submission
+    from .policy import Limits
     from .report import format_table, score_line, write_gradescope_json
-    from .worker import WorkerSubmission
+    from .worker import WorkerStartError
 
     path = Path(args.path)
     problem = readable_submission(path)
     if problem:
         print(problem, file=sys.stderr)
         return EXIT_USAGE
-    unknown = [name for name in args.only or [] if name not in POINTS]
+    if args.lang:
+        os.environ[LANG_VARIABLE] = args.lang  # read by the report, and by the worker's notebook
+    assignment = args.assignment or detect_assignment(path)
+    ids = [spec.id for spec in ASSIGNMENTS[assignment]]
+    unknown = [name for name in args.only or [] if name not in ids]
     if unknown:
-        print(f"unknown check id(s): {', '.join(unknown)}; choose from {', '.join(POINTS)}",
-              file=sys.stderr)
+        print(f"unknown check id(s) for {assignment}: {', '.join(unknown)}; choose from "
+              f"{', '.join(ids)}", file=sys.stderr)
         return EXIT_USAGE
     device = args.device or default_device()
     started = time.perf_counter()
     print(f"Grading {path} on {device} ...", flush=True)
-    with WorkerSubmission(path, device) as sub:
-        sub.ensure_loaded()
 
-        def progress(result):
-            if args.verbose:
-                print(score_line(result), flush=True)
+    def progress(result):
+        if args.verbose:
+            print(score_line(result), flush=True)
 
-        results = run_checks(sub, only=args.only, device=device, on_result=progress)
-        problems = sub.problems + ([f"your code printed: {sub.printed}"] if sub.printed else [])
+    limits = Limits.from_env(call_s=args.timeout, total_s=args.total_timeout,
+                             memory_gib=args.memory_gib)
+    try:
+        results, problems = grade_submission(path, device, assignment=assignment,
+                                             only=args.only, limits=limits, on_result=progress)
+    except WorkerStartError as err:
+        print(f"mha-kit: {err}", file=sys.stderr)
+        return EXIT_USAGE
     print(format_table(results, problems))
     print(f"\n({time.perf_counter() - started:.1f} s)")
     if args.json:
@@ -81,13 +106,27 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("path", help="the submission: a .py file or an .ipynb notebook")
     check.add_argument("--only", action="append", metavar="NAME",
                        help=f"run only this check (repeatable): {', '.join(c.id for c in CHECKS)}")
+    check.add_argument("--assignment", choices=tuple(ASSIGNMENTS),
+                       help="which checks (default: from a notebook's test cells, else mha)")
+    check.add_argument("--lang", choices=LANGUAGES,
+                       help=f"language of the messages (default: ${LANG_VARIABLE}, else en)")
     check.add_argument("--json", metavar="RESULTS_JSON",
                        help="also write Gradescope's results.json format here")
     check.add_argument("--device", choices=("cpu", "cuda"),
                        help="where to run and time (default: cuda when available)")
     check.add_argument("-v", "--verbose", action="store_true",
                        help="print each check as it finishes")
+    add_limit_flags(check)
     check.set_defaults(run=cmd_check)
+    add_grade_command(commands)
+
+    from .release import add_release_command
+
+    add_release_command(commands)
+
+    from .bench import add_parser as add_bench_parser
+
+    add_bench_parser(commands)
     return parser
 
 

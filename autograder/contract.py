@@ -57,7 +57,55 @@ MODULES: tuple[Entry, ...] = (
     ),
 )
 
-ENTRIES: dict[str, Entry] = {e.name: e for e in STEP_FUNCTIONS + MODULES}
+# The extension track (solutions/mha_extensions): the seed tutorials' variants in one module.
+EXTENSION_MODULES: tuple[Entry, ...] = (
+    Entry(
+        "GeneralMultiHeadAttention",
+        "GeneralMultiHeadAttention(query_dim, num_heads, *, key_dim=None, value_dim=None,"
+        " qk_head_dim=None, v_head_dim=None, out_dim=None, context_length=None, dropout=0.0,"
+        " qkv_bias=True)",
+        "q_proj: query_dim -> H*qk_head_dim, k_proj: key_dim -> H*qk_head_dim, v_proj: value_dim"
+        " -> H*v_head_dim, out_proj: H*v_head_dim -> out_dim (always with a bias); buffer `mask`"
+        " (context_length, context_length), nonzero = blocked, when context_length is set;"
+        " forward(query, key=None, value=None) -> (out (B, Tq, out_dim), weights (B, H, Tq, Tk))."
+        " Defaults: key_dim and value_dim = query_dim, qk_head_dim = query_dim // num_heads"
+        " (ValueError unless it divides), v_head_dim = qk_head_dim, out_dim = query_dim",
+    ),
+)
+
+# The shapes warm-up (solutions/shapes).
+SHAPE_FUNCTIONS: tuple[Entry, ...] = (
+    Entry(
+        "split_heads_view",
+        "split_heads_view(x, num_heads)",
+        "(B, T, H*D) -> (B, H, T, D) with view and transpose: a view of x, no copy",
+    ),
+    Entry(
+        "merge_heads_transpose",
+        "merge_heads_transpose(x)",
+        "(B, H, T, D) -> (B, T, H*D) with transpose then reshape (or contiguous().view)",
+    ),
+    Entry(
+        "split_heads_rearrange",
+        "split_heads_rearrange(x, num_heads)",
+        "(B, T, H*D) -> (B, H, T, D) with einops.rearrange",
+    ),
+    Entry(
+        "merge_heads_rearrange",
+        "merge_heads_rearrange(x)",
+        "(B, H, T, D) -> (B, T, H*D) with einops.rearrange",
+    ),
+    Entry(
+        "view_quiz",
+        "view_quiz()",
+        "a tuple of bools, one per expression of autograder.shapes_checks.VIEW_QUIZ, in order:"
+        " True when the result shares x's memory",
+    ),
+)
+
+ENTRIES: dict[str, Entry] = {
+    e.name: e for e in STEP_FUNCTIONS + MODULES + EXTENSION_MODULES + SHAPE_FUNCTIONS
+}
 
 
 def signature_of(name: str) -> str:

@@ -112,6 +112,16 @@ class SdpaReference(FusedReference):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
+class HeadLoopReference(FusedReference):
+    """Fused projections, then attention one head at a time: the loop in disguise that the
+    speed check must reject (`mha-kit bench --reliability`)."""
+
+    def attention(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        heads = [FusedReference.attention(self, q[:, h], k[:, h], v[:, h])
+                 for h in range(q.shape[1])]
+        return torch.stack(heads, dim=1)  # (B, H, T, D)
+
+
 class TorchMHA(nn.Module):
     """`nn.MultiheadAttention` itself, causal, without returning weights."""
 
@@ -134,3 +144,23 @@ BENCH_ROWS: dict[str, type[nn.Module]] = {
     "F.scaled_dot_product_attention": SdpaReference,
     "nn.MultiheadAttention": TorchMHA,
 }
+
+
+def as_student_class(kit_cls: type[FusedReference]) -> type[nn.Module]:
+    """A fused-naming kit module shaped like a student's `MultiHeadAttention` (constructor
+    (embed_dim, num_heads), causal self-attention only), to run the real speed check on it."""
+
+    class MultiHeadAttention(kit_cls):
+        def __init__(self, embed_dim: int, num_heads: int):
+            blank = {}  # the grader loads the real weights by name afterwards
+            for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                blank[f"{name}.weight"] = torch.zeros(embed_dim, embed_dim)
+                blank[f"{name}.bias"] = torch.zeros(embed_dim)
+            super().__init__(blank, num_heads)
+
+        def forward(self, query: Tensor, *, attn_mask: None = None, is_causal: bool = True,
+                    need_weights: bool = False) -> tuple[Tensor, None]:
+            assert attn_mask is None and is_causal and not need_weights, "causal self-attention"
+            return super().forward(query), None
+
+    return MultiHeadAttention

@@ -1,29 +1,73 @@
-"""Pictures of a failure, for people who would rather look than read (notebooks only)."""
+"""Pictures of a failure, for people who would rather look than read (notebooks only).
+
+`show(picture)` draws a failing check's `Picture`: for a mask, yours beside the expected
+one; for any other tensor, heatmaps of expected, yours and the difference, one row per head.
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+import torch
 
 from .checks import Picture
 
 
 def show(picture: Picture) -> None:
-    """Expected, yours and their difference side by side, one row per leading index."""
+    """Draw the picture with matplotlib (the figure stays current: `plt.gcf()`)."""
     import matplotlib.pyplot as plt
 
+    if picture.expected.dtype == torch.bool:
+        _masks(plt, picture)
+    else:
+        _heatmaps(plt, picture)
+    plt.show()
+
+
+def _masks(plt: Any, picture: Picture) -> Any:
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3.2))
+    for ax, mask, name in zip(axes, (picture.got, picture.expected), ("yours", "expected")):
+        mask = mask.detach().cpu()
+        ax.imshow(mask.int().numpy(), cmap="Greys", vmin=0, vmax=1)
+        ax.set_title(f"{name} (black = blocked)", fontsize=9)
+        ax.set_xlabel("key j")
+        ax.set_ylabel("query i")
+        wrong = (picture.got.cpu() != picture.expected.cpu()).nonzero().tolist()
+        if name == "yours" and wrong:
+            i, j = zip(*wrong)
+            ax.scatter(j, i, marker="x", color="red", label="wrong")
+            ax.legend(loc="lower left", fontsize=7)
+    fig.suptitle(picture.title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _heatmaps(plt: Any, picture: Picture) -> Any:
     expected = picture.expected.detach().double().cpu()
     got = picture.got.detach().double().cpu()
-    while expected.dim() > 3:  # keep (rows, H, W): the first batch element
+    while expected.dim() > 3:  # keep (heads, rows, cols) of the first batch element
         expected, got = expected[0], got[0]
     if expected.dim() == 2:
         expected, got = expected[None], got[None]
-    rows = expected.shape[0]
-    fig, axes = plt.subplots(rows, 3, figsize=(9, 2.6 * rows), squeeze=False)
-    for r in range(rows):
-        for ax, data, name in zip(axes[r], (expected[r], got[r], got[r] - expected[r]),
+    if expected.dim() == 1:
+        expected, got = expected[None, None], got[None, None]
+    heads = expected.shape[0]
+    fig, axes = plt.subplots(heads, 3, figsize=(9, 2.4 * heads + 0.6), squeeze=False)
+    for h in range(heads):
+        diff = got[h] - expected[h]
+        limit = float(diff.nan_to_num(0).abs().max()) or 1.0
+        low = float(expected[h].min())
+        high = float(expected[h].max())
+        for ax, data, name in zip(axes[h], (expected[h], got[h], diff),
                                   ("expected", "yours", "yours - expected")):
-            ax.imshow(data.numpy(), cmap="RdBu_r" if name.startswith("yours -") else "viridis")
-            ax.set_title(f"{name}" + (f" (row {r})" if rows > 1 else ""), fontsize=9)
+            if name.startswith("yours -"):
+                image = ax.imshow(data.numpy(), cmap="RdBu_r", vmin=-limit, vmax=limit)
+            else:  # the same colour scale for both, so equal values look equal
+                image = ax.imshow(data.numpy(), cmap="viridis", vmin=low, vmax=high)
+            ax.set_title(name + (f", head {h}" if heads > 1 else ""), fontsize=9)
             ax.set_xticks([])
             ax.set_yticks([])
-    fig.suptitle(picture.title)
+            fig.colorbar(image, ax=ax, fraction=0.046)
+    fig.suptitle(picture.title, fontsize=10)
     fig.tight_layout()
-    plt.show()
+    return fig

@@ -36,12 +36,37 @@ CHECKS: tuple[CheckSpec, ...] = (
     ),
 )
 
+_GENERAL = ("GeneralMultiHeadAttention",)
+EXTENSION_CHECKS: tuple[CheckSpec, ...] = (
+    CheckSpec("ext_self_attention", 20, _GENERAL, "defaults: self-attention, E/H per head"),
+    CheckSpec("ext_cross_dims", 20, _GENERAL, "query_dim, key_dim, value_dim; no divisibility"),
+    CheckSpec("ext_qk_v_head_dims", 20, _GENERAL, "qk_head_dim != v_head_dim, out_dim"),
+    CheckSpec("ext_causal_buffer", 20, _GENERAL, "causal mask buffer sliced to the length"),
+    CheckSpec("ext_dropout", 10, _GENERAL, "dropout on the weights, training mode only"),
+    CheckSpec("ext_size_errors", 10, _GENERAL, "ValueError when the sizes don't divide"),
+)
+
+SHAPES_CHECKS: tuple[CheckSpec, ...] = (
+    CheckSpec("shapes_split_view", 20, ("split_heads_view",), "view + transpose, no copy"),
+    CheckSpec("shapes_merge", 20, ("merge_heads_transpose",), "transpose + reshape"),
+    CheckSpec("shapes_rearrange", 20, ("split_heads_rearrange", "merge_heads_rearrange"),
+              "einops rearrange, both ways"),
+    CheckSpec("shapes_view_quiz", 20, ("view_quiz",), "is this a view?"),
+    CheckSpec("shapes_roundtrip", 20, ("split_heads_view", "merge_heads_transpose"),
+              "merge(split(x)) == x, bit for bit"),
+)
+
 # One table per assignment (the folder name under solutions/ and assignments/).
-ASSIGNMENTS: dict[str, tuple[CheckSpec, ...]] = {"mha": CHECKS}
+ASSIGNMENTS: dict[str, tuple[CheckSpec, ...]] = {
+    "mha": CHECKS,
+    "mha_extensions": EXTENSION_CHECKS,
+    "shapes": SHAPES_CHECKS,
+}
 
 SPECS: dict[str, CheckSpec] = {c.id: c for table in ASSIGNMENTS.values() for c in table}
 POINTS: dict[str, int] = {check_id: spec.points for check_id, spec in SPECS.items()}
 
+assert len(SPECS) == sum(map(len, ASSIGNMENTS.values())), "check ids are unique across tables"
 for _name, _table in ASSIGNMENTS.items():
     _total = sum(c.points for c in _table)
     assert _total == 100, f"the points table of {_name!r} must total 100, not {_total}"

@@ -7,28 +7,30 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .checks import CheckResult
+from .i18n import label, translate
 
 
 def score_line(result: CheckResult) -> str:
     """One friendly line: a tick or a cross, the check id, points and the message."""
     mark = "✓" if result.passed else "✗"
-    return f"{mark} {result.id}: {result.score:g}/{result.max_score} {result.message}"
+    return f"{mark} {result.id}: {result.score:g}/{result.max_score} {translate(result.message)}"
 
 
 def format_table(results: Iterable[CheckResult], problems: Iterable[str] = ()) -> str:
     results = list(results)
-    width = max([len(r.id) for r in results] + [len("check")])
-    lines = [f"  {'check':<{width}}  {'points':>9}  message", "  " + "-" * (width + 22)]
+    width = max([len(r.id) for r in results] + [len(label("check"))])
+    lines = [f"  {label('check'):<{width}}  {label('points'):>9}  {label('message')}",
+             "  " + "-" * (width + 22)]
     for r in results:
         mark = "✓" if r.passed else "✗"
         points = f"{r.score:g}/{r.max_score}"
-        lines.append(f"{mark} {r.id:<{width}}  {points:>9}  {r.message}")
+        lines.append(f"{mark} {r.id:<{width}}  {points:>9}  {translate(r.message)}")
     total = sum(r.score for r in results)
     possible = sum(r.max_score for r in results)
-    lines += ["  " + "-" * (width + 22), f"  {'total':<{width}}  {total:>5g}/{possible:<3}"]
+    lines += ["  " + "-" * (width + 22), f"  {label('total'):<{width}}  {total:>5g}/{possible:<3}"]
     problems = list(problems)
     if problems:
-        lines += ["", "While loading your file:"] + [f"  - {p}" for p in problems]
+        lines += ["", label("While loading your file:")] + [f"  - {p}" for p in problems]
     return "\n".join(lines)
 
 
@@ -41,7 +43,7 @@ def gradescope_results(results: Iterable[CheckResult], problems: Iterable[str] =
             "score": r.score,
             "max_score": r.max_score,
             "status": "passed" if r.passed else "failed",
-            "output": r.message,
+            "output": translate(r.message),
             "visibility": "visible",
         }
         for r in results
@@ -53,7 +55,7 @@ def gradescope_results(results: Iterable[CheckResult], problems: Iterable[str] =
     }
     problems = list(problems)
     if problems:
-        payload["output"] = "While loading your file:\n" + "\n".join(problems)
+        payload["output"] = label("While loading your file:") + "\n" + "\n".join(problems)
     return payload
 
 

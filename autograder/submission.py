@@ -10,6 +10,9 @@ very same operations in a separate process for `mha-kit check`.
 from __future__ import annotations
 
 import ast
+import contextlib
+import re
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,8 +20,10 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from .contract import ENTRIES, signature_of
+from .policy import forbidden_functions
 
 SUBMISSION_MODULE = "submission"
 
@@ -118,7 +123,7 @@ def _python_chunks(path: Path) -> list[tuple[str, str]]:
     try:
         ast.parse(source)
         return [(path.name, source)]
-    except SyntaxError:
+    except (SyntaxError, ValueError):  # ValueError: a null byte, before Python 3.12
         pass
     lines = source.splitlines(keepends=True)
     starts = [
@@ -149,6 +154,9 @@ def load_source(path: str | Path) -> LoadedSource:
         except SyntaxError as err:
             problems.append(f"{label}: syntax error at line {err.lineno}: {err.msg}")
             continue
+        except ValueError as err:
+            problems.append(f"{label}: cannot be compiled: {err}")
+            continue
         try:
             exec(code, namespace)
         except BaseException as err:  # a failing cell is reported, never fatal
@@ -175,23 +183,33 @@ def _student_line(err: BaseException, filename: str | None = None) -> str:
 # --------------------------------------------------------------------------- calling
 
 
-def _plain(value: Any, name: str) -> Any:
-    """Detached plain tensors in plain containers; anything else is the student's mistake."""
-    if isinstance(value, torch.Tensor):
-        if type(value) not in (torch.Tensor, nn.Parameter):
-            raise StudentCodeError(
-                "bad_return",
-                f"`{name}` returned a {type(value).__name__} (a tensor subclass); "
-                "return a plain torch.Tensor",
-            )
-        return value.detach()
-    if isinstance(value, (tuple, list)):
-        return tuple(_plain(v, name) for v in value)
-    if value is None or type(value) in (bool, int, float, str):
+MAX_DEPTH = 3  # (out, weights) is depth 1; nothing in the contract nests deeper
+MESSAGE_KEEP = 300  # characters of an exception's text kept in a message
+
+
+def _plain(value: Any, name: str, depth: int = 0) -> Any:
+    """Detached plain tensors in plain containers; anything else is the student's mistake.
+
+    The grader applies it to everything student code hands back, in this process and again
+    on the grader's side of the worker's pipe. `type()` is used throughout, never
+    `isinstance`, which a crafted class can answer with its own code.
+    """
+    kind = type(value)
+    if kind in (torch.Tensor, nn.Parameter):
+        if value.layout != torch.strided or value.device.type == "meta":
+            raise StudentCodeError("bad_return", f"`{name}` returned a {value.layout} tensor on "
+                                   f"{value.device}; return an ordinary dense tensor")
+        return value.detach()  # a fresh plain tensor: no subclass, no attributes, no graph
+    if issubclass(kind, torch.Tensor):
+        raise StudentCodeError("bad_return", f"`{name}` returned a tensor subclass, "
+                               f"{kind.__name__}; return a plain torch.Tensor")
+    if kind in (tuple, list) and depth < MAX_DEPTH:
+        return tuple(_plain(v, name, depth + 1) for v in value)
+    if value is None or kind in (bool, int, float, str):
         return value
-    raise StudentCodeError(
-        "bad_return", f"`{name}` returned a {type(value).__name__}; return a torch.Tensor"
-    )
+    what = ("lists or tuples nested too deeply" if kind in (tuple, list)
+            else f"a value of type {kind.__name__}")
+    raise StudentCodeError("bad_return", f"`{name}` returned {what}; return a torch.Tensor")
 
 
 def _clone(values: tuple) -> tuple:
@@ -202,14 +220,45 @@ def _tensors(values: tuple) -> tuple[torch.Tensor, ...]:
     return tuple(v for v in values if isinstance(v, torch.Tensor))
 
 
-def _describe_failure(name: str, err: BaseException) -> StudentCodeError:
+def _first_line(err: BaseException) -> str:
+    try:
+        text = str(err).strip()
+    except BaseException:  # a student's exception whose __str__ fails
+        return ""
+    return text.splitlines()[0][:MESSAGE_KEEP] if text else ""
+
+
+_ALLOCATION = re.compile(r"tried to allocate ([\d.]+) ?(bytes|[KMGT]iB)", re.IGNORECASE)
+_UNITS = {"bytes": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def _out_of_memory(name: str, err: BaseException, limit_gib: float | None) -> StudentCodeError:
+    """torch's allocator failures and MemoryError, in one plain sentence."""
+    found = _ALLOCATION.search(_first_line(err))
+    size = ""
+    if found:
+        gib = float(found.group(1)) * _UNITS[found.group(2).lower()] / 2**30
+        size = f" (it asked for {gib:,.1f} GiB at once)"
+    limit = f"; the grader allows {limit_gib:g} GiB" if limit_gib else ""
+    return StudentCodeError(
+        "memory", f"`{name}` ran out of memory{size}{limit}: tensors the size of the inputs "
+        "are all this exercise needs", type(err).__name__,
+    )
+
+
+def _describe_failure(name: str, err: BaseException,
+                      memory_limit_gib: float | None = None) -> StudentCodeError:
     if isinstance(err, StudentCodeError):
         return err
     if isinstance(err, NotImplementedError):
         return StudentCodeError(
             "not_implemented", f"`{name}` is not implemented yet", "NotImplementedError"
         )
-    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    text = _first_line(err)
+    if isinstance(err, MemoryError) or "can't allocate memory" in text or (
+        "out of memory" in text.lower() and isinstance(err, RuntimeError)
+    ):
+        return _out_of_memory(name, err, memory_limit_gib)
     return StudentCodeError(
         "raised",
         f"`{name}` raised {type(err).__name__}{_student_line(err)}: {text}".rstrip(": "),
@@ -217,17 +266,48 @@ def _describe_failure(name: str, err: BaseException) -> StudentCodeError:
     )
 
 
-class InProcessSubmission:
-    """A submission whose code lives in a namespace of this interpreter."""
+class _Watch(TorchFunctionMode):
+    """Active while student code runs: notes the first forbidden torch function it calls."""
 
-    def __init__(self, namespace: dict[str, Any], problems: list[str] | None = None):
+    def __init__(self, forbidden: dict[Callable, str]):
+        super().__init__()
+        self.forbidden = forbidden
+        self.used: str | None = None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if self.used is None:
+            with contextlib.suppress(TypeError):  # an unhashable func is never forbidden
+                self.used = self.forbidden.get(func)
+        return func(*args, **(kwargs or {}))
+
+
+class InProcessSubmission:
+    """A submission whose code lives in a namespace of this interpreter.
+
+    `forbidden` maps torch functions a graded implementation may not call to their names
+    (default: `policy.forbidden_functions()`, which instructors configure).
+    """
+
+    def __init__(self, namespace: dict[str, Any], problems: list[str] | None = None,
+                 forbidden: dict[Callable, str] | None = None):
         self.namespace = namespace
         self.problems = list(problems or [])
+        self.forbidden = forbidden_functions() if forbidden is None else forbidden
+        self.memory_limit_gib: float | None = None  # set by the worker, for messages
+        self.watching = True
 
     @classmethod
-    def from_path(cls, path: str | Path) -> InProcessSubmission:
+    def from_path(cls, path: str | Path, forbidden: dict[Callable, str] | None = None
+                  ) -> InProcessSubmission:
         loaded = load_source(path)
-        return cls(loaded.namespace, loaded.problems)
+        return cls(loaded.namespace, loaded.problems, forbidden)
+
+    def ensure_loaded(self) -> None:
+        """Ready to answer at once (the code is already here; a worker may need starting)."""
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the student's process has used so far: this one."""
+        return time.process_time()
 
     def lookup(self, name: str) -> Any:
         if name not in self.namespace:
@@ -238,11 +318,22 @@ class InProcessSubmission:
         return self.namespace[name]
 
     def guard(self, name: str, action: Callable[[], Any]) -> Any:
-        """Run student code; any failure becomes a StudentCodeError naming `name`."""
+        """Run student code; any failure, or a forbidden API, becomes a StudentCodeError."""
+        watch = _Watch(self.forbidden) if self.forbidden and self.watching else None
+        failure = None
         try:
-            return action()
-        except (Exception, SystemExit, KeyboardInterrupt) as err:
-            raise _describe_failure(name, err) from None
+            with watch or contextlib.nullcontext():
+                value = action()
+        except BaseException as err:  # SystemExit, KeyboardInterrupt and the like included
+            failure = _describe_failure(name, err, self.memory_limit_gib)
+        if watch is not None and watch.used:
+            raise StudentCodeError(
+                "forbidden", f"`{name}` uses {watch.used}, which this exercise asks you to write "
+                "yourself: graded code may not call it",
+            )
+        if failure is not None:
+            raise failure
+        return value
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Call:
         """Call a contract function on copies of the inputs."""
@@ -265,11 +356,16 @@ class InProcessSubmission:
     def run_module(self, run: ModuleRun) -> Call:
         """Build, load the grader's weights, run forward once."""
         module = self.construct(run.class_name, *run.init_args, **run.init_kwargs)
-        with torch.no_grad():
-            module.to(run.dtype)
-            load_weights(module, run.class_name, run.params)
-        module.train(run.training)
         args = _clone(run.forward_args)
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+
+        def prepare() -> None:  # student code too: a module may override to() or train()
+            with torch.no_grad():
+                module.to(device=device, dtype=run.dtype)  # where the grader's inputs are
+                load_weights(module, run.class_name, run.params)
+            module.train(run.training)
+
+        self.guard(run.class_name, prepare)
         if run.seed is not None:
             torch.manual_seed(run.seed)
         with torch.no_grad():
@@ -279,10 +375,25 @@ class InProcessSubmission:
         return Call(_plain(value, f"{run.class_name}.forward"), _tensors(args))
 
     def time_speed(self, device: str, seed: int) -> dict[str, Any]:
-        """Time the student's fused module against the kit's baselines (see `timing`)."""
-        from .timing import measure_speed
+        """Time the student's fused module against the kit's baselines (see `timing`).
 
-        return measure_speed(self, device, seed)
+        The forbidden-API watch costs time on every torch call, so it is off while timing;
+        one watched forward of the timed shape follows instead.
+        """
+        from .timing import config_for, measure_speed
+
+        self.watching = False
+        try:
+            measurement = measure_speed(self, device, seed)
+        finally:
+            self.watching = True
+        cfg = config_for(device)
+        x = torch.randn(cfg.B, cfg.T, cfg.E, generator=torch.Generator().manual_seed(seed))
+        x = x.to(device)  # (B, T, E)
+        self.run_module(ModuleRun("MultiHeadAttention", (cfg.E, cfg.H), forward_args=(x,),
+                                  forward_kwargs={"is_causal": True, "need_weights": False},
+                                  dtype=torch.float32))
+        return measurement
 
 
 def load_weights(module: nn.Module, owner: str, params: dict[str, torch.Tensor | None]) -> None:

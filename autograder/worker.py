@@ -2,37 +2,52 @@
 
 The grader's process never imports the student's code. It sends requests (call this
 function on these tensors) over a pipe and gets tensors back; every comparison happens on
-its side. Messages are `torch.save` payloads read back with `weights_only=True`, so the
-worker cannot make the grader run code. A request that outlives its timeout, a crash or an
-exit kills the worker; the next request starts a fresh one.
+its side, and everything that comes back passes `_plain` again there. Messages are
+`torch.save` payloads read back with `weights_only=True`, so the worker cannot make the
+grader run code.
+
+The worker runs in a fresh temporary folder, as `nobody` when the grader is root, under a
+memory limit, and dies with the grader. A request that outlives its timeout, a crash or an
+exit kills it; the next request starts a fresh one, so a hang or a crash costs one check.
+An overall cap bounds the whole submission, restarts included. See docs/trusted-grading.md.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import dataclasses
 import io
+import json
 import os
+import pwd
 import resource
 import select
+import shutil
 import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from .submission import Call, InProcessSubmission, ModuleRun, StudentCodeError
+from .policy import Limits, forbidden_functions, forbidden_names, worker_user
+from .submission import Call, InProcessSubmission, ModuleRun, StudentCodeError, _plain
 
 HEADER = struct.Struct("!Q")
 MAX_MESSAGE = 256 * 2**20
-LOAD_TIMEOUT_S = 60.0
-CALL_TIMEOUT_S = 20.0
-SPEED_TIMEOUT_S = 60.0
-MEMORY_LIMIT_GIB = 6
-PRINT_KEEP = 2000  # characters of the student's printing kept for the report
+PRINT_KEEP = 500  # characters of the student's printing kept for the report
+TEXT_KEEP = 1000  # characters of any text from the worker shown to anyone
+FILE_SIZE_LIMIT = 64 * 2**20  # bytes the worker may write to any one file
+KIT_ROOT = Path(__file__).resolve().parents[1]
+
+
+class WorkerStartError(RuntimeError):
+    """The worker could not start before running any student code: the grader's setup."""
 
 
 # --------------------------------------------------------------------------- framing
@@ -60,16 +75,35 @@ def _read_exactly(fd: int, size: int, deadline: float) -> bytes:
 
 
 def _receive(fd: int, deadline: float) -> Any:
+    """One message. TimeoutError, EOFError, or ValueError for anything unreadable."""
     (size,) = HEADER.unpack(_read_exactly(fd, HEADER.size, deadline))
-    if size > MAX_MESSAGE:
+    if size > MAX_MESSAGE:  # left unread: the pipe is out of step, as after a crash
         raise EOFError
-    return torch.load(io.BytesIO(_read_exactly(fd, size, deadline)), weights_only=True)
+    data = _read_exactly(fd, size, deadline)
+    try:
+        return torch.load(io.BytesIO(data), weights_only=True)
+    except Exception as err:  # not a safe payload: an object weights_only refuses, or junk
+        raise ValueError(type(err).__name__) from None
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes, deadline: float | None = None) -> None:
+    """Write everything; with a deadline the fd is non-blocking and waits are bounded."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        if deadline is not None:
+            timeout = deadline - time.monotonic()
+            if timeout <= 0 or not select.select([], [fd], [], timeout)[1]:
+                raise TimeoutError
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            continue
+
+
+def _clean(text: Any, keep: int = TEXT_KEEP) -> str:
+    """Text from the worker, safe to show: printable, bounded."""
+    text = str(text)[:keep]
+    return "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text)
 
 
 # dtypes travel as names: ModuleRun holds a torch.dtype.
@@ -89,41 +123,105 @@ def _run_from_dict(fields: dict) -> ModuleRun:
 class WorkerSubmission:
     """The `Submission` operations, carried out by a worker process that holds the code."""
 
-    def __init__(self, path: str | Path, device: str = "cpu"):
+    def __init__(self, path: str | Path, device: str = "cpu", limits: Limits | None = None):
         self.path = Path(path).resolve()
         self.device = device
+        self.limits = limits or Limits.from_env()
+        self.forbidden = forbidden_names()
+        forbidden_functions(self.forbidden)  # a misconfigured list fails here, not per check
+        self.user = worker_user()
         self.problems: list[str] = []
         self.printed = ""
         self._proc: subprocess.Popen | None = None
+        self._workdir: Path | None = None
         self._dead_at_load: str | None = None
+        self._deadline: float | None = None
 
     # -- lifecycle
+    def _left(self) -> float:
+        assert self._deadline is not None
+        return self._deadline - time.monotonic()
+
+    def _cap_message(self) -> str:
+        return f"not run: grading this submission reached its overall limit of " \
+               f"{self.limits.total_s:g} s"
+
     def _start(self) -> None:
+        self._workdir = Path(tempfile.mkdtemp(prefix="mha-kit-worker-"))
+        shutil.copyfile(self.path, self._workdir / self.path.name)
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
-        env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"}
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "autograder.worker", str(self.path), self.device,
-             str(request_r), str(reply_w)],
-            pass_fds=(request_r, reply_w), stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-            start_new_session=True,
-        )
+        config = {"path": self.path.name, "device": self.device, "parent": os.getpid(),
+                  "memory_gib": self.limits.memory_gib, "forbidden": list(self.forbidden)}
+        home = str(self._workdir)
+        env = {**os.environ, "HOME": home, "TMPDIR": home, "MPLCONFIGDIR": home,
+               "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(KIT_ROOT),
+                                                           os.environ.get("PYTHONPATH")]))}
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-s", "-m", "autograder.worker", json.dumps(config),
+                 str(request_r), str(reply_w)],
+                pass_fds=(request_r, reply_w), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=home,
+                start_new_session=True, **self._account(),
+            )
+        except (OSError, KeyError) as err:  # no such user, or not allowed to switch to it
+            for fd in (request_r, request_w, reply_r, reply_w):
+                os.close(fd)
+            self.close()
+            raise WorkerStartError(f"the grading worker could not start{self._as_user()}: "
+                                   f"{type(err).__name__}: {err}") from None
         os.close(request_r)
         os.close(reply_w)
+        os.set_blocking(request_w, False)
         self._request_fd, self._reply_fd = request_w, reply_r
+        self._handshake()
+
+    def _account(self) -> dict[str, Any]:
+        """Popen's arguments to run as `self.user`, who then owns the temporary folder."""
+        if not self.user:
+            return {}
+        entry = pwd.getpwnam(self.user)
+        assert self._workdir is not None
+        for item in (self._workdir, self._workdir / self.path.name):
+            os.chown(item, entry.pw_uid, entry.pw_gid)
+        return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+
+    def _as_user(self) -> str:
+        return f" as user {self.user!r} (MHA_KIT_WORKER_USER chooses another)" if self.user \
+            else ""
+
+    def _handshake(self) -> None:
+        """`ready` before any student code runs (else the grader's setup failed), then `loaded`."""
+        assert self._proc is not None and self._proc.stderr is not None
         try:
-            hello = _receive(self._reply_fd, time.monotonic() + LOAD_TIMEOUT_S)
+            _receive(self._reply_fd, time.monotonic() + self.limits.start_s)
+        except (TimeoutError, EOFError, ValueError, OSError):
+            self._kill()
+            status = self._exit_status()
+            stderr = self._proc.stderr.read().decode(errors="replace").strip().splitlines()
+            self.close()
+            raise WorkerStartError(f"the grading worker could not start{self._as_user()}: "
+                                   + ("\n".join(stderr[-5:]) or status)) from None
+        self._proc.stderr.close()
+        capped = self._left() < self.limits.load_s
+        try:
+            hello = _receive(self._reply_fd, time.monotonic() + min(self.limits.load_s,
+                                                                    self._left()))
         except TimeoutError:
-            self._dead_at_load = (f"loading your file did not finish within {LOAD_TIMEOUT_S:.0f}"
-                                  " s (an infinite loop at top level?)")
-        except (EOFError, OSError, RuntimeError):
-            self._dead_at_load = (f"your file ended the grading process while loading "
+            self._dead_at_load = self._cap_message() if capped else (
+                f"loading your file did not finish within {self.limits.load_s:g} s (an "
+                "infinite loop at top level?)")
+        except (EOFError, ValueError, OSError):
+            self._dead_at_load = ("your file ended the grading process while loading "
                                   f"({self._exit_status()})")
         else:
-            self.problems = list(hello.get("problems", []))
-            self.printed = hello.get("printed", "")
+            hello = hello if isinstance(hello, dict) else {}
+            self.problems = [_clean(p) for p in hello.get("problems", ())][:50]
+            self.printed = _clean(hello.get("printed", ""))
             return
+        self.problems.append(self._dead_at_load)
         self.close()
 
     def _exit_status(self) -> str:
@@ -134,16 +232,22 @@ class WorkerSubmission:
             return "it stopped answering"
         if code < 0:
             name = signal.Signals(-code).name
-            hint = " (out of memory?)" if name == "SIGKILL" else ""
+            hint = {"SIGKILL": " (out of memory?)", "SIGABRT": " (a crash in native code, or "
+                    "out of memory)", "SIGSEGV": " (a crash in native code)"}.get(name, "")
             return f"killed by {name}{hint}"
         return f"exit code {code}: sys.exit or os._exit in student code?"
 
+    def _kill(self) -> None:
+        """The worker's process group (its children), and the worker itself wherever it went."""
+        assert self._proc is not None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self._proc.kill()
+
     def close(self) -> None:
         if self._proc is not None:
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            self._kill()
             self._proc.wait()
             for fd in (self._request_fd, self._reply_fd):
                 try:
@@ -151,6 +255,9 @@ class WorkerSubmission:
                 except OSError:
                     pass
             self._proc = None
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
 
     def __enter__(self) -> WorkerSubmission:
         return self
@@ -159,39 +266,71 @@ class WorkerSubmission:
         self.close()
 
     def ensure_loaded(self) -> None:
-        if self._proc is None and self._dead_at_load is None:
+        """Start the worker (and the overall clock) unless it runs or could not load."""
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self.limits.total_s
+        if self._proc is None and self._dead_at_load is None and self._left() > 0:
             self._start()
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the worker has used so far, read by the kernel's count (Linux), else None."""
+        if self._proc is None:
+            return None
+        try:
+            stat = Path(f"/proc/{self._proc.pid}/stat").read_text()
+        except OSError:
+            return None
+        fields = stat.rsplit(")", 1)[1].split()  # after "pid (name)": state is fields[0]
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
     # -- one request
     def _request(self, what: str, op: str, payload: dict, timeout: float) -> Any:
         self.ensure_loaded()
         if self._dead_at_load:
             raise StudentCodeError("load", self._dead_at_load)
+        if self._left() <= 0:
+            raise StudentCodeError("total_timeout", self._cap_message())
+        timeout = min(timeout, self._left())
+        deadline = time.monotonic() + timeout
         try:
-            _write_all(self._request_fd, _encode({"op": op, **payload}))
-            reply = _receive(self._reply_fd, time.monotonic() + timeout)
+            _write_all(self._request_fd, _encode({"op": op, **payload}), deadline)
+            reply = _receive(self._reply_fd, deadline)
         except TimeoutError:
             self.close()
+            if self._left() <= 0:
+                raise StudentCodeError("total_timeout", f"`{what}` was stopped: grading this "
+                                       "submission reached its overall limit of "
+                                       f"{self.limits.total_s:g} s") from None
             raise StudentCodeError(
-                "timeout", f"`{what}` timed out after {timeout:.0f} s (an infinite loop?)"
+                "timeout", f"`{what}` timed out after {timeout:g} s (an infinite loop?)"
             ) from None
-        except (EOFError, OSError, RuntimeError):
+        except (EOFError, OSError):
             status = self._exit_status()
             self.close()
             raise StudentCodeError("crash", f"`{what}` ended the grading process ({status})"
                                    ) from None
+        except ValueError as err:  # the whole message was read: the worker can go on
+            raise StudentCodeError("bad_reply", f"`{what}` sent back something other than plain "
+                                   f"tensors and values ({_clean(err, 100)}), which the grader "
+                                   "does not read") from None
         if not isinstance(reply, dict):
-            raise StudentCodeError("crash", f"`{what}`: the worker sent a malformed reply")
+            raise StudentCodeError("bad_reply", f"`{what}`: the worker sent a malformed reply")
+        if "printed" in reply:
+            self.printed = _clean(reply["printed"])
         if not reply.get("ok"):
-            raise StudentCodeError(str(reply.get("kind")), str(reply.get("message")),
-                                   reply.get("exc_type"))
+            exc_type = reply.get("exc_type")
+            raise StudentCodeError(_clean(reply.get("kind"), 40), _clean(reply.get("message")),
+                                   None if exc_type is None else _clean(exc_type, 100))
         return reply.get("value")
 
     def _call_reply(self, what: str, op: str, payload: dict) -> Call:
-        value = self._request(what, op, payload, CALL_TIMEOUT_S)
+        value = self._request(what, op, payload, self.limits.call_s)
         if not isinstance(value, dict):
-            raise StudentCodeError("crash", f"`{what}`: the worker sent a malformed reply")
-        return Call(value.get("value"), tuple(value.get("inputs_after", ())))
+            raise StudentCodeError("bad_reply", f"`{what}`: the worker sent a malformed reply")
+        inputs_after = _plain(value.get("inputs_after", ()), what)
+        if not all(isinstance(t, torch.Tensor) for t in inputs_after):
+            raise StudentCodeError("bad_reply", f"`{what}`: the worker sent a malformed reply")
+        return Call(_plain(value.get("value"), what), inputs_after)
 
     # -- the Submission operations
     def call(self, name: str, *args: Any, **kwargs: Any) -> Call:
@@ -202,14 +341,15 @@ class WorkerSubmission:
 
     def check_constructor(self, name: str, *args: Any, **kwargs: Any) -> None:
         self._request(name, "check_constructor", {"name": name, "args": args,
-                                                  "kwargs": kwargs}, CALL_TIMEOUT_S)
+                                                  "kwargs": kwargs}, self.limits.call_s)
 
     def time_speed(self, device: str, seed: int) -> dict[str, Any]:
-        value = self._request("MultiHeadAttention (timing)", "time_speed",
-                              {"device": device, "seed": seed}, SPEED_TIMEOUT_S)
-        if not isinstance(value, dict):
-            raise StudentCodeError("crash", "the timing run sent a malformed reply")
-        return value
+        what = "MultiHeadAttention (timing)"
+        value = self._request(what, "time_speed", {"device": device, "seed": seed},
+                              self.limits.speed_s)
+        if isinstance(value, dict) and isinstance(value.get("outputs"), dict):
+            value["outputs"] = {i: _plain(o, what) for i, o in value["outputs"].items()}
+        return value  # its form is checked by timing.score_speed, in this process
 
 
 # --------------------------------------------------------------------------- worker side
@@ -223,6 +363,7 @@ class _CappedWriter(io.TextIOBase):
         self.size = 0
 
     def write(self, text: str) -> int:
+        text = str(text)
         if self.size < PRINT_KEEP:
             self.kept.append(text[: PRINT_KEEP - self.size])
         self.size += len(text)
@@ -235,23 +376,64 @@ class _CappedWriter(io.TextIOBase):
         return "".join(self.kept) + more
 
 
-def _serve(path: str, device: str, request_fd: int, reply_fd: int) -> None:
+def _die_with_parent(parent: int) -> None:
+    """Linux: the kernel kills this worker when the grader that started it dies."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (AttributeError, OSError):  # not Linux: the pipe's EOF ends an idle worker
+        pass
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+def _limit_resources(device: str, memory_gib: float) -> None:
+    limit = int(memory_gib * 2**30)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+    if device == "cpu":
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    else:  # CUDA maps far more address space than it uses: cap the GPU memory instead
+        total = torch.cuda.get_device_properties(torch.device(device)).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total), torch.device(device))
+
+
+def _serve(config: dict, request_fd: int, reply_fd: int) -> None:
+    _die_with_parent(config["parent"])
+    _limit_resources(config["device"], config["memory_gib"])
+    forbidden = forbidden_functions(tuple(config["forbidden"]))
+    if config["path"].endswith(".ipynb"):  # the grader's imports, not the student's load time
+        import IPython.core.inputtransformer2  # noqa: F401
+        import nbformat  # noqa: F401
+    _write_all(reply_fd, _encode({"ready": True}))
     printed = _CappedWriter()
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     sys.stdout = sys.stderr = printed
-    if device == "cpu":
-        limit = MEMORY_LIMIT_GIB * 2**30
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    sub = InProcessSubmission.from_path(path)
+    try:
+        sub = InProcessSubmission.from_path(config["path"], forbidden)
+    except Exception as err:  # an unreadable file: report it, grade nothing
+        sub = InProcessSubmission({}, [f"{config['path']} could not be read: "
+                                       f"{type(err).__name__}: {err}"], forbidden)
+    sub.memory_limit_gib = config["memory_gib"] if config["device"] == "cpu" else None
     _write_all(reply_fd, _encode({"problems": sub.problems, "printed": printed.summary()}))
+    reported = printed.size
     while True:
         try:
             request = _receive(request_fd, time.monotonic() + 24 * 3600)
-        except (EOFError, TimeoutError):
+        except (EOFError, TimeoutError, ValueError):
             return
-        _write_all(reply_fd, _encode(_answer(sub, request)))
+        reply = _answer(sub, request)
+        if printed.size != reported:
+            reply["printed"], reported = printed.summary(), printed.size
+        try:
+            message = _encode(reply)
+        except Exception as err:  # e.g. a class of the student's own, which cannot be saved
+            what = request.get("name") or request.get("run", {}).get("class_name", "it")
+            message = _encode({"ok": False, "kind": "bad_return", "message": f"`{what}` "
+                               f"returned something that cannot be sent back ({type(err).__name__}"
+                               "): return plain tensors"})
+        _write_all(reply_fd, message)
 
 
 def _answer(sub: InProcessSubmission, request: dict) -> dict:
@@ -277,4 +459,4 @@ def _answer(sub: InProcessSubmission, request: dict) -> dict:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    _serve(json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))

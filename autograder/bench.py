@@ -1,0 +1,261 @@
+"""`mha-kit bench`: the attention implementations timed side by side, and how reliable the
+speed check is (`--reliability N`). `compare_in_notebook` shows a student's own looped and
+fused modules the same way.
+
+torch is imported inside the functions: building the CLI's parser does not import it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .timing import Forward, SpeedConfig
+
+
+def bench_configs(device: str) -> dict[str, SpeedConfig]:
+    """The graded config and one larger config where memory, not overhead, dominates."""
+    from .timing import SpeedConfig, config_for
+
+    graded = config_for(device)
+    if device.startswith("cuda"):
+        larger = SpeedConfig(B=8, T=1024, E=768, H=12, rounds=11, calls=3)
+    else:
+        larger = SpeedConfig(B=8, T=128, E=256, H=8, rounds=7, calls=2)
+    return {"graded": graded, "larger": larger}
+
+
+def describe(cfg: SpeedConfig) -> str:
+    return f"B={cfg.B}, T={cfg.T}, E={cfg.E}, H={cfg.H}"
+
+
+def time_rows(rows: dict[str, Forward], cfg: SpeedConfig, device: str) -> dict[str, float]:
+    """Median seconds per call of each row: interleaved rounds on the same fresh inputs."""
+    from .timing import interleaved_times, medians, one_thread, speed_input, timer_for
+
+    def round_inputs(r: int) -> list:
+        return [speed_input(cfg, 0, r * cfg.calls + c).to(device) for c in range(cfg.calls)]
+
+    with one_thread():
+        times, _ = interleaved_times(rows, round_inputs, cfg.rounds, cfg.warmup,
+                                     timer_for(device))
+    return medians(times)
+
+
+def kit_rows(cfg: SpeedConfig, device: str) -> dict[str, Forward]:
+    from .implementations import BENCH_ROWS
+    from .timing import speed_params
+
+    params = {k: v.to(device) for k, v in speed_params(cfg, 0).items()}
+    return {name: cls(params, cfg.H) for name, cls in BENCH_ROWS.items()}
+
+
+def student_row(sub: Any, cfg: SpeedConfig, device: str) -> Forward:
+    """The student's fused module holding the same weights as the kit's rows."""
+    from .timing import prepared, speed_input, speed_params
+
+    params = {k: v.to(device) for k, v in speed_params(cfg, 0).items()}
+    forward = prepared(sub.construct("MultiHeadAttention", cfg.E, cfg.H), "MultiHeadAttention",
+                       params, device)
+    sub.guard("MultiHeadAttention.forward", lambda: forward(speed_input(cfg, 0, 0).to(device)))
+    return forward
+
+
+def format_table(title: str, med: dict[str, float], baseline: str) -> str:
+    """One row per implementation: its median time and its speedup over `baseline`."""
+    width = max(len(name) for name in med) + 2
+    lines = [title, f"  {'implementation':<{width}} {'median':>10}  {'speedup':>8}"]
+    for name, seconds in med.items():
+        speedup = med[baseline] / seconds
+        lines.append(f"  {name:<{width}} {seconds * 1e3:>7.3f} ms  {speedup:>7.1f}×")
+    return "\n".join(lines + [f"  (speedup: over {baseline})"])
+
+
+def plot_tables(tables: dict[str, dict[str, float]], baseline: str, path: str | Path | None
+                ) -> None:
+    """Horizontal bars of the median times, one panel per table; saved to `path` or shown."""
+    import matplotlib
+
+    if path:
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(tables), figsize=(6.5 * len(tables), 0.5 * max(
+        len(t) for t in tables.values()) + 1.6), squeeze=False)
+    for ax, (title, med) in zip(axes[0], tables.items()):
+        names = list(med)[::-1]
+        ms = [med[n] * 1e3 for n in names]
+        colors = ["tab:red" if n == baseline else "tab:green" if n.startswith("your") else
+                  "tab:blue" for n in names]
+        ax.barh(names, ms, color=colors)
+        for y, (name, value) in enumerate(zip(names, ms)):
+            ax.text(value, y, f" {med[baseline] / med[name]:.1f}×", va="center", fontsize=9)
+        ax.set_xlim(0, max(ms) * 1.2)
+        ax.set_xlabel("median time per forward call (ms)")
+        ax.set_title(title, fontsize=10)
+    fig.suptitle(f"× = speedup over {baseline}", fontsize=9)
+    fig.tight_layout()
+    if path:
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+    else:
+        plt.show()
+
+
+def compare_in_notebook(looped_cls: type, fused_cls: type, *, device: str = "cpu",
+                        plot: bool = True) -> dict[str, float]:
+    """Time your own LoopedMultiHeadAttention against your MultiHeadAttention at the graded
+    config, on the same inputs and weights; print a table, draw bars, return median seconds."""
+    from .checks import per_head_params
+    from .timing import config_for, prepared, speed_params
+
+    cfg = config_for(device)
+    params = {k: v.to(device) for k, v in speed_params(cfg, 0).items()}
+    rows = {
+        "your LoopedMultiHeadAttention": prepared(looped_cls(cfg.E, cfg.H),
+                                                  "LoopedMultiHeadAttention",
+                                                  per_head_params(params, cfg.H), device),
+        "your MultiHeadAttention": prepared(fused_cls(cfg.E, cfg.H), "MultiHeadAttention",
+                                            params, device),
+    }
+    med = time_rows(rows, cfg, device)
+    title = f"{describe(cfg)}, {device}"
+    print(format_table(title, med, "your LoopedMultiHeadAttention"))
+    if plot:
+        plot_tables({title: med}, "your LoopedMultiHeadAttention", None)
+    return med
+
+
+# --------------------------------------------------------------------------- reliability
+
+
+def busy_core() -> subprocess.Popen:
+    """Another process that keeps one CPU core busy until killed."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def repeated_checks(subjects: dict[str, type], n: int, device: str
+                    ) -> dict[str, list[tuple[float, ...]]]:
+    """Run the graded speed check n times on each kit module, alternating between them so that
+    both see the same load: (fraction of the points, speedup over looped, wall s, CPU s)."""
+    from .checks import CheckResult, Context, run_check
+    from .implementations import as_student_class
+    from .points import POINTS
+    from .submission import InProcessSubmission
+    from .timing import speed_ratios
+
+    class Recording(InProcessSubmission):
+        def time_speed(self, device: str, seed: int) -> dict[str, Any]:
+            self.last = super().time_speed(device, seed)
+            return self.last
+
+    # The kit's modules are correct by construction: the gate is taken as passed.
+    gate = CheckResult("fused_mha", POINTS["fused_mha"], POINTS["fused_mha"], "a kit module")
+    subs = {name: Recording({"MultiHeadAttention": as_student_class(cls)})
+            for name, cls in subjects.items()}
+    runs: dict[str, list[tuple[float, ...]]] = {name: [] for name in subjects}
+    for _ in range(n):
+        for name, sub in subs.items():
+            sub.last = None
+            wall, cpu = time.perf_counter(), time.process_time()
+            result = run_check("speed_fused_vs_looped", sub,
+                               Context(device=device, results={"fused_mha": gate}))
+            speedup = speed_ratios(sub.last["times"])[0] if sub.last else math.nan
+            runs[name].append((result.score / result.max_score, speedup,
+                               time.perf_counter() - wall, time.process_time() - cpu))
+        print(".", end="", flush=True, file=sys.stderr)
+    return runs
+
+
+def reliability(n: int, device: str) -> tuple[str, bool]:
+    """The speed check n times on the kit's fused module (target: full points every time) and
+    on a loop in disguise (target: no points ever), alone and beside a busy core."""
+    from .implementations import FusedReference, HeadLoopReference
+
+    subjects = {"fused reference": FusedReference, "loop in disguise": HeadLoopReference}
+    lines = [f"{'':<32} {'full points':>11} {'some points':>11}  speedup over looped"
+             f"  check's time (max)",
+             f"{'':<32} {'':>11} {'':>11}  min / median / max   wall   CPU"]
+    met, summary = True, []
+    for load in ("no other load", "one core busy"):
+        hog = busy_core() if load != "no other load" else None
+        try:
+            runs = repeated_checks(subjects, n, device)
+        finally:
+            if hog is not None:
+                hog.kill()
+                hog.wait()
+        for name, scored in runs.items():
+            fractions, speedups, walls, cpus = zip(*scored)
+            full, some = sum(f >= 1 for f in fractions), sum(f > 0 for f in fractions)
+            spread = f"{min(speedups):.1f} / {statistics.median(speedups):.1f} / " \
+                     f"{max(speedups):.1f}"
+            lines.append(f"{name + ', ' + load:<32} {f'{full}/{n}':>11} {f'{some}/{n}':>11}  "
+                         f"{spread:<19} {max(walls):>5.1f} s {max(cpus):>4.1f} s")
+            fused = name == "fused reference"
+            count, target = (full, n) if fused else (some, 0)
+            met = met and count == target
+            summary.append(f"{name} {'full' if fused else 'some'} points {count}/{n} ({load})")
+    print(file=sys.stderr)
+    verdict = "target met" if met else "TARGET MISSED"
+    lines.append(f"reliability on {device}, N={n}: {', '.join(summary)}: {verdict}")
+    return "\n".join(lines), met
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def run(args: argparse.Namespace) -> int:
+    from .cli import default_device
+    from .submission import InProcessSubmission, StudentCodeError
+
+    device = args.device or default_device()
+    if args.reliability:
+        report, ok = reliability(args.reliability, device)
+        print(report)
+        return 0 if ok else 1
+    sub = None
+    if args.submission:
+        sub = InProcessSubmission.from_path(args.submission, forbidden={})  # not grading
+        for problem in sub.problems:
+            print(f"while loading {args.submission}: {problem}")
+    tables = {}
+    for label, cfg in bench_configs(device).items():
+        rows = kit_rows(cfg, device)
+        if sub is not None:
+            try:
+                rows["your MultiHeadAttention"] = student_row(sub, cfg, device)
+            except StudentCodeError as err:
+                print(f"your MultiHeadAttention is left out: {err}")
+                sub = None
+        title = f"{label} config: {describe(cfg)} ({device}, 1 thread)"
+        tables[title] = time_rows(rows, cfg, device)
+        print(format_table(title, tables[title], "looped"), "\n", flush=True)
+    if args.plot:
+        plot_tables(tables, "looped", args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def add_parser(commands: Any) -> None:
+    bench = commands.add_parser(
+        "bench", help="time looped, fused, einops, einsum, SDPA and nn.MultiheadAttention",
+        description="Median time per forward call at the graded config and a larger one, "
+        "with the speedup over the looped version (docs/speed.md).",
+    )
+    bench.add_argument("--submission", metavar="PATH",
+                       help="also time this file's MultiHeadAttention (run in this process)")
+    bench.add_argument("--plot", metavar="OUT_PNG", help="draw the tables as a bar chart")
+    bench.add_argument("--device", choices=("cpu", "cuda"),
+                       help="where to run (default: cuda when available)")
+    bench.add_argument("--reliability", type=int, metavar="N",
+                       help="run the speed check N times on the kit's fused module and on a "
+                       "loop in disguise, alone and with one CPU core busy; print pass counts")
+    bench.set_defaults(run=run)

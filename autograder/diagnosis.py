@@ -1,0 +1,393 @@
+"""The catalogue of known mistakes, and which of them reproduces a wrong answer.
+
+When a value check fails, the grader recomputes the expected value with each classic mistake
+applied, from torch primitives. A mistake whose result matches the student's answer (or
+raises the very same error) is named in the message, with a hint. These variants only
+explain failures: the expected values still come from `oracle` (PyTorch).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+Tensor = torch.Tensor
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One classic mistake: `summary` completes "This matches ...", `hint` says what to do."""
+
+    id: str
+    summary: str
+    hint: str
+
+    def sentence(self) -> str:
+        return f"This matches {self.summary}: {self.hint}."
+
+
+CATALOGUE: tuple[Mistake, ...] = (
+    # splitting and merging heads
+    Mistake("split_no_transpose", "splitting with view but without transpose(1, 2)",
+            "view the features as (B, T, H, D), then .transpose(1, 2) to put the heads before "
+            "the tokens"),
+    Mistake("split_interleaved", "heads interleaved, the features split as (..., D, H)",
+            "head h owns the h-th block of D consecutive features: view as (B, T, H, D), "
+            "not (B, T, D, H)"),
+    Mistake("merge_no_transpose", "merging with view but without transpose(1, 2)",
+            "bring the tokens back first: x.transpose(1, 2).reshape(B, T, H * D)"),
+    Mistake("merge_interleaved", "heads interleaved when merging, the features laid out as "
+            "(D, H)", "concatenate whole heads: transpose to (B, T, H, D), then flatten the "
+            "last two dims"),
+    # scores
+    Mistake("no_scaling", "scores without the 1/√d scaling",
+            "divide q @ k^T by math.sqrt(d), with d = q.size(-1) the size of one head"),
+    Mistake("scale_by_d", "scaling by d instead of √d", "divide by math.sqrt(d), not by d"),
+    Mistake("scale_by_embed_dim", "scaling by √embed_dim instead of √d_head",
+            "the scale uses the size of one head, embed_dim // num_heads"),
+    Mistake("scale_by_wrong_dim", "scaling by the square root of the wrong size (tokens or "
+            "heads instead of features)", "use the last dim: math.sqrt(q.size(-1))"),
+    Mistake("qk_swapped", "q and k swapped (k @ q^T)",
+            "scores[..., i, j] compares query i with key j: q @ k.transpose(-2, -1)"),
+    # softmax
+    Mistake("softmax_wrong_dim", "a softmax over the wrong dim",
+            "normalise over the keys, softmax(scores, dim=-1), so each query's weights sum to 1"),
+    Mistake("unstable_softmax", "a softmax written as exp(s) / exp(s).sum()",
+            "exp overflows to inf for large logits and inf / inf is NaN; use torch.softmax, "
+            "which subtracts the row maximum first"),
+    # the causal mask
+    Mistake("mask_inverted", "the mask inverted, True taken as allowed",
+            "True means blocked: masked_fill(mask, float('-inf')), not ~mask or mask == 0"),
+    Mistake("mask_shifted", "a causal mask shifted by one diagonal",
+            "block key j > query i only, torch.triu(..., diagonal=1): each token sees itself"),
+    Mistake("mask_transposed", "a causal mask that blocks the past instead of the future",
+            "use torch.triu (above the diagonal), not torch.tril"),
+    Mistake("mask_after_softmax", "the mask applied after the softmax",
+            "fill blocked scores with -inf before the softmax, so the allowed weights still "
+            "sum to 1"),
+    Mistake("mask_fill_zero", "blocked positions filled with 0 instead of -inf",
+            "a score of 0 still gets weight exp(0) > 0; fill with float('-inf')"),
+    Mistake("is_causal_ignored", "is_causal ignored", "when is_causal=True, also block every "
+            "key j > query i"),
+    Mistake("attn_mask_ignored", "attn_mask ignored when is_causal=True",
+            "use both masks: a position is blocked if either blocks it"),
+    Mistake("masks_and", "attn_mask and the causal mask combined with & (both must block)",
+            "a position is blocked if either blocks it: attn_mask | causal"),
+    # projections
+    Mistake("bias_ignored", "a projection without its bias",
+            "add the bias, x @ weight.T + bias (nn.Linear adds it for you)"),
+    Mistake("weight_not_transposed", "the weight used without its transpose (x @ weight)",
+            "a weight is stored as (out_features, in_features): x @ weight.T"),
+    Mistake("k_proj_on_value", "k_proj applied to the value", "v = v_proj(value)"),
+    Mistake("q_proj_on_key", "q_proj applied to the key", "k = k_proj(key)"),
+    Mistake("value_from_key", "v_proj applied to the key instead of the value",
+            "v = v_proj(value): with cross-attention key and value differ"),
+    # what forward returns
+    Mistake("weights_averaged", "the attention weights averaged over the heads",
+            "return the weights of every head, shape (B, H, Tq, Tk)"),
+)
+MISTAKES: dict[str, Mistake] = {m.id: m for m in CATALOGUE}
+
+Candidate = tuple[str, Callable[[], Any]]  # a mistake id and its (lazy) result
+
+
+def named_in(message: str) -> list[str]:
+    """The ids of the mistakes a message names, in catalogue order."""
+    return [m.id for m in CATALOGUE if m.sentence() in message]
+
+
+# --------------------------------------------------------------------------- matching
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Tiny tensors: waking a pool of threads for each op costs more than the op itself."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _reproduces(got: Any, value: Any, tol: dict) -> bool:
+    if isinstance(got, BaseException):  # the student's code raised: the same error?
+        first_line = str(value).strip().splitlines()[0] if isinstance(value, Exception) else ""
+        return bool(first_line) and first_line in str(got)
+    if not isinstance(got, Tensor) or not isinstance(value, Tensor) or got.shape != value.shape:
+        return False
+    if got.dtype == torch.bool or value.dtype == torch.bool:
+        return torch.equal(got, value.to(got.dtype))
+    close = torch.isclose(got.double(), value.double(), equal_nan=True, **tol)
+    return bool(close.all())
+
+
+class Diagnosis:
+    """Which known mistakes reproduce one wrong answer. The candidates run on first use."""
+
+    def __init__(self, got: Any, candidates: list[Candidate], tol: dict):
+        self.got = got  # a tensor, or the error the student's code raised
+        self.candidates = candidates
+        self.tol = tol
+        self.among: tuple[str, ...] = ()  # evidence from another failing case, if any
+
+    @cached_property
+    def matches(self) -> tuple[str, ...]:
+        with one_thread():
+            return self._matches()
+
+    def _matches(self) -> tuple[str, ...]:
+        found: list[str] = []
+        for mistake_id, make in self.candidates:
+            if mistake_id in found:
+                continue
+            try:
+                value = make()
+            except Exception as err:  # a mistake may well raise: compare the error then
+                value = err
+            if _reproduces(self.got, value, self.tol):
+                found.append(mistake_id)
+        return tuple(found)
+
+    @property
+    def mistake(self) -> Mistake | None:
+        """The first match, preferring one that also explains the other failing case."""
+        agreed = [m for m in self.matches if m in self.among] or list(self.matches)
+        return MISTAKES[agreed[0]] if agreed else None
+
+
+# --------------------------------------------------------------------------- step functions
+
+
+def split_heads(x: Tensor, num_heads: int) -> list[Candidate]:
+    B, T, E = x.shape
+    D = E // num_heads
+    return [
+        ("split_no_transpose", lambda: x.reshape(B, num_heads, T, D)),
+        ("split_no_transpose", lambda: x.reshape(B, T, num_heads, D)),
+        ("split_interleaved", lambda: x.reshape(B, T, D, num_heads).permute(0, 3, 1, 2)),
+    ]
+
+
+def merge_heads(x: Tensor) -> list[Candidate]:
+    B, H, T, D = x.shape
+    return [
+        ("merge_no_transpose", lambda: x.reshape(B, T, H * D)),
+        ("merge_interleaved", lambda: x.permute(0, 2, 3, 1).reshape(B, T, D * H)),
+    ]
+
+
+def scaled_scores(q: Tensor, k: Tensor) -> list[Candidate]:
+    raw = q @ k.transpose(-2, -1)  # (..., Tq, Tk)
+    d = q.shape[-1]
+    candidates: list[Candidate] = [
+        ("no_scaling", lambda: raw),
+        ("scale_by_d", lambda: raw / d),
+        ("qk_swapped", lambda: k @ q.transpose(-2, -1) / math.sqrt(d)),
+        ("scale_by_wrong_dim", lambda: raw / math.sqrt(q.shape[-2])),
+    ]
+    if q.dim() == 4:  # (B, H, T, D): the heads dim and the whole embedding
+        candidates += [("scale_by_wrong_dim", lambda: raw / math.sqrt(q.shape[1])),
+                       ("scale_by_embed_dim", lambda: raw / math.sqrt(q.shape[1] * d))]
+    return candidates
+
+
+def causal_mask(seq_len: int, device: Any = None) -> list[Candidate]:
+    ones = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device)
+    return [
+        ("mask_inverted", lambda: ones.tril()),
+        ("mask_shifted", lambda: ones.triu(0)),
+        ("mask_shifted", lambda: ones.triu(2)),
+        ("mask_transposed", lambda: ones.tril(-1)),
+    ]
+
+
+def _softmax(scores: Tensor, how: str = "", dim: int = -1) -> Tensor:
+    if how == "exp":
+        e = scores.exp()
+        return e / e.sum(dim, keepdim=True)
+    return torch.softmax(scores, dim=dim)
+
+
+def _masked_weights(scores: Tensor, mask: Tensor | None, how: str = "", softmax: str = "",
+                    dim: int = -1) -> Tensor:
+    """Softmax weights with the mask applied correctly, or in one of the classic wrong ways."""
+    if mask is not None and how in ("", "inverted", "fill_zero"):
+        blocked = ~mask if how == "inverted" else mask
+        scores = scores.masked_fill(blocked, 0.0 if how == "fill_zero" else -math.inf)
+    weights = _softmax(scores, softmax, dim)
+    if mask is not None and how == "after_softmax":
+        weights = weights.masked_fill(mask, 0.0)
+    return weights
+
+
+def attend(scores: Tensor, v: Tensor, mask: Tensor | None = None) -> list[Candidate]:
+    """Candidates for (out, weights)."""
+
+    def with_weights(**how: Any) -> Callable[[], tuple[Tensor, Tensor]]:
+        def run() -> tuple[Tensor, Tensor]:
+            weights = _masked_weights(scores, mask, **how)
+            return weights @ v, weights
+        return run
+
+    n = scores.dim()
+    wrong_dims = sorted({d % n for d in (-2, 1)} - {n - 1})  # keys' neighbour, or heads
+    candidates = [("softmax_wrong_dim", with_weights(dim=d)) for d in wrong_dims]
+    candidates.append(("unstable_softmax", with_weights(softmax="exp")))
+    if mask is not None:
+        candidates += [(f"mask_{how}", with_weights(how=how))
+                       for how in ("inverted", "after_softmax", "fill_zero")]
+    return candidates
+
+
+def output_projection(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> list[Candidate]:
+    def plus_bias(y: Tensor) -> Tensor:
+        return y if bias is None else y + bias
+
+    return [
+        ("bias_ignored", lambda: x @ weight.t()),
+        ("weight_not_transposed", lambda: plus_bias(x @ weight)),
+    ]
+
+
+# --------------------------------------------------------------------------- modules
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """One way to get multi-head attention wrong; the defaults get it right."""
+
+    split: str = ""  # "no_transpose" (B, H, T, D) read straight, "tokens_first", "interleaved"
+    merge: str = ""  # "no_transpose", "interleaved", "tokens_first" (B, T, H, D) flattened
+    scale: str = ""  # "none", "d", "embed_dim", "tokens", "heads"
+    qk_swapped: bool = False
+    softmax: str = ""  # "exp": by hand
+    softmax_dim: int = -1
+    mask: str = ""  # "inverted", "after_softmax", "fill_zero"
+    no_bias: str = ""  # the projections without their bias, among "qkvo"
+    out_not_transposed: bool = False
+    k_from: str = "k"  # which projection makes k from the key
+    v_from: str = "v"
+    v_input: str = "value"  # or "key"
+    weights: str = ""  # "mean": averaged over heads
+
+
+MHA_VARIANTS: tuple[tuple[str, Knobs], ...] = (
+    ("split_no_transpose", Knobs(split="no_transpose")),
+    ("split_no_transpose", Knobs(split="no_transpose", merge="no_transpose")),
+    ("split_no_transpose", Knobs(split="tokens_first")),
+    ("split_no_transpose", Knobs(split="tokens_first", merge="tokens_first")),
+    ("split_interleaved", Knobs(split="interleaved")),
+    ("split_interleaved", Knobs(split="interleaved", merge="interleaved")),
+    ("merge_no_transpose", Knobs(merge="no_transpose")),
+    ("merge_interleaved", Knobs(merge="interleaved")),
+    ("no_scaling", Knobs(scale="none")),
+    ("scale_by_d", Knobs(scale="d")),
+    ("scale_by_embed_dim", Knobs(scale="embed_dim")),
+    ("scale_by_wrong_dim", Knobs(scale="tokens")),
+    ("scale_by_wrong_dim", Knobs(scale="heads")),
+    ("qk_swapped", Knobs(qk_swapped=True)),
+    ("softmax_wrong_dim", Knobs(softmax_dim=-2)),
+    ("softmax_wrong_dim", Knobs(softmax_dim=1)),
+    ("unstable_softmax", Knobs(softmax="exp")),
+    ("mask_inverted", Knobs(mask="inverted")),
+    ("mask_after_softmax", Knobs(mask="after_softmax")),
+    ("mask_fill_zero", Knobs(mask="fill_zero")),
+    # Without the key bias alone the weights do not change: q.b_k is the same for every key.
+    *(("bias_ignored", Knobs(no_bias=which)) for which in ("qkvo", "qkv", "q", "v", "o")),
+    ("weight_not_transposed", Knobs(out_not_transposed=True)),
+    ("k_proj_on_value", Knobs(v_from="k")),
+    ("q_proj_on_key", Knobs(k_from="q")),
+    ("value_from_key", Knobs(v_input="key")),
+    ("weights_averaged", Knobs(weights="mean")),
+)
+
+
+def _split(x: Tensor, num_heads: int, how: str) -> Tensor:
+    B, T, E = x.shape
+    D = E // num_heads
+    if how == "no_transpose":
+        return x.reshape(B, num_heads, T, D)
+    if how == "tokens_first":
+        return x.reshape(B, T, num_heads, D)
+    if how == "interleaved":
+        return x.reshape(B, T, D, num_heads).permute(0, 3, 1, 2)
+    return x.reshape(B, T, num_heads, D).transpose(1, 2)  # (B, H, T, D)
+
+
+def _merge(x: Tensor, how: str) -> Tensor:
+    B, T = x.shape[0], x.shape[2]
+    if how == "tokens_first":  # x is (B, T, H, D)
+        return x.reshape(B, x.shape[1], -1)
+    if how == "no_transpose":
+        return x.reshape(B, T, -1)
+    if how == "interleaved":
+        return x.permute(0, 2, 3, 1).reshape(B, T, -1)
+    return x.transpose(1, 2).reshape(B, T, -1)  # (B, T, H*D)
+
+
+def attention(params: dict[str, Tensor | None], query: Tensor, key: Tensor, value: Tensor,
+              num_heads: int, mask: Tensor | None, knobs: Knobs = Knobs()
+              ) -> tuple[Tensor, Tensor]:
+    """Multi-head attention with the knobs' mistakes: (out, weights (B, H, Tq, Tk)).
+
+    Without `out_proj.weight` in params it is one `AttentionHead`: (out, weights (B, Tq, Tk)).
+    """
+
+    def project(x: Tensor, name: str) -> Tensor:
+        bias = None if name in knobs.no_bias else params.get(f"{name}_proj.bias")
+        return F.linear(x, params[f"{name}_proj.weight"], bias)
+
+    q = _split(project(query, "q"), num_heads, knobs.split)
+    k = _split(project(key, knobs.k_from), num_heads, knobs.split)
+    v = _split(project(key if knobs.v_input == "key" else value, knobs.v_from), num_heads,
+               knobs.split)
+    d = q.shape[-1]
+    scale = {"": math.sqrt(d), "none": 1.0, "d": d, "embed_dim": math.sqrt(query.shape[-1]),
+             "tokens": math.sqrt(query.shape[1]), "heads": math.sqrt(num_heads)}
+    first, second = (k, q) if knobs.qk_swapped else (q, k)
+    scores = first @ second.transpose(-2, -1) / scale[knobs.scale]  # (B, H, Tq, Tk)
+    weights = _masked_weights(scores, mask, knobs.mask, knobs.softmax, knobs.softmax_dim)
+    out = _merge(weights @ v, knobs.merge)  # (B, Tq, E)
+    if "out_proj.weight" not in params:  # one head
+        return out, weights[:, 0]
+    w_o, b_o = params["out_proj.weight"], params["out_proj.bias"]
+    b_o = None if "o" in knobs.no_bias else b_o
+    out = (out @ w_o + (0 if b_o is None else b_o) if knobs.out_not_transposed
+           else F.linear(out, w_o, b_o))
+    return out, weights.mean(1) if knobs.weights == "mean" else weights
+
+
+def mha(params: dict[str, Tensor | None], query: Tensor, key: Tensor, value: Tensor,
+        num_heads: int, mask: Tensor | None,
+        masks: Sequence[tuple[str, Tensor | None]] = ()) -> list[Candidate]:
+    """Candidates for a module's (out, weights): each knob, then each wrongly built mask."""
+
+    def run(knobs: Knobs, m: Tensor | None = mask) -> Callable[[], tuple[Tensor, Tensor]]:
+        return lambda: attention(params, query, key, value, num_heads, m, knobs)
+
+    candidates = [(mistake_id, run(knobs)) for mistake_id, knobs in MHA_VARIANTS]
+    return candidates + [(mistake_id, run(Knobs(), m)) for mistake_id, m in masks]
+
+
+def combined_masks(attn_mask: Tensor | None, is_causal: bool, seq_len: int,
+                   device: Any = None) -> list[tuple[str, Tensor | None]]:
+    """The masks a module may wrongly build from `attn_mask` and `is_causal`."""
+    if not is_causal:
+        return []
+    ones = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device)
+    causal = ones.triu(1)
+    wrong = [(mistake_id, make()) for mistake_id, make in causal_mask(seq_len, device)]
+    if attn_mask is None:
+        return wrong + [("is_causal_ignored", None)]
+    return ([(mistake_id, attn_mask | m) for mistake_id, m in wrong]
+            + [("is_causal_ignored", attn_mask), ("attn_mask_ignored", causal),
+               ("masks_and", attn_mask & causal)])
+

@@ -1,0 +1,275 @@
+"""Checks of the extension track: `GeneralMultiHeadAttention`, the seed tutorials' variants.
+
+Expected values come from `F.scaled_dot_product_attention`, which takes a per-head value size
+that differs from the query/key size. Its bool `attn_mask` means True = *allowed*, the
+opposite of the kit's masks, so the grader passes `~blocked`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+from . import oracle
+from .checks import (
+    FLOAT32,
+    LARGE_LOGITS,
+    TIGHT,
+    CheckFailed,
+    Context,
+    _randn,
+    _strided,
+    expect_close,
+    expect_output_pair,
+    expect_tensor,
+    expect_unchanged,
+)
+from .points import EXTENSION_CHECKS
+from .submission import ModuleRun, StudentCodeError
+
+Tensor = torch.Tensor
+NAME = "GeneralMultiHeadAttention"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One configuration of the general module; None means "leave the default"."""
+
+    B: int
+    Tq: int
+    query_dim: int
+    H: int
+    Tk: int | None = None  # None: self-attention, forward(x) alone
+    key_dim: int | None = None
+    value_dim: int | None = None
+    qk_head_dim: int | None = None
+    v_head_dim: int | None = None
+    out_dim: int | None = None
+    context_length: int | None = None
+    qkv_bias: bool = True
+    pass_value: bool = True  # False: forward(query, key), value defaults to key
+    grader_mask: bool = False  # the grader writes its own pattern into the `mask` buffer
+    strided: bool = False
+    logit_scale: float = 1.0
+    dtype: torch.dtype = torch.float64
+
+    @property
+    def dqk(self) -> int:
+        return self.qk_head_dim or self.query_dim // self.H
+
+    @property
+    def dv(self) -> int:
+        return self.v_head_dim or self.dqk
+
+    @property
+    def tol(self) -> dict:
+        if self.dtype == torch.float32:
+            return FLOAT32
+        return LARGE_LOGITS if self.logit_scale > 1 else TIGHT
+
+    def kwargs(self) -> dict[str, Any]:
+        """Constructor keywords: only those the case sets, so that defaults are exercised."""
+        names = ("key_dim", "value_dim", "qk_head_dim", "v_head_dim", "out_dim", "context_length")
+        chosen: dict[str, Any] = {n: getattr(self, n) for n in names if getattr(self, n)}
+        return chosen if self.qkv_bias else {**chosen, "qkv_bias": False}
+
+    def __str__(self) -> str:
+        parts = [f"{NAME}({self.query_dim}, {self.H}"]
+        parts += [f"{k}={v}" for k, v in self.kwargs().items()]
+        text = ", ".join(parts) + f"), B={self.B}, " + (
+            f"Tq={self.Tq}, Tk={self.Tk}" if self.Tk else f"T={self.Tq}")
+        for note, on in (("forward(query, key): value defaults to key", not self.pass_value),
+                         ("the grader's own pattern in the `mask` buffer: slice self.mask, "
+                          "don't build a new mask in forward", self.grader_mask),
+                         ("non-contiguous inputs", self.strided),
+                         ("logits around 1e3", self.logit_scale > 1),
+                         ("float32", self.dtype == torch.float32)):
+            text += f", {note}" if on else ""
+        return text
+
+
+@dataclass
+class Drawn:
+    args: tuple[Tensor, ...]  # forward's positional arguments
+    params: dict[str, Tensor | None]
+    blocked: Tensor | None  # (Tq, Tk) True = blocked, or None
+
+
+def draw(c: Case, gen: torch.Generator, device: str) -> Drawn:
+    """Inputs, random weights and biases, and the mask, in float64 then cast to c.dtype."""
+    kdim, vdim = c.key_dim or c.query_dim, c.value_dim or c.query_dim
+    out_dim = c.out_dim or c.query_dim
+
+    def randn(*shape: int) -> Tensor:
+        return _randn(gen, *shape, device=device)
+
+    query = randn(c.B, c.Tq, c.query_dim)
+    key = randn(c.B, c.Tk, kdim) if c.Tk else query
+    value = (randn(c.B, c.Tk, vdim) if c.pass_value else key) if c.Tk else query
+    params: dict[str, Tensor | None] = {
+        "q_proj.weight": randn(c.H * c.dqk, c.query_dim) / math.sqrt(c.query_dim) * c.logit_scale,
+        "k_proj.weight": randn(c.H * c.dqk, kdim) / math.sqrt(kdim),
+        "v_proj.weight": randn(c.H * c.dv, vdim) / math.sqrt(vdim),
+        "out_proj.weight": randn(out_dim, c.H * c.dv) / math.sqrt(c.H * c.dv),
+        "q_proj.bias": randn(c.H * c.dqk) * c.logit_scale if c.qkv_bias else None,
+        "k_proj.bias": randn(c.H * c.dqk) if c.qkv_bias else None,
+        "v_proj.bias": randn(c.H * c.dv) if c.qkv_bias else None,
+        "out_proj.bias": randn(out_dim),
+    }
+    blocked = None
+    if c.context_length:
+        full = oracle.causal_mask(c.context_length, device=device)
+        if c.grader_mask:  # also block some earlier keys, never the diagonal
+            extra = torch.rand(c.context_length, c.context_length, generator=gen) < 0.3
+            full = full | (extra.to(device) & ~torch.eye(c.context_length, dtype=torch.bool,
+                                                         device=device))
+            params["mask"] = full
+        blocked = full[:c.Tq, :c.Tq]  # (T, T)
+    args = (query, key, value) if c.Tk and c.pass_value else (query, key) if c.Tk else (query,)
+    args = tuple(_strided(a) if c.strided else a for a in args)
+    cast = {k: v if v is None or v.dtype == torch.bool else v.to(c.dtype)
+            for k, v in params.items()}
+    return Drawn(tuple(a.to(c.dtype) for a in args), cast, blocked)
+
+
+def expected(c: Case, d: Drawn) -> tuple[Tensor, Tensor]:
+    """Output (B, Tq, out_dim) and per-head weights (B, H, Tq, Tk), computed in float64."""
+    p = {k: None if v is None else v.double() for k, v in d.params.items()}
+    query = d.args[0]
+    key = d.args[1] if len(d.args) > 1 else query  # the defaults of forward
+    value = d.args[2] if len(d.args) > 2 else key
+    q = oracle.split_heads(F.linear(query.double(), p["q_proj.weight"], p["q_proj.bias"]), c.H)
+    k = oracle.split_heads(F.linear(key.double(), p["k_proj.weight"], p["k_proj.bias"]), c.H)
+    v = oracle.split_heads(F.linear(value.double(), p["v_proj.weight"], p["v_proj.bias"]), c.H)
+    allowed = None if d.blocked is None else ~d.blocked
+    heads = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # (B, H, Tq, dv)
+    out = F.linear(oracle.merge_heads(heads), p["out_proj.weight"], p["out_proj.bias"])
+    _, weights = oracle.attend(oracle.scaled_scores(q, k), v, d.blocked)  # (B, H, Tq, Tk)
+    return out.to(c.dtype), weights.to(c.dtype)
+
+
+def _run(sub, c: Case, d: Drawn, *, training: bool = False, **init: Any) -> tuple[Any, Any]:
+    call = sub.run_module(ModuleRun(NAME, (c.query_dim, c.H), {**c.kwargs(), **init}, d.params,
+                                    d.args, {}, dtype=c.dtype, training=training, seed=0))
+    expect_unchanged(f"{NAME}.forward", call, d.args)
+    return expect_output_pair(f"{NAME}.forward", call)
+
+
+def _compare(sub, ctx: Context, check_id: str, cases: tuple[Case, ...]) -> float:
+    gen = ctx.generator(check_id)
+    for c in cases:
+        d = draw(c, gen, ctx.device)
+        out, weights = _run(sub, c, d)
+        want_out, want_weights = expected(c, d)
+        expect_close(f"{NAME} weights (B, H, Tq, Tk)", weights, want_weights, str(c), c.tol)
+        expect_close(f"{NAME} output (B, Tq, out_dim)", out, want_out, str(c), c.tol)
+    return 1.0
+
+
+def check_self_attention(sub, ctx: Context) -> float:
+    return _compare(sub, ctx, "ext_self_attention", (
+        Case(2, 5, 16, 4),
+        Case(1, 1, 4, 1),
+        Case(2, 4, 6, 6),  # one feature per head
+        Case(3, 6, 12, 3, qkv_bias=False),
+        Case(2, 5, 16, 4, strided=True),
+        Case(2, 5, 16, 4, logit_scale=1e3),
+        Case(2, 5, 16, 4, dtype=torch.float32),
+    ))
+
+
+def check_cross_dims(sub, ctx: Context) -> float:
+    return _compare(sub, ctx, "ext_cross_dims", (
+        Case(2, 3, 5, 2, Tk=6, key_dim=7, value_dim=4, qk_head_dim=3, out_dim=6),
+        Case(1, 4, 8, 4, Tk=1, key_dim=3, value_dim=3, qk_head_dim=2),
+        Case(2, 3, 10, 3, Tk=5, key_dim=6, value_dim=9, qk_head_dim=4, strided=True),
+        Case(2, 3, 8, 2, Tk=5, key_dim=6, value_dim=6, qk_head_dim=4, pass_value=False),
+        Case(2, 4, 9, 2, Tk=3, key_dim=5, value_dim=7, qk_head_dim=5, dtype=torch.float32),
+    ))
+
+
+def check_qk_v_head_dims(sub, ctx: Context) -> float:
+    return _compare(sub, ctx, "ext_qk_v_head_dims", (
+        Case(2, 5, 12, 3, qk_head_dim=2, v_head_dim=5),
+        Case(2, 4, 12, 4, qk_head_dim=6, v_head_dim=1, out_dim=7),
+        Case(1, 3, 6, 2, qk_head_dim=1, v_head_dim=4, qkv_bias=False),
+        Case(2, 3, 12, 3, Tk=4, key_dim=5, value_dim=7, qk_head_dim=4, v_head_dim=2, out_dim=9),
+        Case(2, 5, 12, 3, qk_head_dim=2, v_head_dim=5, dtype=torch.float32),
+    ))
+
+
+def check_causal_buffer(sub, ctx: Context) -> float:
+    return _compare(sub, ctx, "ext_causal_buffer", (
+        Case(2, 6, 16, 4, context_length=8),
+        Case(2, 8, 16, 4, context_length=8),
+        Case(1, 1, 8, 2, context_length=4),
+        Case(2, 5, 12, 3, qk_head_dim=2, v_head_dim=5, context_length=9),
+        Case(2, 6, 16, 4, context_length=10, grader_mask=True),
+        Case(2, 6, 16, 4, context_length=8, logit_scale=1e3),
+        Case(2, 6, 16, 4, context_length=8, dtype=torch.float32),
+    ))
+
+
+def check_dropout(sub, ctx: Context) -> float:
+    c = Case(2, 6, 16, 4, context_length=8)
+    d = draw(c, ctx.generator("ext_dropout"), ctx.device)
+    want_out, want_weights = expected(c, d)
+    out, weights = _run(sub, c, d, dropout=0.5)
+    expect_close(f"{NAME} output", out, want_out, f"{c}, dropout=0.5 in eval mode", TIGHT)
+
+    case = f"{c}, dropout=0.5 in training mode"
+    out, weights = _run(sub, c, d, dropout=0.5, training=True)
+    weights = expect_tensor(f"{NAME} weights", weights, want_weights, case)
+    kept = weights != 0
+    if bool(kept[want_weights != 0].all()):
+        raise CheckFailed(f"dropout=0.5 in training mode dropped no attention weight: apply "
+                          f"nn.Dropout to the weights ({case})")
+    if not torch.allclose(weights[kept], want_weights[kept] / (1 - 0.5), **TIGHT):
+        raise CheckFailed(f"the weights you return should be the ones you used, each either 0 "
+                          f"or softmax / (1 - p) ({case})")
+    p = d.params
+    v = oracle.split_heads(F.linear(d.args[0], p["v_proj.weight"], p["v_proj.bias"]), c.H)
+    mixed = F.linear(oracle.merge_heads(weights @ v), p["out_proj.weight"], p["out_proj.bias"])
+    expect_close(f"{NAME} output", out, mixed, f"{case}: out must use the dropped-out weights",
+                 TIGHT)
+    return 1.0
+
+
+def _expect_value_error(sub, args: tuple, kwargs: dict, why: str) -> None:
+    call = f"{NAME}({', '.join([*map(str, args), *(f'{k}={v}' for k, v in kwargs.items())])})"
+    try:
+        sub.check_constructor(NAME, *args, **kwargs)
+    except StudentCodeError as err:
+        if err.kind in ("missing", "not_implemented"):
+            raise
+        if err.exc_type != "ValueError":
+            raise CheckFailed(f"{call} should raise ValueError ({why}), but: {err}") from None
+    else:
+        raise CheckFailed(f"{call} should raise ValueError: {why}")
+
+
+def check_size_errors(sub, ctx: Context) -> float:
+    _expect_value_error(sub, (10, 3), {}, "10 features do not split into 3 heads")
+    _expect_value_error(sub, (10, 4), {"v_head_dim": 2},
+                        "qk_head_dim defaults to query_dim // num_heads, and 4 does not divide 10")
+    try:
+        sub.check_constructor(NAME, 10, 3, qk_head_dim=4)
+    except StudentCodeError as err:
+        raise CheckFailed(f"{NAME}(10, 3, qk_head_dim=4) should work: with the head sizes given, "
+                          f"nothing needs to divide. It failed: {err}") from None
+    return 1.0
+
+
+CHECK_FUNCTIONS: dict[str, Callable[[Any, Context], float]] = {
+    "ext_self_attention": check_self_attention,
+    "ext_cross_dims": check_cross_dims,
+    "ext_qk_v_head_dims": check_qk_v_head_dims,
+    "ext_causal_buffer": check_causal_buffer,
+    "ext_dropout": check_dropout,
+    "ext_size_errors": check_size_errors,
+}
+assert list(CHECK_FUNCTIONS) == [c.id for c in EXTENSION_CHECKS]

@@ -1,0 +1,36 @@
+"""`check` for the notebooks' test cells: the checks of `mha-kit check`, run in the kernel.
+
+A test cell is `check("split_heads")`. It grades the names the notebook has defined, prints
+one line (✓, or ✗ and the message), shows a picture of the failure when there is one, and
+either raises AssertionError (no points) or returns the points earned, which nbgrader reads
+as the cell's partial credit.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from .checks import Context, run_check
+from .cli import default_device
+from .i18n import translate
+from .pictures import show
+from .points import POINTS
+from .report import score_line
+from .submission import InProcessSubmission
+
+HIDDEN_SALT = "hidden"  # nbgrader's hidden tests: the same check on another fixed set of inputs
+
+
+def check(check_id: str, *, hidden: bool = False) -> float:
+    """Grade one check against the caller's globals (the notebook's namespace)."""
+    if check_id not in POINTS:
+        raise ValueError(f"unknown check {check_id!r}; choose from {', '.join(POINTS)}")
+    namespace = inspect.currentframe().f_back.f_globals
+    context = Context(device=default_device(), salt=HIDDEN_SALT if hidden else "")
+    result = run_check(check_id, InProcessSubmission(namespace), context)
+    print(score_line(result))
+    if result.picture is not None:
+        show(result.picture)
+    if result.score <= 0:
+        raise AssertionError(translate(result.message))
+    return result.score

@@ -1,0 +1,126 @@
+"""What student code may not call, and the limits it runs under. Instructors configure both.
+
+Forbidden APIs: `MHA_KIT_FORBIDDEN` (comma-separated) replaces `DEFAULT_FORBIDDEN`; each entry
+is a short name from `ALIASES` or the dotted path of any torch function, e.g.
+`MHA_KIT_FORBIDDEN="nn.MultiheadAttention,torch.einsum"`. An empty value forbids nothing.
+
+Limits: `Limits.from_env()` reads `MHA_KIT_CALL_TIMEOUT` and the other variables named in
+`Limits.ENV`; `mha-kit check` and `mha-kit grade` also take them as flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+# Short names and the torch functions that using them goes through. nn.MultiheadAttention's
+# forward calls multi_head_attention_forward, or _native_multi_head_attention on its fast path.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "nn.MultiheadAttention": (
+        "torch.nn.functional.multi_head_attention_forward",
+        "torch._native_multi_head_attention",
+    ),
+    "F.scaled_dot_product_attention": ("torch.nn.functional.scaled_dot_product_attention",),
+}
+DEFAULT_FORBIDDEN = ("nn.MultiheadAttention", "F.scaled_dot_product_attention")
+FORBIDDEN_ENV = "MHA_KIT_FORBIDDEN"
+
+
+def _resolve(dotted: str) -> Callable:
+    parts = dotted.split(".")
+    for split in range(len(parts) - 1, 0, -1):  # the longest importable module first
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for name in parts[split:]:
+            obj = getattr(obj, name, None)
+        if callable(obj):
+            return obj
+    raise ValueError(f"{FORBIDDEN_ENV}: {dotted!r} is neither one of {', '.join(ALIASES)} "
+                     "nor the dotted path of a torch function")
+
+
+def forbidden_names() -> tuple[str, ...]:
+    """The configured list: MHA_KIT_FORBIDDEN if set, else the default."""
+    configured = os.environ.get(FORBIDDEN_ENV)
+    if configured is None:
+        return DEFAULT_FORBIDDEN
+    return tuple(name.strip() for name in configured.split(",") if name.strip())
+
+
+def forbidden_functions(names: tuple[str, ...] | None = None) -> dict[Callable, str]:
+    """Each forbidden torch callable, mapped to the name a student knows it by."""
+    functions: dict[Callable, str] = {}
+    for name in forbidden_names() if names is None else names:
+        for dotted in ALIASES.get(name, (name,)):
+            functions[_resolve(dotted)] = name
+    return functions
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long and how much a worker may take for one submission (seconds, GiB)."""
+
+    load_s: float = 60.0  # running the file's top level
+    call_s: float = 20.0  # one call into student code
+    speed_s: float = 60.0  # the speed check's timed run
+    total_s: float = 300.0  # everything for one submission, restarts included
+    memory_gib: float = 6.0  # the worker's address space (CPU)
+    start_s: float = 120.0  # the worker's own start (importing torch): not the student's time
+
+    ENV = {
+        "load_s": "MHA_KIT_LOAD_TIMEOUT",
+        "call_s": "MHA_KIT_CALL_TIMEOUT",
+        "speed_s": "MHA_KIT_SPEED_TIMEOUT",
+        "total_s": "MHA_KIT_TOTAL_TIMEOUT",
+        "memory_gib": "MHA_KIT_MEMORY_GIB",
+    }
+
+    @classmethod
+    def from_env(cls, **overrides: float | None) -> Limits:
+        """Defaults, then the MHA_KIT_* variables, then explicit overrides (None: unset)."""
+        values: dict[str, float] = {}
+        for field, var in cls.ENV.items():
+            if os.environ.get(var):
+                try:
+                    values[field] = float(os.environ[var])
+                except ValueError:
+                    raise ValueError(f"{var}={os.environ[var]!r} is not a number") from None
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        for field, value in values.items():
+            if value <= 0:
+                raise ValueError(f"{field} must be positive, not {value}")
+        return dataclasses.replace(cls(), **values)
+
+
+WORKER_USER_ENV = "MHA_KIT_WORKER_USER"
+
+
+def _open_to_all(path: Path) -> bool:
+    """Whether every account may reach this file: o+x on it and on each folder above it."""
+    path = path.resolve()
+    return all(p.stat().st_mode & 0o001 for p in [path, *path.parents])
+
+
+def worker_user() -> str | None:
+    """The account student code runs as: `nobody` when the grader is root (as on Gradescope)
+    and Python, torch and the kit are open to all accounts; else the grader's own.
+
+    MHA_KIT_WORKER_USER names another account; an empty value keeps the grader's own.
+    """
+    configured = os.environ.get(WORKER_USER_ENV)
+    if configured is not None:
+        return configured or None
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None
+    torch_spec = importlib.util.find_spec("torch")
+    needed = [Path(sys.executable), Path(__file__).parent]
+    needed += [Path(torch_spec.origin)] if torch_spec and torch_spec.origin else []
+    return "nobody" if all(_open_to_all(p) for p in needed) else None

@@ -1,0 +1,172 @@
+"""Translated editions of the notebooks: the English master with its prose replaced.
+
+Code and test cells have one source, the English notebook in solutions/<assignment>/. Only
+markdown is translated, by an overlay `translations/<lang>/<notebook stem>.json` that maps each
+markdown cell id to the English text it translates and its translation. An edition is written
+to solutions/<assignment>_<lang>/<stem>_<lang>.ipynb and released by `mha-kit release` like any
+assignment. When the English text of a cell changes, the edition refuses to build until the
+overlay is updated, so a translation never silently describes an older notebook.
+
+    python -m autograder.translate status      # what is missing or stale, per overlay
+    python -m autograder.translate skeleton    # add missing cells to the overlays, untranslated
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+
+from .i18n import LANG_VARIABLE, LANGUAGES
+from .points import ASSIGNMENTS
+
+TRANSLATIONS = "translations"
+LANGUAGE_CELL_ID = "language"
+EDITION_LANGUAGES = tuple(lang for lang in LANGUAGES if lang != "en")
+
+
+class TranslationError(Exception):
+    """An overlay that does not match its English notebook."""
+
+
+def split_name(name: str) -> tuple[str, str | None]:
+    """'shapes_zh' -> ('shapes', 'zh'); 'shapes' -> ('shapes', None)."""
+    for lang in EDITION_LANGUAGES:
+        base = name.removesuffix(f"_{lang}")
+        if base != name and base in ASSIGNMENTS:
+            return base, lang
+    return name, None
+
+
+def overlay_path(course: Path, notebook: Path, lang: str) -> Path:
+    return course / TRANSLATIONS / lang / f"{notebook.stem}.json"
+
+
+def masters(course: Path, assignment: str) -> list[Path]:
+    return sorted((course / "solutions" / assignment).glob("*.ipynb"))
+
+
+def edition_names(course: Path) -> list[str]:
+    """Every `<assignment>_<lang>` whose notebooks all have an overlay."""
+    return [f"{a}_{lang}" for lang in EDITION_LANGUAGES for a in ASSIGNMENTS
+            if masters(course, a) and all(overlay_path(course, nb, lang).is_file()
+                                          for nb in masters(course, a))]
+
+
+def read_overlay(path: Path) -> dict[str, dict[str, str]]:
+    """cell id -> {"en": text, <lang>: text}; texts are stored as lists of lines."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return {cell_id: {k: "".join(v) for k, v in texts.items()} for cell_id, texts in cells.items()}
+
+
+def write_overlay(path: Path, overlay: dict[str, dict[str, str]]) -> None:
+    cells = {cell_id: {k: v.splitlines(keepends=True) for k, v in texts.items()}
+             for cell_id, texts in overlay.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"cells": cells}, ensure_ascii=False, indent=1) + "\n",
+                    encoding="utf-8")
+
+
+def problems(nb: nbformat.NotebookNode, overlay: dict[str, dict[str, str]], lang: str
+             ) -> list[str]:
+    """Markdown cells without a translation, or whose English changed since it was made."""
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        entry = overlay.get(cell.id)
+        if entry is None or not entry.get(lang, "").strip():
+            found.append(f"{cell.id}: not translated")
+        elif entry.get("en") != cell.source:
+            found.append(f"{cell.id}: stale, the English text changed")
+    ids = {c.id for c in nb.cells if c.cell_type == "markdown"}
+    found += [f"{cell_id}: no such markdown cell" for cell_id in overlay if cell_id not in ids]
+    return found
+
+
+def language_cell(lang: str) -> nbformat.NotebookNode:
+    """The one code cell an edition adds: it switches the kernel's grader messages to `lang`."""
+    source = f'import os\n\nos.environ["{LANG_VARIABLE}"] = "{lang}"  # grader messages in {lang}'
+    return nbformat.v4.new_code_cell(source, id=LANGUAGE_CELL_ID)
+
+
+def translate(nb: nbformat.NotebookNode, overlay: dict[str, dict[str, str]], lang: str
+              ) -> nbformat.NotebookNode:
+    """The edition: every markdown cell from the overlay, a language cell after the setup."""
+    bad = problems(nb, overlay, lang)
+    if bad:
+        raise TranslationError("; ".join(bad))
+    edition = copy.deepcopy(nb)
+    for cell in edition.cells:
+        if cell.cell_type == "markdown":
+            cell.source = overlay[cell.id][lang]
+    first_code = next(i for i, c in enumerate(edition.cells) if c.cell_type == "code")
+    edition.cells.insert(first_code + 1, language_cell(lang))
+    return edition
+
+
+def write_edition(course: Path, assignment: str, lang: str) -> list[Path]:
+    """solutions/<assignment>_<lang>/<stem>_<lang>.ipynb from the master and the overlay."""
+    written = []
+    for master in masters(course, assignment):
+        overlay_file = overlay_path(course, master, lang)
+        try:
+            edition = translate(nbformat.read(str(master), as_version=4),
+                                read_overlay(overlay_file), lang)
+        except TranslationError as err:
+            raise TranslationError(f"{overlay_file.relative_to(course)}: {err}") from None
+        target = course / "solutions" / f"{assignment}_{lang}" / f"{master.stem}_{lang}.ipynb"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(edition, str(target))
+        written.append(target)
+    return written
+
+
+def skeleton(course: Path, lang: str) -> list[Path]:
+    """Add every untranslated markdown cell to the overlays, with its English and no `lang`."""
+    changed = []
+    for assignment in ASSIGNMENTS:
+        for master in masters(course, assignment):
+            path = overlay_path(course, master, lang)
+            overlay = read_overlay(path) if path.is_file() else {}
+            cells = nbformat.read(str(master), as_version=4).cells
+            missing = {c.id: {"en": c.source, lang: ""} for c in cells
+                       if c.cell_type == "markdown" and c.id not in overlay}
+            if missing:
+                write_overlay(path, {**overlay, **missing})
+                changed.append(path)
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograder.translate",
+                                     description="Status and skeletons of notebook overlays.")
+    parser.add_argument("action", choices=("status", "skeleton"))
+    parser.add_argument("--lang", default="zh", choices=EDITION_LANGUAGES)
+    parser.add_argument("--course-dir", default=".", type=Path)
+    args = parser.parse_args(argv)
+    if args.action == "skeleton":
+        for path in skeleton(args.course_dir, args.lang):
+            print(f"updated {path}")
+        return 0
+    bad = 0
+    for assignment in ASSIGNMENTS:
+        for master in masters(args.course_dir, assignment):
+            path = overlay_path(args.course_dir, master, args.lang)
+            if not path.is_file():
+                print(f"{path}: missing")
+                bad += 1
+                continue
+            found = problems(nbformat.read(str(master), as_version=4), read_overlay(path),
+                             args.lang)
+            bad += len(found)
+            print(f"{path}: " + ("; ".join(found) if found else "up to date"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

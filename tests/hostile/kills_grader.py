@@ -1,0 +1,17 @@
+"""Hostile: tries to kill the grading process that started its worker.
+
+As `nobody` (the grader is root) it is not allowed to. Run as the grader's own account it
+succeeds; `mha-kit grade` then grades everyone else again and gives this student a row of 0.
+"""
+
+import os
+import signal
+
+import torch
+
+
+def causal_mask(seq_len, device=None):
+    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1)
+
+
+os.kill(os.getppid(), signal.SIGKILL)

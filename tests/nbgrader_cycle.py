@@ -1,0 +1,50 @@
+"""One real nbgrader cycle over several assignments, in one process.
+
+    python tests/nbgrader_cycle.py COURSE ASSIGNMENT...
+
+In the course directory COURSE (with nbgrader_config.py, solutions/<assignment>/ and the
+students' files under submitted/<student>/<assignment>/), this runs `generate_assignment` for
+each assignment, then `autograde` and `generate_feedback` for every submission, then exports
+grades.csv, all through nbgrader's own Python API: the same apps as the `nbgrader` commands,
+without paying nbgrader's import time once per command.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from nbgrader.api import Gradebook
+from nbgrader.apps.api import NbGraderAPI
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.plugins import CsvExportPlugin
+from traitlets.config.loader import PyFileConfigLoader
+
+
+def _ok(step: str, result: dict) -> None:
+    if not result["success"]:
+        sys.exit(f"nbgrader {step} failed:\n{result.get('error', '')}\n{result.get('log', '')}")
+
+
+def main(course: Path, assignments: list[str]) -> None:
+    os.chdir(course)
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    coursedir = CourseDirectory(config=config, root=str(course))
+    api = NbGraderAPI(coursedir=coursedir, config=config)
+    for assignment in assignments:
+        _ok(f"generate_assignment {assignment}", api.generate_assignment(assignment))
+    for assignment in assignments:
+        for student in sorted(p.parent.name for p in course.glob(f"submitted/*/{assignment}")):
+            _ok(f"autograde {assignment} {student}", api.autograde(assignment, student))
+            _ok(f"generate_feedback {assignment} {student}",
+                api.generate_feedback(assignment, student))
+    with Gradebook(coursedir.db_url) as gradebook:
+        CsvExportPlugin(config=config, to=str(course / "grades.csv")).export(gradebook)
+
+
+if __name__ == "__main__":
+    # nbgrader runs `alembic` to create gradebook.db; it sits beside this interpreter.
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent),
+                                          os.environ.get("PATH", "")])
+    main(Path(sys.argv[1]).resolve(), sys.argv[2:])

@@ -1,0 +1,85 @@
+"""Building student notebooks from the release and running them in real kernels."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from pathlib import Path
+
+import nbformat
+from conftest import ROOT
+from nbclient import NotebookClient
+
+from autograder.submission import _is_test_cell as is_test_cell
+
+SOLUTION = ROOT / "solutions" / "mha" / "multi_head_attention.ipynb"
+RELEASE = ROOT / "assignments" / "mha" / "multi_head_attention.ipynb"
+SPEED = "speed_fused_vs_looped"
+# Three of the six step functions: what a student half way through section 3 has.
+PARTIAL = ("split_heads", "causal_mask", "merge_heads")
+VERDICT = re.compile(r"^([✓✗]) (\w+): ([\d.]+)/(\d+)", re.MULTILINE)
+
+
+def read(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(str(path), as_version=4)
+
+
+def nbgrader_meta(cell) -> dict:
+    return cell.metadata.get("nbgrader", {})
+
+
+def solved(release: nbformat.NotebookNode, check_ids: tuple[str, ...] | None = None):
+    """The release with the answers to some checks (all when None) pasted from the solution.
+
+    A solution cell answers a check when its grade id is `<check id>_solution`; with
+    check_ids None every solution cell is filled, helpers and optional cells included.
+    """
+    answers = {nbgrader_meta(c).get("grade_id"): c.source for c in read(SOLUTION).cells
+               if nbgrader_meta(c).get("solution")}
+    wanted = None if check_ids is None else {f"{i}_solution" for i in check_ids}
+    nb = copy.deepcopy(release)
+    for cell in nb.cells:
+        grade_id = nbgrader_meta(cell).get("grade_id")
+        if nbgrader_meta(cell).get("solution") and (wanted is None or grade_id in wanted):
+            cell.source = answers[grade_id]
+    return nb
+
+
+def kernel_env() -> dict[str, str]:
+    """The environment of a student's kernel: matplotlib's inline backend, not CI's Agg."""
+    return {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+
+
+def execute(nb: nbformat.NotebookNode, cwd: Path, kernel_name: str = "python3",
+            timeout: int = 180) -> nbformat.NotebookNode:
+    """Run every cell top to bottom in a fresh kernel; errors stay in the outputs."""
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=True,
+                            resources={"metadata": {"path": str(cwd)}})
+    client.execute(env=kernel_env())
+    return nb
+
+
+def errors(cell) -> list[dict]:
+    return [o for o in cell.get("outputs", []) if o.output_type == "error"]
+
+
+def unexpected_errors(cell) -> list[str]:
+    """A cell's errors other than "not implemented" (for the speed check, its gate's message)."""
+    gate = nbgrader_meta(cell).get("grade_id") == SPEED
+    expected = "(see fused_mha)" if gate else "is not implemented yet"
+    return [f"{cell.id}: {e.ename}: {e.evalue}" for e in errors(cell)
+            if e.ename != "NotImplementedError"
+            and not (e.ename == "AssertionError" and expected in e.evalue)]
+
+
+def verdicts(nb: nbformat.NotebookNode) -> dict[str, tuple[bool, float]]:
+    """check id -> (passed, points) from the ✓/✗ line each executed test cell printed last."""
+    found = {}
+    for cell in nb.cells:
+        if not is_test_cell(cell):
+            continue
+        text = "".join(o.text for o in cell.outputs if o.output_type == "stream")
+        for mark, check_id, score, _ in VERDICT.findall(text):
+            found[check_id] = (mark == "✓", float(score))
+    return found

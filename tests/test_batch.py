@@ -1,0 +1,275 @@
+"""`mha-kit grade` over the hostile corpus: every submission gets its exact score and message,
+the grade sheet is the grader's own, and the batch finishes. Plus discovery and Gradescope."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, TEMPLATE
+
+from autograder.batch import Entry, discover, find_submission
+from autograder.cli import main
+from autograder.points import CHECKS, POINTS
+from autograder.policy import WORKER_USER_ENV, worker_user
+
+HOSTILE = ROOT / "tests" / "hostile"
+STEPS = ("split_heads", "scaled_scores", "causal_mask", "attend", "merge_heads",
+         "output_projection")
+FUSED = ("fused_mha", "fused_mha_masks", "fused_mha_contract")
+# Tight limits keep the corpus fast; the defaults are in autograder/policy.py.
+LIMITS = {"MHA_KIT_CALL_TIMEOUT": "2", "MHA_KIT_LOAD_TIMEOUT": "5", "MHA_KIT_TOTAL_TIMEOUT": "30",
+          "MHA_KIT_LANG": "en"}
+DROPPED = worker_user() is not None  # student code runs as another account (the grader is root)
+
+
+GATED = "timed only once MultiHeadAttention matches"  # the speed check without fused_mha
+
+
+@dataclass
+class Expect:
+    """What one hostile submission must get: its passing checks, and a message for the rest."""
+
+    passes: tuple[str, ...] = ()
+    fails: dict[str, str] = field(default_factory=dict)  # check id -> part of its message
+    otherwise: tuple[str, ...] = ("is not defined",)  # one of these for every other check
+    notes: tuple[str, ...] = ()  # parts of the loading notes
+    somewhere: str = ""  # part of at least one check's message
+
+    def messages(self, check_id: str) -> tuple[str, ...]:
+        if check_id in self.fails:
+            return (self.fails[check_id],)
+        return (GATED,) if check_id == "speed_fused_vs_looped" else self.otherwise
+
+
+DIED = "the grading process died while grading this submission"
+FORBIDDEN_SDPA = "`MultiHeadAttention.forward` uses F.scaled_dot_product_attention, which"
+EXPECTED: dict[str, Expect] = {
+    "exit_at_import.py": Expect(
+        otherwise=("your file ended the grading process while loading (exit code 3",)),
+    "sys_exit_at_import.py": Expect(("split_heads",),
+                                    notes=("line 11 raised SystemExit: done early",)),
+    "exit_in_function.py": Expect(("merge_heads", "causal_mask"), {
+        "split_heads": "`split_heads` ended the grading process (exit code 7"}),
+    "raises_base_exceptions.py": Expect(("causal_mask",), {
+        "split_heads": "`split_heads` raised SystemExit",
+        "merge_heads": "`merge_heads` raised KeyboardInterrupt",
+        "scaled_scores": "`scaled_scores` raised Escape, line 19: out of here"}),
+    "infinite_loop.py": Expect(("merge_heads",), {
+        "split_heads": "`split_heads` timed out after 2 s (an infinite loop?)"}),
+    "infinite_loop_at_import.py": Expect(otherwise=(
+        "loading your file did not finish within 5 s (an infinite loop at top level?)",)),
+    # Each check times out and restarts the worker, until the cap stops the rest: where that
+    # happens depends on the machine's speed.
+    "loops_everywhere.py": Expect(
+        fails={"split_heads": "`split_heads` timed out after 2 s"},
+        otherwise=("timed out after 2 s", "reached its overall limit of 30 s"),
+        somewhere="not run: grading this submission reached its overall limit of 30 s"),
+    "huge_allocation.py": Expect(("causal_mask",), {
+        "split_heads": "`split_heads` ran out of memory (it asked for 3,725.3 GiB at once); "
+                       "the grader allows 6 GiB",
+        "merge_heads": "`merge_heads` ran out of memory; the grader allows 6 GiB"}),
+    "prints_megabytes.py": Expect(("split_heads",),
+                                  notes=("your code printed: xxxx", "characters in all")),
+    "returns_non_tensors.py": Expect(fails={
+        "split_heads": "`split_heads` returned lists or tuples nested too deeply",
+        "merge_heads": "`merge_heads` returned a value of type AlwaysEqual",
+        "scaled_scores": "`scaled_scores` returned a value of type generator",
+        "causal_mask": "`causal_mask` returned a value of type ndarray"}),
+    "tensor_subclass.py": Expect(("merge_heads",), {
+        "split_heads": "`split_heads` returned a tensor subclass, Agreeable"}),
+    "monkeypatch_torch.py": Expect(fails={"split_heads": "wrong values",
+                                          "merge_heads": "wrong values"}),
+    "monkeypatch_autograder.py": Expect(fails={
+        "split_heads": "`split_heads` sent back something other than plain tensors and values "
+                       "(UnpicklingError)",
+        "merge_heads": "wrong values"}),
+    "writes_results_file.py": Expect(fails={"split_heads": "`split_heads` is not implemented"}),
+    "forbidden_apis.py": Expect(STEPS, {
+        "attention_head": "`AttentionHead.forward` uses F.scaled_dot_product_attention, which",
+        "looped_mha": "`LoopedMultiHeadAttention.forward` uses nn.MultiheadAttention, which",
+        **{check: FORBIDDEN_SDPA for check in FUSED}}),
+    "fake_timer.py": Expect(FUSED, {
+        "speed_fused_vs_looped": "speed not scored: the reported times add up to"}),
+    "syntax_error.py": Expect(("split_heads", "causal_mask"),
+                              notes=("syntax_error.py: syntax error at line 11",)),
+    "syntax_error.ipynb": Expect(("split_heads", "causal_mask"),
+                                 notes=("cell 4: syntax error at line 3",)),
+    # As `nobody` the kill is refused; as the grader's own account it kills a grader process,
+    # and the batch gives this student alone a row of 0 and grades everyone else again.
+    "kills_grader.py": Expect(("causal_mask",), notes=("raised PermissionError",)) if DROPPED
+    else Expect(fails={"speed_fused_vs_looped": DIED}, otherwise=(DIED,)),
+}
+
+
+STUDENTS = {e.path.name: e.student for e in discover(HOSTILE)}  # file name -> student
+
+
+def expected_total(expect: Expect) -> int:
+    return sum(POINTS[check] for check in expect.passes)
+
+
+@pytest.fixture(scope="module")
+def hostile_batch(tmp_path_factory):
+    """One run of `mha-kit grade` over tests/hostile, in a folder of its own (the corpus
+    writes fake grade sheets into the grader's working folder)."""
+    where = tmp_path_factory.mktemp("batch")
+    run = subprocess.run(
+        [sys.executable, "-m", "autograder.cli", "grade", str(HOSTILE), "--jobs", "2",
+         "--csv", "grades.csv", "--json-dir", "json"],
+        capture_output=True, text=True, cwd=where, env={**os.environ, **LIMITS},
+        timeout=900,  # a hang guard only
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    return where, run
+
+
+def test_the_corpus_covers_every_case():
+    on_disk = {p.name for p in HOSTILE.iterdir() if p.suffix in (".py", ".ipynb")}
+    assert on_disk == set(EXPECTED)
+    assert len(on_disk) >= 12
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_hostile_submission_gets_its_exact_score_and_messages(hostile_batch, name):
+    where, _ = hostile_batch
+    payload = json.loads((where / "json" / f"{STUDENTS[name]}.json").read_text())
+    expect = EXPECTED[name]
+    tests = {t["name"]: t for t in payload["tests"]}
+    assert list(tests) == [c.id for c in CHECKS]
+    for check in tests.values():
+        if check["name"] in expect.passes:
+            assert check["score"] == check["max_score"], check
+        else:
+            assert check["score"] == 0, check
+            assert any(m in check["output"] for m in expect.messages(check["name"])), check
+    assert payload["score"] == expected_total(expect)
+    assert any(expect.somewhere in check["output"] for check in tests.values())
+    for note in expect.notes:
+        assert note in payload.get("output", ""), payload.get("output")
+
+
+def test_printing_is_capped_and_made_harmless(hostile_batch):
+    where, _ = hostile_batch
+    output = json.loads((where / "json" / "prints_megabytes.json").read_text())["output"]
+    assert len(output) < 3000 and "\x1b" not in output
+
+
+def test_the_grade_sheet_is_the_graders_own(hostile_batch):
+    """One row per student, one column per check; the fake sheet a student wrote is gone."""
+    where, run = hostile_batch
+    with open(where / "grades.csv", newline="") as sheet:
+        rows = list(csv.DictReader(sheet))
+    assert [r["student"] for r in rows] == sorted(STUDENTS.values())
+    assert list(rows[0]) == ["student", "file", *(c.id for c in CHECKS), "total", "notes"]
+    for row in rows:
+        expect = EXPECTED[row["file"]]
+        assert float(row["total"]) == expected_total(expect), row
+        for check in CHECKS:
+            points = POINTS[check.id] if check.id in expect.passes else 0
+            assert float(row[check.id]) == points, (row["student"], check.id)
+    assert f"{len(EXPECTED)}/{len(EXPECTED)}" in run.stderr  # the progress line
+    assert f"graded {len(EXPECTED)} submissions in" in run.stdout
+
+
+def test_discovery_of_files_folders_and_nbgrader_layouts(tmp_path):
+    (tmp_path / "alice.py").write_text("")
+    (tmp_path / "bob.ipynb").write_text("{}")
+    (tmp_path / "bob.py").write_text("")
+    carol = tmp_path / "carol" / "mha"  # nbgrader: submitted/STUDENT/ASSIGNMENT/NOTEBOOK
+    carol.mkdir(parents=True)
+    (carol / "multi_head_attention.ipynb").write_text("{}")
+    (carol / ".ipynb_checkpoints").mkdir()
+    (carol / ".ipynb_checkpoints" / "multi_head_attention-checkpoint.ipynb").write_text("{}")
+    dave = tmp_path / "dave"
+    dave.mkdir()
+    (dave / "a.py").write_text("")
+    (dave / "b.py").write_text("")
+    (tmp_path / "erin").mkdir()
+    (tmp_path / "notes.txt").write_text("not a submission")
+    (tmp_path / "__pycache__").mkdir()
+    assert discover(tmp_path) == [
+        Entry("alice", tmp_path / "alice.py"),
+        Entry("bob.ipynb", tmp_path / "bob.ipynb"),
+        Entry("bob.py", tmp_path / "bob.py"),
+        Entry("carol", carol / "multi_head_attention.ipynb"),
+        Entry("dave", None, "2 .py files, expected one: a.py, b.py"),
+        Entry("erin", None, "no .ipynb or .py file found"),
+    ]
+    with pytest.raises(LookupError):
+        find_submission(tmp_path / "erin")
+
+
+def test_grade_usage_errors(tmp_path):
+    assert main(["grade", str(tmp_path / "missing")]) == 2
+    assert main(["grade", str(tmp_path)]) == 2  # nothing to grade
+    assert main(["grade", str(tmp_path), "--jobs", "0"]) == 2
+
+
+def test_a_grader_that_cannot_start_workers_stops_instead_of_grading_zeros(tmp_path):
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or DROPPED:
+        pytest.skip("needs a root grader whose Python the `nobody` account cannot run")
+    (tmp_path / "alice.py").write_text(TEMPLATE.read_text())
+    run = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", str(tmp_path),
+                          "--csv", str(tmp_path / "grades.csv")], capture_output=True, text=True,
+                         env={**os.environ, WORKER_USER_ENV: "nobody"}, timeout=300)
+    assert run.returncode == 2
+    assert "could not start as user 'nobody'" in run.stderr
+    assert not (tmp_path / "grades.csv").exists()
+
+
+# --------------------------------------------------------------------------- Gradescope
+
+
+def run_autograder(submission: Path, results: Path, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, **LIMITS, "MHA_KIT_SUBMISSION_DIR": str(submission),
+           "MHA_KIT_RESULTS": str(results)}
+    return subprocess.run([sys.executable, str(ROOT / "gradescope" / "run_autograder")],
+                          capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+
+
+def test_gradescope_entry_point_writes_the_graders_results(tmp_path):
+    """The submission writes a perfect results.json where the grader works; the grader's own
+    results replace it."""
+    upload = tmp_path / "submission"
+    upload.mkdir()
+    (upload / "writes_results_file.py").write_text(
+        (HOSTILE / "writes_results_file.py").read_text())
+    results = tmp_path / "results.json"
+    run = run_autograder(upload, results, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    payload = json.loads(results.read_text())
+    assert payload["score"] == 0 and payload["max_score"] == sum(c.points for c in CHECKS)
+    assert [t["name"] for t in payload["tests"]] == [c.id for c in CHECKS]
+    assert "is not implemented yet" in payload["tests"][0]["output"]
+    assert payload["execution_time"] > 0
+
+
+def test_gradescope_entry_point_without_a_submission(tmp_path):
+    upload = tmp_path / "submission"
+    upload.mkdir()
+    results = tmp_path / "results" / "results.json"
+    run = run_autograder(upload, results, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    payload = json.loads(results.read_text())
+    assert payload["score"] == 0
+    assert "no .ipynb or .py file found: upload your notebook" in payload["output"]
+
+
+def test_gradescope_zip_holds_the_entry_point_and_the_kit(tmp_path):
+    out = tmp_path / "autograder.zip"
+    run = subprocess.run(["bash", str(ROOT / "gradescope" / "make_zip.sh"), str(out)],
+                         capture_output=True, text=True, env={**os.environ,
+                                                              "PYTHON": sys.executable})
+    assert run.returncode == 0, run.stderr
+    names = set(zipfile.ZipFile(out).namelist())
+    assert {"run_autograder", "setup.sh", "mha-kit/pyproject.toml",
+            "mha-kit/autograder/worker.py"} <= names
+    assert not any("__pycache__" in n for n in names)

@@ -1,0 +1,226 @@
+"""The Chinese editions, grader messages in Chinese, and one real nbgrader cycle over the new
+assignments (extension, shapes) and the three Chinese editions."""
+
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from conftest import ROOT, STUBS
+from nbgrader.api import Gradebook
+from notebook_helpers import errors, is_test_cell, kernel_env, nbgrader_meta, read, verdicts
+
+from autograder import oracle, timing, translate
+from autograder.checks import run_check
+from autograder.i18n import translate as in_language
+from autograder.points import ASSIGNMENTS, POINTS
+from autograder.submission import InProcessSubmission
+
+EDITIONS = translate.edition_names(ROOT)
+CYCLE = ("mha_extensions", "shapes", *EDITIONS)
+SPEED = "speed_fused_vs_looped"
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def masters_and_editions(folder: str) -> list[tuple]:
+    """(English notebook, its edition) pairs under solutions/ or assignments/."""
+    pairs = []
+    for name in EDITIONS:
+        base, lang = translate.split_name(name)
+        for master in sorted((ROOT / folder / base).glob("*.ipynb")):
+            pairs.append((master, ROOT / folder / name / f"{master.stem}_{lang}.ipynb"))
+    return pairs
+
+
+def test_there_is_an_edition_of_every_assignment():
+    assert sorted(EDITIONS) == sorted(f"{name}_zh" for name in ASSIGNMENTS)
+
+
+def test_overlays_translate_every_markdown_cell_of_the_current_english():
+    for master, _ in masters_and_editions("solutions"):
+        overlay = translate.read_overlay(translate.overlay_path(ROOT, master, "zh"))
+        assert translate.problems(read(master), overlay, "zh") == [], master.name
+
+
+def test_committed_editions_are_what_the_overlays_generate(tmp_path):
+    for name in EDITIONS:
+        base, lang = translate.split_name(name)
+        shutil.copytree(ROOT / "solutions" / base, tmp_path / "solutions" / base)
+        shutil.copytree(ROOT / "translations", tmp_path / "translations", dirs_exist_ok=True)
+        for fresh in translate.write_edition(tmp_path, base, lang):
+            assert read(fresh) == read(ROOT / fresh.relative_to(tmp_path)), fresh.name
+
+
+def test_a_stale_translation_stops_the_edition(tmp_path):
+    master, _ = masters_and_editions("solutions")[0]
+    nb = read(master)
+    cell = next(c for c in nb.cells if c.cell_type == "markdown")
+    cell.source += "\n\nOne more sentence."
+    overlay = translate.read_overlay(translate.overlay_path(ROOT, master, "zh"))
+    with pytest.raises(translate.TranslationError, match=f"{cell.id}: stale"):
+        translate.translate(nb, overlay, "zh")
+
+
+@pytest.mark.parametrize("folder", ["solutions", "assignments"])
+def test_code_and_test_cells_are_the_english_ones(folder):
+    for master, edition in masters_and_editions(folder):
+        en, zh = read(master), read(edition)
+        added = [c for c in zh.cells if c.id == translate.LANGUAGE_CELL_ID]
+        assert [c.source for c in added] == [translate.language_cell("zh").source]
+        zh_cells = [c for c in zh.cells if c.id != translate.LANGUAGE_CELL_ID]
+        assert [(c.id, c.cell_type) for c in zh_cells] == [(c.id, c.cell_type) for c in en.cells]
+        for a, b in zip(en.cells, zh_cells):
+            if a.cell_type == "code":
+                assert (a.source, a.metadata) == (b.source, b.metadata), (edition.name, a.id)
+            else:
+                assert CJK.search(b.source) and b.source != a.source, (edition.name, a.id)
+
+
+def _message(namespace: dict, check_id: str = "split_heads") -> str:
+    return run_check(check_id, InProcessSubmission(namespace)).message
+
+
+def _not_implemented(x, num_heads):
+    raise NotImplementedError
+
+
+COMMON_MESSAGES = {  # what the grader writes -> a phrase the Chinese must drop
+    "not implemented": (lambda: _message({"split_heads": _not_implemented}), "not implemented"),
+    "not defined": (lambda: _message({}), "is not defined"),
+    "wrong shape": (lambda: _message({"split_heads": lambda x, h: x}), "got shape"),
+    "wrong values": (lambda: _message({"split_heads": lambda x, h: oracle.split_heads(x, h) + 1}),
+                     "wrong values"),
+    # The worker's words when a call outlives its time limit (worker.py).
+    "timed out": (lambda: "`attend` timed out after 20 s (an infinite loop?)", "timed out"),
+    "ok": (lambda: _message({"split_heads": oracle.split_heads}), "ok"),
+    "speed": (lambda: timing.speed_message({"student": 1e-3, "looped": 4e-3, "fused": 9e-4}, 4.0,
+                                           "cpu"), "faster"),
+}
+
+
+@pytest.mark.parametrize("kind", COMMON_MESSAGES)
+def test_common_messages_come_out_in_chinese(kind):
+    make, english_phrase = COMMON_MESSAGES[kind]
+    message = make()
+    assert english_phrase in message
+    zh = in_language(message, "zh")
+    assert CJK.search(zh) and english_phrase not in zh, zh
+    assert in_language(message, "en") == message
+    for name in re.findall(r"`[^`]+`", message):  # code names stay as they are
+        assert name in zh
+
+
+def test_cli_speaks_chinese_with_the_option_or_the_variable(tmp_path):
+    def check(*args, **env):
+        return subprocess.run([sys.executable, "-m", "autograder.cli", "check", str(STUBS),
+                               "--only", "attend", *args], capture_output=True, text=True,
+                              cwd=ROOT, env={**os.environ, **env}, timeout=300)
+
+    by_option = check("--lang", "zh")
+    assert "`attend` 还没有实现" in by_option.stdout and "总分" in by_option.stdout
+    results = tmp_path / "results.json"
+    by_variable = check("--json", str(results), MHA_KIT_LANG="zh")
+    assert "`attend` 还没有实现" in by_variable.stdout
+    assert json.loads(results.read_text())["tests"][0]["output"] == "`attend` 还没有实现"
+
+
+# --------------------------------------------------------------------------- nbgrader cycle
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    """Every new assignment released, then the solution ("complete") and the committed release
+    ("empty") submitted, autograded, given feedback and exported, by nbgrader itself."""
+    course = tmp_path_factory.mktemp("course")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    for name in CYCLE:
+        shutil.copytree(ROOT / "solutions" / name, course / "solutions" / name)
+        for student, source in (("complete", "solutions"), ("empty", "assignments")):
+            shutil.copytree(ROOT / source / name, course / "submitted" / student / name)
+    run = subprocess.run([sys.executable, str(ROOT / "tests" / "nbgrader_cycle.py"), str(course),
+                          *CYCLE], capture_output=True, text=True, env=kernel_env(), timeout=1200)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return course
+
+
+def normalised(nb: nbformat.NotebookNode) -> list:
+    return [(c.id, c.cell_type, c.source, c.metadata) for c in nb.cells]
+
+
+@pytest.mark.parametrize("name", CYCLE)
+def test_committed_release_is_a_fresh_generation(course, name):
+    for fresh in sorted((course / "assignments" / name).glob("*.ipynb")):
+        assert normalised(read(fresh)) == normalised(read(ROOT / "assignments" / name / fresh.name))
+
+
+def _graded(course, name: str, student: str) -> nbformat.NotebookNode:
+    (path,) = (course / "autograded" / student / name).glob("*.ipynb")
+    assert (course / "feedback" / student / name / path.with_suffix(".html").name).is_file()
+    return read(path)
+
+
+@pytest.mark.parametrize("name", CYCLE)
+def test_solution_passes_every_test_cell(course, name):
+    base, lang = translate.split_name(name)
+    table = {s.id for s in ASSIGNMENTS[base]}
+    nb = _graded(course, name, "complete")
+    assert [(c.id, errors(c)) for c in nb.cells if errors(c)] == []
+    found = verdicts(nb)
+    assert set(found) == table
+    for check_id, (passed, score) in found.items():
+        if check_id == SPEED:  # timed on a shared machine: partial credit is possible
+            assert score > 0
+        else:
+            assert passed and score == POINTS[check_id], (check_id, found[check_id])
+    ok = in_language("ok", lang)
+    assert all(ok in "".join(o.get("text", "") for o in c.outputs)
+               for c in nb.cells if is_test_cell(c) and nbgrader_meta(c)["grade_id"] != SPEED)
+
+
+@pytest.mark.parametrize("name", CYCLE)
+def test_release_fails_only_with_not_implemented(course, name):
+    base, lang = translate.split_name(name)
+    stub = in_language("`name` is not implemented yet", lang).replace("`name`", "").strip()
+    gate = in_language("timed only once MultiHeadAttention matches nn.MultiheadAttention "
+                       "(see fused_mha)", lang)
+    nb = _graded(course, name, "empty")
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert not errors(code[0]), "the setup cell must work"
+    unexpected = [(c.id, e.ename, e.evalue) for c in code for e in errors(c)
+                  if e.ename != "NotImplementedError" and not (
+                      e.ename == "AssertionError" and (stub in e.evalue or e.evalue == gate))]
+    assert unexpected == []
+    assert {i: passed for i, (passed, _) in verdicts(nb).items()} == dict.fromkeys(
+        [s.id for s in ASSIGNMENTS[base]], False)
+
+
+def test_grades_csv_holds_what_the_test_cells_earned(course):
+    expected = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        for name in CYCLE:
+            (notebook,) = (course / "autograded" / "complete" / name).glob("*.ipynb")
+            table = ASSIGNMENTS[translate.split_name(name)[0]]
+            earned = [POINTS[s.id] if s.id != SPEED else  # timed: partial credit is possible
+                      gradebook.find_grade(SPEED, notebook.stem, name, "complete").score
+                      for s in table]
+            expected[(name, "complete")] = sum(earned)
+            expected[(name, "empty")] = 0
+    with open(course / "grades.csv", newline="") as f:
+        scores = {(r["assignment"], r["student_id"]): float(r["score"]) for r in csv.DictReader(f)}
+    assert scores == expected
+
+
+def test_concepts_zh_follows_the_english_outline():
+    def outline(path):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        headings = [re.match(r"#+ (\d*)", line).group(0) for line in lines if line.startswith("#")]
+        return headings, sum(line.startswith("|") for line in lines), lines.count("```")
+
+    english, chinese = ROOT / "docs" / "concepts.md", ROOT / "docs" / "concepts_zh.md"
+    assert outline(chinese) == outline(english)
+    assert len(CJK.findall(chinese.read_text(encoding="utf-8"))) > 1000

@@ -1,0 +1,92 @@
+"""The grader against the corpus, in both directions.
+
+Every single-mistake mutant of template.py fails exactly its checks, and the diagnosis names
+its mistake for at least 90% of them; every alternative correct implementation passes with
+no diagnosis; the all-stub submission gets 0 with "not implemented" messages. Checks run in
+process (the speed check aside), which is what makes 40 submissions affordable.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+from conftest import CORPUS, STUBS, TEMPLATE
+
+from autograder.checks import CheckResult, run_checks
+from autograder.diagnosis import CATALOGUE, named_in
+from autograder.points import CHECKS
+from autograder.submission import InProcessSubmission
+
+sys.path.insert(0, str(CORPUS))
+from mutants import MUTANTS, Mutant  # noqa: E402
+
+DETERMINISTIC = [c.id for c in CHECKS if c.id != "speed_fused_vs_looped"]
+ALTERNATIVES = sorted((CORPUS / "alternatives").glob("*.py"))
+RATE_NEEDED = 0.9
+
+
+def grade(path: Path) -> list[CheckResult]:
+    return run_checks(InProcessSubmission.from_path(path), only=DETERMINISTIC)
+
+
+@cache
+def graded_mutant(mutant: Mutant, folder: Path) -> list[CheckResult]:
+    path = folder / f"mutant_{MUTANTS.index(mutant)}.py"
+    path.write_text(mutant.source())
+    return grade(path)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("mutants")
+
+
+def named(results: list[CheckResult]) -> set[str]:
+    """The mistakes the failing checks' messages name."""
+    return {m for r in results if not r.passed for m in named_in(r.message)}
+
+
+def test_the_corpus_is_big_enough_and_covers_the_catalogue():
+    assert len(MUTANTS) >= 20
+    assert len(ALTERNATIVES) >= 5
+    assert {m.mistake for m in MUTANTS} == {m.id for m in CATALOGUE}
+    assert len({m.label for m in MUTANTS}) == len(MUTANTS)
+    for mutant in MUTANTS:
+        assert mutant.source() != TEMPLATE.read_text()  # no mutant is a no-op
+        assert mutant.fails <= set(DETERMINISTIC), mutant.label
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.mistake for m in MUTANTS])
+def test_each_mutant_fails_exactly_its_checks(mutant: Mutant, folder: Path):
+    results = graded_mutant(mutant, folder)
+    failed = {r.id for r in results if not r.passed}
+    messages = "\n".join(f"{r.id}: {r.message}" for r in results if not r.passed)
+    assert failed == mutant.fails, f"{mutant.label}\n{messages}"
+
+
+def test_the_diagnosis_names_the_mistake_for_90_percent(folder: Path, capsys):
+    right = [m for m in MUTANTS if named(graded_mutant(m, folder)) == {m.mistake}]
+    rate = len(right) / len(MUTANTS)
+    with capsys.disabled():
+        print(f"\ndiagnosis names the right mistake for {len(right)}/{len(MUTANTS)} mutants "
+              f"({rate:.0%})")
+    wrong = {m.label: named(graded_mutant(m, folder)) for m in MUTANTS if m not in right}
+    assert rate >= RATE_NEEDED, wrong
+
+
+@pytest.mark.parametrize("path", [TEMPLATE, *ALTERNATIVES], ids=lambda p: p.stem)
+def test_correct_implementations_pass_without_a_diagnosis(path: Path):
+    results = grade(path)
+    assert [r.id for r in results] == DETERMINISTIC
+    for r in results:
+        assert r.passed and r.message == "ok", f"{r.id}: {r.message}"
+        assert not named_in(r.message)
+
+
+def test_stubs_get_zero_with_not_implemented_messages():
+    for r in grade(STUBS):
+        assert r.score == 0, r.id
+        assert "is not implemented yet" in r.message, f"{r.id}: {r.message}"

@@ -1,0 +1,93 @@
+"""The extension track: each seed tutorial's formulation gets full marks, and mistakes lose
+points on the check that names them."""
+
+import json
+
+import pytest
+from conftest import CORPUS, ROOT
+
+from autograder import contract, extension_checks, points
+from autograder.checks import run_checks
+from autograder.cli import detect_assignment
+from autograder.submission import InProcessSubmission
+from autograder.translate import split_name
+
+SEEDS = sorted((CORPUS / "extensions").glob("seed*.py"))
+EXTENSION_IDS = [c.id for c in points.EXTENSION_CHECKS]
+
+
+def grade(path):
+    return run_checks(InProcessSubmission.from_path(path), assignment="mha_extensions")
+
+
+def test_every_seed_has_a_formulation_in_the_corpus():
+    assert [p.name[:7] for p in SEEDS] == [f"seed00{i}" for i in range(5)]
+
+
+@pytest.mark.parametrize("path", SEEDS, ids=lambda p: p.stem)
+def test_seed_formulation_gets_full_marks(path):
+    results = grade(path)
+    assert [r.id for r in results] == EXTENSION_IDS
+    assert all(r.passed for r in results), [(r.id, r.message) for r in results if not r.passed]
+    assert sum(r.score for r in results) == 100
+
+
+# (label, seed file, text in it, replacement, the checks that must fail)
+MUTANTS = [
+    ("scale by the value head size", "seed004_buffer.py",
+     "attn_scores / keys.shape[-1] ** 0.5", "attn_scores / values.shape[-1] ** 0.5",
+     {"ext_qk_v_head_dims", "ext_causal_buffer"}),
+    ("a new mask in forward instead of the buffer", "seed004_buffer.py",
+     "mask_bool = self.mask.bool()[:num_tokens, :num_pairs]",
+     "mask_bool = torch.ones(num_tokens, num_pairs, dtype=torch.bool).triu(1)",
+     {"ext_causal_buffer"}),
+    ("mask read as True = allowed", "seed003_five_steps.py",
+     "attn_scores.masked_fill(self.mask[:L, :S]", "attn_scores.masked_fill(~self.mask[:L, :S]",
+     {"ext_causal_buffer", "ext_dropout"}),
+    ("no dropout", "seed002_qk_v.py",
+     "score = self.dropout(torch.softmax(score, dim=-1))", "score = torch.softmax(score, dim=-1)",
+     {"ext_dropout"}),
+    ("value defaults to query", "seed001_weights.py",
+     "value = key if value is None else value", "value = query if value is None else value",
+     {"ext_cross_dims"}),
+    ("an assert, not a ValueError", "seed001_weights.py",
+     "raise ValueError(", "raise AssertionError(", {"ext_size_errors"}),
+    ("out_dim ignored", "seed000_bmm.py",
+     "nn.Linear(v_head_dim * num_heads, out_dim or query_dim)",
+     "nn.Linear(v_head_dim * num_heads, query_dim)", {"ext_cross_dims", "ext_qk_v_head_dims"}),
+    ("the view-without-transpose split", "seed003_five_steps.py",
+     "Q = Q.reshape(batch_size, L, self.h, self.d_k).transpose(1, 2)",
+     "Q = Q.reshape(batch_size, self.h, L, self.d_k)", set(EXTENSION_IDS) - {"ext_size_errors"}),
+]
+
+
+@pytest.mark.parametrize("label,seed,old,new,failing", MUTANTS, ids=[m[0] for m in MUTANTS])
+def test_a_mistake_fails_its_own_checks(tmp_path, label, seed, old, new, failing):
+    source = (CORPUS / "extensions" / seed).read_text()
+    assert source.count(old) == 1, f"{label}: the text to mutate is not in {seed}"
+    path = tmp_path / "mutant.py"
+    path.write_text(source.replace(old, new))
+    assert {r.id for r in grade(path) if not r.passed} == failing
+
+
+def test_the_cli_grades_a_seed_in_a_worker(cli, tmp_path):
+    results = tmp_path / "results.json"
+    run = cli("check", str(SEEDS[0]), "--assignment", "mha_extensions", "--json", str(results))
+    assert run.returncode == 0, run.stdout + run.stderr
+    data = json.loads(results.read_text())
+    assert [t["name"] for t in data["tests"]] == EXTENSION_IDS
+    assert data["score"] == data["max_score"] == 100
+
+
+def test_the_cli_tells_the_assignment_from_a_notebooks_test_cells():
+    released = sorted((ROOT / "assignments").glob("*/*.ipynb"))
+    assert {split_name(nb.parent.name)[0] for nb in released} == set(points.ASSIGNMENTS)
+    for notebook in released:
+        assert detect_assignment(notebook) == split_name(notebook.parent.name)[0], notebook
+    assert detect_assignment(SEEDS[0]) == "mha"  # a .py file: the core assignment by default
+
+
+def test_contract_names_and_checks_agree():
+    assert list(extension_checks.CHECK_FUNCTIONS) == EXTENSION_IDS
+    graded = {name for c in points.EXTENSION_CHECKS for name in c.uses}
+    assert graded == {e.name for e in contract.EXTENSION_MODULES}

@@ -1,0 +1,154 @@
+"""Messages and pictures: shapes named, NaN explained, masks drawn, shapes searched."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+import matplotlib.pyplot as plt
+import pytest
+import torch
+from conftest import TEMPLATE
+
+from autograder import pictures
+from autograder.checks import Context, Picture, run_check
+from autograder.feedback import describe_mismatch, describe_shape, draw_masks, explain_nonfinite
+from autograder.submission import InProcessSubmission
+
+matplotlib.use("Agg")
+
+SEARCHED = "the smallest failing case of a shape search"
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def grade_one(tmp_path, check_id: str, source: str):
+    path = tmp_path / "submission.py"
+    path.write_text("import math\nimport torch\n\n" + source)
+    return run_check(check_id, InProcessSubmission.from_path(path), Context())
+
+
+# --------------------------------------------------------------------------- text
+
+
+def test_a_missing_transpose_is_named_by_its_dims():
+    text = describe_shape((2, 5, 4, 3), (2, 4, 5, 3), ("B", "H", "T", "D"))
+    assert "looks like (B, T, H, D)" in text
+    assert "did you forget to transpose T and H?" in text
+
+
+def test_other_wrong_shapes_say_which_dim():
+    dims = ("B", "H", "Tq", "Tk")
+    assert "the H dim is missing" in describe_shape((2, 5, 7), (2, 3, 5, 7), dims)
+    assert "B and H are flattened" in describe_shape((6, 5, 7), (2, 3, 5, 7), dims)
+    assert "Tk is 5 instead of 7" in describe_shape((2, 3, 5, 5), (2, 3, 5, 7), dims)
+    merged = describe_shape((2, 3, 5, 4), (2, 5, 12), ("B", "T", "H*D"))
+    assert "4 dims instead of 3" in merged
+
+
+def test_nan_on_whole_rows_points_at_a_fully_blocked_query():
+    got = torch.tensor([[0.5, 0.5], [math.nan, math.nan]])
+    text = explain_nonfinite(got, torch.tensor([[0.5, 0.5], [1.0, 0.0]]))
+    assert "every key blocked" in text and "exp overflowing" in text and "(1, 0)" in text
+
+
+def test_scattered_nan_points_at_zero_times_inf_and_overflow():
+    got = torch.tensor([[0.5, math.nan], [1.0, 0.0]])
+    text = explain_nonfinite(got, torch.tensor([[0.5, 0.5], [1.0, 0.0]]))
+    assert "0 * inf" in text and "exp overflowing" in text
+
+
+def test_inf_is_explained_and_finite_answers_are_not():
+    got = torch.tensor([1.0, math.inf])
+    assert "exp overflows" in explain_nonfinite(got, torch.tensor([1.0, 2.0]))
+    assert explain_nonfinite(torch.ones(2), torch.zeros(2)) is None
+
+
+def test_a_mismatch_gives_index_values_and_the_heads_that_differ():
+    expected = torch.zeros(1, 3, 2, 2, dtype=torch.float64)
+    got = expected.clone()
+    got[0, 1, 1, 0] = 0.25
+    text = describe_mismatch(got, expected, torch.isclose(got, expected), ("B", "H", "T", "D"))
+    assert "at index (0, 1, 1, 0) expected 0, got 0.25" in text
+    assert "(max abs error 0.25); heads [1] of 3 differ" in text
+
+
+def test_masks_are_drawn_side_by_side():
+    expected = torch.ones(3, 3, dtype=torch.bool).triu(1)
+    lines = draw_masks(expected.T, expected).splitlines()
+    assert lines[0].split()[:2] == ["yours", "expected"]
+    assert [line.split() for line in lines[1:]] == [
+        [".", ".", ".", ".", "x", "x"],
+        ["x", ".", ".", ".", ".", "x"],
+        ["x", "x", ".", ".", ".", "."],
+    ]
+
+
+# --------------------------------------------------------------------------- real checks
+
+
+def test_a_wrong_mask_is_drawn_in_the_message_and_pictured(tmp_path):
+    result = grade_one(tmp_path, "causal_mask", (
+        "def causal_mask(seq_len, device=None):\n"
+        "    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(0)\n"))
+    assert result.score == 0
+    # At seq_len=1 inverting and shifting agree; the fixed cases tell them apart.
+    assert "This matches a causal mask shifted by one diagonal" in result.message
+    assert f"(seq_len=1; {SEARCHED})" in result.message
+    yours_then_expected = result.message.splitlines()[-1].split()
+    assert yours_then_expected == ["x", "."]
+    assert result.picture.expected.dtype == torch.bool
+
+
+def test_memorised_answers_are_caught_by_the_search(tmp_path):
+    # Right for every fixed case (1, 2, 5, 16) and nothing else.
+    result = grade_one(tmp_path, "causal_mask", (
+        "def causal_mask(seq_len, device=None):\n"
+        "    known = {n: torch.ones(n, n, dtype=torch.bool).triu(1) for n in (1, 2, 5, 16)}\n"
+        "    return known[seq_len].to(device)\n"))
+    assert result.score == 0
+    assert "KeyError" in result.message and f"(seq_len=3; {SEARCHED})" in result.message
+
+
+def test_square_only_code_gets_the_smallest_counterexample(tmp_path):
+    source = (
+        "def scaled_scores(q, k):\n"
+        "    t = q.shape[-2]  # assumes as many keys as queries\n"
+        "    scores = q @ k[..., :t, :].transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+        "    return scores.expand(*scores.shape[:-1], t)\n")
+    first = grade_one(tmp_path, "scaled_scores", source)
+    assert first.score == 0
+    assert f"(B=1, T=1, Tk=2, H=1, D=1; {SEARCHED})" in first.message
+    assert "Tk is 1 instead of 2" in first.message
+    assert grade_one(tmp_path, "scaled_scores", source).message == first.message  # derandomised
+
+
+def test_a_wrong_module_shows_heatmaps_per_head_and_hypothesis_prints_nothing(tmp_path, capfd):
+    template = tmp_path / "template.py"
+    template.write_text(TEMPLATE.read_text().replace(
+        "self.dropout(F.softmax(scores, dim=-1))", "self.dropout(F.softmax(scores, dim=-2))"))
+    result = run_check("fused_mha", InProcessSubmission.from_path(template), Context())
+    assert capfd.readouterr().out == ""
+    assert "This matches a softmax over the wrong dim" in result.message
+    picture = result.picture
+    assert picture.expected.shape == picture.got.shape and picture.expected.dim() == 4
+    pictures.show(picture)
+    assert len(plt.gcf().axes) == 2 * 3 * picture.expected.shape[1]  # 3 images + colour bars
+
+
+def test_a_mask_picture_has_two_panels():
+    expected = torch.ones(4, 4, dtype=torch.bool).triu(1)
+    pictures.show(Picture("causal_mask(4)", expected, expected.T))
+    assert [ax.get_title() for ax in plt.gcf().axes] == ["yours (black = blocked)",
+                                                      "expected (black = blocked)"]
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 4)])
+def test_low_dimensional_pictures_are_drawn(shape):
+    expected = torch.zeros(shape)
+    pictures.show(Picture("output_projection", expected, expected + 1))
+    assert len(plt.gcf().axes) == 6

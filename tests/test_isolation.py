@@ -1,0 +1,106 @@
+"""The grader's process never runs student code, forbidden APIs are caught on both paths
+(worker and notebook), and a grade is the same run after run."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+from conftest import ROOT, TEMPLATE
+
+from autograder import oracle
+from autograder.batch import grade_submission
+from autograder.checks import run_check
+from autograder.implementations import LoopedReference, SdpaReference, TorchMHA
+from autograder.policy import FORBIDDEN_ENV
+from autograder.submission import InProcessSubmission
+from autograder.worker import WorkerSubmission
+
+HOSTILE = ROOT / "tests" / "hostile"
+
+
+def test_the_graders_process_never_sees_the_students_code():
+    """A submission that patches torch in its own process changes nothing here."""
+    allclose, isclose, tensor_eq = torch.allclose, torch.isclose, torch.Tensor.__eq__
+    modules_before = set(sys.modules)
+    with WorkerSubmission(HOSTILE / "monkeypatch_torch.py") as sub:
+        results = [run_check(check, sub) for check in ("split_heads", "merge_heads")]
+    assert [r.score for r in results] == [0, 0]
+    assert all("wrong values" in r.message for r in results)
+    assert (torch.allclose, torch.isclose, torch.Tensor.__eq__) == (allclose, isclose, tensor_eq)
+    assert not hasattr(torch, "PATCHED_BY_STUDENT")
+    new = set(sys.modules) - modules_before
+    assert "submission" not in sys.modules
+    assert not [m for m in new if str(HOSTILE) in str(getattr(sys.modules[m], "__file__", ""))]
+
+
+def test_forbidden_apis_are_caught_in_process_too():
+    """The notebook path: student code in this interpreter, the same watch around it; the
+    kit's own code, which uses the same APIs, is left alone before and after."""
+    sub = InProcessSubmission.from_path(HOSTILE / "forbidden_apis.py")
+    head = run_check("attention_head", sub)
+    assert head.score == 0
+    assert head.message.startswith("`AttentionHead.forward` uses F.scaled_dot_product_attention")
+    looped = run_check("looped_mha", sub)
+    assert looped.score == 0 and "uses nn.MultiheadAttention" in looped.message
+    assert run_check("split_heads", sub).passed  # the rest of the file still counts
+    assert not torch.overrides._get_current_function_mode_stack()  # no watch left behind
+
+    params = {f"{n}.{p}": torch.randn(16, 16) if p == "weight" else torch.randn(16)
+              for n in ("q_proj", "k_proj", "v_proj", "out_proj") for p in ("weight", "bias")}
+    x = torch.randn(2, 5, 16)  # (B, T, E)
+    looped = LoopedReference(params, 4)(x)
+    for uses_them in (SdpaReference(params, 4), TorchMHA(params, 4)):
+        torch.testing.assert_close(uses_them(x), looped, rtol=1e-4, atol=1e-5)
+    mha = oracle.torch_mha(params, 16, 4)
+    expected = oracle.multi_head_attention(mha, x, x, x, oracle.causal_mask(5))[0]
+    torch.testing.assert_close(expected, looped, rtol=1e-4, atol=1e-5)
+    assert run_check("attention_head", InProcessSubmission.from_path(TEMPLATE)).passed
+
+
+def test_the_speed_check_times_without_the_watch(monkeypatch):
+    """The watch slows every torch call, so it is off while timing and back on after."""
+    sub = InProcessSubmission.from_path(TEMPLATE)
+    watching = []
+    measure = sub.guard
+
+    def spy(name, action):
+        watching.append(sub.watching)
+        return measure(name, action)
+
+    monkeypatch.setattr(sub, "guard", spy)
+    result = run_check("speed_fused_vs_looped", sub)
+    assert "uses" not in result.message and "of CPU time" not in result.message
+    assert False in watching and watching[-1] is True and sub.watching
+
+
+def test_instructors_choose_the_forbidden_list(monkeypatch):
+    monkeypatch.setenv(FORBIDDEN_ENV, "")
+    allowed = InProcessSubmission.from_path(HOSTILE / "forbidden_apis.py")
+    assert run_check("fused_mha", allowed).passed
+    assert run_check("attention_head", allowed).passed
+    monkeypatch.setenv(FORBIDDEN_ENV, "torch.nn.functional.softmax")
+    strict = InProcessSubmission.from_path(TEMPLATE)  # its attend uses F.softmax
+    result = run_check("attend", strict)
+    assert result.score == 0
+    assert result.message.startswith("`attend` uses torch.nn.functional.softmax")
+    monkeypatch.setenv(FORBIDDEN_ENV, "torch.no_such_function")
+    with pytest.raises(ValueError, match="no_such_function"):
+        InProcessSubmission.from_path(TEMPLATE)
+
+
+def test_the_same_submission_gets_the_same_grade_every_time(tmp_path):
+    """Failures included: the same messages, values and smallest failing shapes each run."""
+    source = TEMPLATE.read_text()
+    wrong_scale = "/ math.sqrt(q.shape[-1])"
+    assert source.count(wrong_scale) == 1
+    path = tmp_path / "scaled_by_d.py"
+    path.write_text(source.replace(wrong_scale, "/ q.shape[-1]"))
+    only = ["split_heads", "scaled_scores", "attention_head", "fused_mha"]
+    runs = [grade_submission(path, only=only) for _ in range(2)]
+    (first, problems), (second, again) = runs
+    assert [r.passed for r in first] == [True, False, False, False]
+    assert [(r.id, r.score, r.message) for r in first] == \
+        [(r.id, r.score, r.message) for r in second]
+    assert problems == again

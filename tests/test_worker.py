@@ -1,0 +1,129 @@
+"""The worker's mechanics: what may come back through the pipe, restarts, limits, the
+temporary folder and the account student code runs as."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import torch
+from conftest import ROOT
+from torch import nn
+
+from autograder.policy import WORKER_USER_ENV, Limits, worker_user
+from autograder.submission import StudentCodeError, _plain
+from autograder.worker import (
+    HEADER,
+    MAX_MESSAGE,
+    WorkerStartError,
+    WorkerSubmission,
+    _encode,
+    _receive,
+    _write_all,
+)
+
+HOSTILE = ROOT / "tests" / "hostile"
+
+
+class Agreeable(torch.Tensor):
+    pass
+
+
+def test_only_plain_values_pass():
+    x = torch.randn(2, 3)
+    x.note = "an attribute"
+    plain = _plain((x, nn.Parameter(torch.ones(2)), None, 3, "s"), "f")
+    assert [type(v) for v in plain[:2]] == [torch.Tensor, torch.Tensor]
+    assert not hasattr(plain[0], "note") and not plain[1].requires_grad
+    for value, message in (
+        (torch.zeros(2).as_subclass(Agreeable), "returned a tensor subclass, Agreeable"),
+        (torch.zeros(2).to_sparse(), "returned a torch.sparse_coo tensor"),
+        (torch.empty(2, device="meta"), "on meta"),
+        ({"out": x}, "returned a value of type dict"),
+        ([[[[1.0]]]], "nested too deeply"),
+    ):
+        with pytest.raises(StudentCodeError, match=message):
+            _plain(value, "f")
+
+
+def _through_pipe(payload: bytes):
+    read, write = os.pipe()
+    try:
+        _write_all(write, payload)
+        return _receive(read, time.monotonic() + 5)
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def test_the_pipe_refuses_anything_but_safe_payloads():
+    assert _through_pipe(_encode({"value": (torch.ones(2), None)}))["value"][1] is None
+    with pytest.raises(ValueError, match="UnpicklingError"):
+        _through_pipe(_encode(torch.zeros(2).as_subclass(Agreeable)))
+    with pytest.raises(ValueError):
+        _through_pipe(HEADER.pack(7) + b"garbage")
+    with pytest.raises(EOFError):  # a length no reply may have: the pipe is out of step
+        _through_pipe(HEADER.pack(MAX_MESSAGE + 1))
+
+
+def test_a_timeout_costs_one_call_and_a_fresh_worker_takes_over():
+    with WorkerSubmission(HOSTILE / "infinite_loop.py", limits=Limits(call_s=1)) as sub:
+        sub.ensure_loaded()
+        first = sub._proc.pid
+        x = torch.randn(2, 3, 4, 5)
+        with pytest.raises(StudentCodeError, match=r"`split_heads` timed out after 1 s") as err:
+            sub.call("split_heads", x, 2)
+        assert err.value.kind == "timeout" and sub._proc is None
+        merged = sub.call("merge_heads", x).value
+        assert sub._proc.pid != first
+        torch.testing.assert_close(merged, x.transpose(1, 2).reshape(2, 4, 15))
+
+
+def test_the_overall_cap_stops_a_submission():
+    """Each call times out and restarts the worker until the cap (restarts included) is hit."""
+    with WorkerSubmission(HOSTILE / "loops_everywhere.py", limits=Limits(call_s=1, total_s=10)
+                          ) as sub:
+        messages = []
+        for name in ("split_heads", "scaled_scores", "causal_mask", "attend", "merge_heads",
+                     "output_projection"):
+            try:
+                sub.call(name, torch.zeros(1, 1, 1, 1), 1)
+            except StudentCodeError as err:
+                messages.append(str(err))
+    assert messages[0] == "`split_heads` timed out after 1 s (an infinite loop?)"
+    assert "reached its overall limit of 10 s" in messages[-1]
+
+
+def test_student_code_runs_in_a_temporary_folder_that_is_removed(tmp_path):
+    source = tmp_path / "looks_around.py"
+    source.write_text(
+        "import os, torch\n"
+        "open('left_behind.txt', 'w').write('x')\n"
+        "def causal_mask(seq_len, device=None):\n"
+        "    return torch.tensor([ord(c) for c in os.getcwd()])\n")
+    with WorkerSubmission(source) as sub:
+        codes = sub.call("causal_mask", 3).value
+        workdir = "".join(map(chr, codes.tolist()))
+        assert os.path.isfile(os.path.join(workdir, "left_behind.txt"))
+    assert workdir != os.getcwd() and not os.path.exists(workdir)
+    assert not (tmp_path / "left_behind.txt").exists()
+
+
+def test_the_worker_runs_as_another_account_when_the_grader_is_root(tmp_path, monkeypatch):
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("only root can run student code as another account")
+    source = tmp_path / "who.py"
+    source.write_text("import os, torch\n"
+                      "def causal_mask(seq_len, device=None):\n"
+                      "    return torch.tensor(os.getuid())\n")
+    if worker_user() == "nobody":  # Python and the kit are open to all: the real drop
+        with WorkerSubmission(source) as sub:
+            assert sub.call("causal_mask", 1).value.item() == 65534
+        return
+    # Here Python lives where `nobody` may not go: asking for the drop anyway is a clear
+    # setup error, before any student code runs, not a grade of 0.
+    monkeypatch.setenv(WORKER_USER_ENV, "nobody")
+    with pytest.raises(WorkerStartError, match="could not start as user 'nobody'"):
+        with WorkerSubmission(source) as sub:
+            sub.ensure_loaded()
