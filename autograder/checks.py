@@ -849,7 +849,7 @@ def check_fused_mha_contract(sub, ctx: Context) -> float:
     try:
         sub.check_constructor("MultiHeadAttention", 10, 3)
     except StudentCodeError as err:
-        if err.kind in ("missing", "not_implemented"):
+        if err.kind != "raised":  # missing, a stub, a timeout, a crash: reported as they are
             raise
         if err.exc_type != "ValueError":
             raise CheckFailed(

@@ -25,7 +25,7 @@ STEPS = ("split_heads", "scaled_scores", "causal_mask", "attend", "merge_heads",
          "output_projection")
 FUSED = ("fused_mha", "fused_mha_masks", "fused_mha_contract")
 # Tight limits keep the corpus fast; the defaults are in autograder/policy.py.
-LIMITS = {"MHA_KIT_CALL_TIMEOUT": "2", "MHA_KIT_LOAD_TIMEOUT": "5", "MHA_KIT_TOTAL_TIMEOUT": "30",
+LIMITS = {"MHA_KIT_CALL_TIMEOUT": "3", "MHA_KIT_LOAD_TIMEOUT": "5", "MHA_KIT_TOTAL_TIMEOUT": "30",
           "MHA_KIT_LANG": "en"}
 DROPPED = worker_user() is not None  # student code runs as another account (the grader is root)
 
@@ -63,15 +63,16 @@ EXPECTED: dict[str, Expect] = {
         "merge_heads": "`merge_heads` raised KeyboardInterrupt",
         "scaled_scores": "`scaled_scores` raised Escape, line 19: out of here"}),
     "infinite_loop.py": Expect(("merge_heads",), {
-        "split_heads": "`split_heads` timed out after 2 s (an infinite loop?)"}),
+        "split_heads": "`split_heads` timed out after 3 s (an infinite loop?)"}),
     "infinite_loop_at_import.py": Expect(otherwise=(
         "loading your file did not finish within 5 s (an infinite loop at top level?)",)),
-    # Each check times out and restarts the worker, until the cap stops the rest: where that
-    # happens depends on the machine's speed.
+    # Each check times out and restarts the worker, until the cap stops the rest. Eleven
+    # checks at 3 s each pass 30 s on any machine; which check the cap stops depends on its
+    # speed, so any message naming the cap will do.
     "loops_everywhere.py": Expect(
-        fails={"split_heads": "`split_heads` timed out after 2 s"},
-        otherwise=("timed out after 2 s", "reached its overall limit of 30 s"),
-        somewhere="not run: grading this submission reached its overall limit of 30 s"),
+        fails={"split_heads": "`split_heads` timed out after 3 s"},
+        otherwise=("timed out after 3 s", "reached its overall limit of 30 s"),
+        somewhere="grading this submission reached its overall limit of 30 s"),
     "huge_allocation.py": Expect(("causal_mask",), {
         "split_heads": "`split_heads` ran out of memory (it asked for 3,725.3 GiB at once); "
                        "the grader allows 6 GiB",
