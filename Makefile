@@ -17,9 +17,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/mha-kit check solutions/mha/multi_head_attention.ipynb
 
+# pytest exits 5 when it collects no tests: that is a broken suite, and said so.
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
+	exit $$status
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -910,7 +910,7 @@ def check_fused_mha_contract(sub, ctx: Context) -> float:
 
 # On CPU the reported times are the worker's CPU time in the timed calls. The grader reads the
 # worker's whole CPU time from outside; honest runs report 0.76-0.96 of it, under load too,
-# a clock rewound in forward 0.26-0.39 (docs/trusted-grading.md).
+# a clock rewound in forward 0.17-0.39 (docs/trusted-grading.md).
 MIN_TIMED_SHARE = 0.6
 
 

@@ -90,6 +90,11 @@ class _QuietIPython:
     getoutput = system
 
 
+# A notebook cell with this tag only shows something (a timing, a demo) and defines nothing a
+# check needs: `mha-kit check` leaves it out. nbgrader, which runs the whole notebook, runs it.
+SKIP_TAG = "mha-kit-skip"
+
+
 def _is_test_cell(cell: Any) -> bool:
     """nbgrader's locked test cells: graded, not a solution. The grader runs its own checks."""
     meta = cell.get("metadata", {}).get("nbgrader", {})
@@ -104,7 +109,8 @@ def _notebook_chunks(path: Path) -> list[tuple[str, str]]:
     to_python = TransformerManager().transform_cell
     chunks = []
     for number, cell in enumerate(notebook.cells, start=1):
-        if cell.cell_type != "code" or _is_test_cell(cell) or not cell.source.strip():
+        if (cell.cell_type != "code" or _is_test_cell(cell) or not cell.source.strip()
+                or SKIP_TAG in cell.get("metadata", {}).get("tags", ())):
             continue
         chunks.append((f"cell {number}", to_python(cell.source)))
     return chunks

@@ -1,0 +1,43 @@
+"""Loading a submission: which notebook cells run, and what a failing cell costs."""
+
+import nbformat
+from conftest import TEMPLATE
+
+from autograder.submission import SKIP_TAG, load_source
+
+
+def notebook(tmp_path, *cells):
+    path = tmp_path / "student.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=list(cells)), str(path))
+    return path
+
+
+def code(source, **metadata):
+    return nbformat.v4.new_code_cell(source, metadata=metadata)
+
+
+def test_magics_and_shell_lines_are_tolerated_and_a_failing_cell_is_reported(tmp_path):
+    path = notebook(
+        tmp_path,
+        code("%matplotlib inline\n!echo installing\nimport torch"),
+        code("undefined_name + 1"),
+        code(TEMPLATE.read_text()),
+    )
+    loaded = load_source(path)
+    assert callable(loaded.namespace["split_heads"])  # the cells after the failure still ran
+    assert loaded.problems == ["cell 2, line 1 raised NameError: name 'undefined_name' is not "
+                               "defined"]
+
+
+def test_test_cells_and_skipped_cells_are_not_run(tmp_path):
+    test_cell = {"nbgrader": {"grade": True, "solution": False, "grade_id": "split_heads",
+                              "points": 7, "locked": True}}
+    path = notebook(
+        tmp_path,
+        code("def split_heads(x, num_heads):\n    return 'mine'"),
+        code("raise SystemExit('a test cell')", **test_cell),
+        code("split_heads = None  # a demo that only shows something", tags=[SKIP_TAG]),
+    )
+    loaded = load_source(path)
+    assert loaded.problems == []
+    assert loaded.namespace["split_heads"](None, 1) == "mine"
