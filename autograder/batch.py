@@ -265,8 +265,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     notebooks = [e.path for e in entries if e.path is not None and e.path.suffix == ".ipynb"]
     assignment = args.assignment or (detect_assignment(notebooks[0]) if notebooks else "mha")
-    limits = Limits.from_env(call_s=args.timeout, total_s=args.total_timeout,
-                             memory_gib=args.memory_gib)
+    limits = Limits.from_env(call_s=args.timeout, check_s=args.check_timeout,
+                             total_s=args.total_timeout, memory_gib=args.memory_gib)
     device = args.device or default_device()
     ids = [spec.id for spec in ASSIGNMENTS[assignment]]
     if args.json_dir:
@@ -294,11 +294,14 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 
 def add_limit_flags(parser: argparse.ArgumentParser) -> None:
-    """--timeout, --total-timeout and --memory-gib, for `check` and `grade` alike."""
+    """--timeout, --check-timeout, --total-timeout and --memory-gib, for `check` and `grade`."""
     defaults = Limits()
     parser.add_argument("--timeout", type=float, metavar="S",
                         help=f"seconds for one call into student code (default "
                              f"{defaults.call_s:g}; ${Limits.ENV['call_s']})")
+    parser.add_argument("--check-timeout", type=float, metavar="S",
+                        help=f"seconds for all the calls of one check (default "
+                             f"{defaults.check_s:g}; ${Limits.ENV['check_s']})")
     parser.add_argument("--total-timeout", type=float, metavar="S",
                         help=f"seconds for a whole submission (default {defaults.total_s:g}; "
                              f"${Limits.ENV['total_s']})")

@@ -977,6 +977,7 @@ def run_check(check_id: str, sub, ctx: Context | None = None) -> CheckResult:
     ctx = ctx or Context()
     points = POINTS[check_id]
     ctx.notes = ""
+    sub.start_check(check_id)
     try:
         fraction = _check_function(check_id)(sub, ctx)
         message = ctx.notes or "ok"

@@ -80,8 +80,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         if args.verbose:
             print(score_line(result), flush=True)
 
-    limits = Limits.from_env(call_s=args.timeout, total_s=args.total_timeout,
-                             memory_gib=args.memory_gib)
+    limits = Limits.from_env(call_s=args.timeout, check_s=args.check_timeout,
+                             total_s=args.total_timeout, memory_gib=args.memory_gib)
     try:
         results, problems = grade_submission(path, device, assignment=assignment,
                                              only=args.only, limits=limits, on_result=progress)

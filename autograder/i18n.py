@@ -24,6 +24,9 @@ _ZH: tuple[tuple[str, str | Callable[[re.Match], str]], ...] = (
     (r"`([^`]+)` timed out after (\d+) s \(an infinite loop\?\)",
      r"`\1` 运行超过 \2 秒被中止（是不是死循环？）"),
     (r"`([^`]+)` ended the grading process", r"`\1` 让评分进程退出了"),
+    (r"`([^`]+)` was stopped: the check (\w+) reached its limit of (\S+) s "
+     r"\(is your code very slow\?\)",
+     r"`\1` 被中止：检查项 \2 用时达到上限 \3 秒（代码是不是太慢了？）"),
     (r"`([^`]+)` raised (\w+), line (\d+)", r"`\1` 抛出了 \2（第 \3 行）"),
     (r"`([^`]+)` raised (\w+)", r"`\1` 抛出了 \2"),
     # shapes

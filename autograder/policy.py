@@ -70,6 +70,7 @@ class Limits:
 
     load_s: float = 60.0  # running the file's top level
     call_s: float = 20.0  # one call into student code
+    check_s: float = 120.0  # all the calls of one check (the speed check's run included)
     speed_s: float = 60.0  # the speed check's timed run
     total_s: float = 300.0  # everything for one submission, restarts included
     memory_gib: float = 6.0  # the worker's address space (CPU)
@@ -78,6 +79,7 @@ class Limits:
     ENV = {
         "load_s": "MHA_KIT_LOAD_TIMEOUT",
         "call_s": "MHA_KIT_CALL_TIMEOUT",
+        "check_s": "MHA_KIT_CHECK_TIMEOUT",
         "speed_s": "MHA_KIT_SPEED_TIMEOUT",
         "total_s": "MHA_KIT_TOTAL_TIMEOUT",
         "memory_gib": "MHA_KIT_MEMORY_GIB",

@@ -311,6 +311,9 @@ class InProcessSubmission:
     def ensure_loaded(self) -> None:
         """Ready to answer at once (the code is already here; a worker may need starting)."""
 
+    def start_check(self, check_id: str) -> None:
+        """A check begins. In-process there is no time limit to reset (a worker has one)."""
+
     def cpu_seconds(self) -> float | None:
         """CPU time the student's process has used so far: this one."""
         return time.process_time()

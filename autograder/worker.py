@@ -19,6 +19,7 @@ import ctypes
 import dataclasses
 import io
 import json
+import math
 import os
 import pwd
 import resource
@@ -136,6 +137,7 @@ class WorkerSubmission:
         self._workdir: Path | None = None
         self._dead_at_load: str | None = None
         self._deadline: float | None = None
+        self._check: tuple[str, float | None] | None = None  # the running check, its deadline
 
     # -- lifecycle
     def _left(self) -> float:
@@ -284,14 +286,32 @@ class WorkerSubmission:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
     # -- one request
+    def start_check(self, check_id: str) -> None:
+        """A check begins: its calls share one budget of `limits.check_s` seconds, counted from
+        its first request to a running worker (starting one is the grader's time)."""
+        self._check = (check_id, None)
+
+    def _check_left(self) -> float:
+        if self._check is None or self._check[1] is None:
+            return math.inf
+        return self._check[1] - time.monotonic()
+
+    def _check_cap_message(self, what: str) -> str:
+        check_id = self._check[0] if self._check else "?"
+        return (f"`{what}` was stopped: the check {check_id} reached its limit of "
+                f"{self.limits.check_s:g} s (is your code very slow?)")
+
     def _request(self, what: str, op: str, payload: dict, timeout: float) -> Any:
         self.ensure_loaded()
         if self._dead_at_load:
             raise StudentCodeError("load", self._dead_at_load)
         if self._left() <= 0:
             raise StudentCodeError("total_timeout", self._cap_message())
-        timeout = min(timeout, self._left())
-        deadline = time.monotonic() + timeout
+        if self._check is not None and self._check[1] is None:
+            self._check = (self._check[0], time.monotonic() + self.limits.check_s)
+        if self._check_left() <= 0:
+            raise StudentCodeError("timeout", self._check_cap_message(what))
+        deadline = time.monotonic() + min(timeout, self._left(), self._check_left())
         try:
             _write_all(self._request_fd, _encode({"op": op, **payload}), deadline)
             reply = _receive(self._reply_fd, deadline)
@@ -301,6 +321,8 @@ class WorkerSubmission:
                 raise StudentCodeError("total_timeout", f"`{what}` was stopped: grading this "
                                        "submission reached its overall limit of "
                                        f"{self.limits.total_s:g} s") from None
+            if self._check_left() <= 0:
+                raise StudentCodeError("timeout", self._check_cap_message(what)) from None
             raise StudentCodeError(
                 "timeout", f"`{what}` timed out after {timeout:g} s (an infinite loop?)"
             ) from None

@@ -11,6 +11,7 @@ import torch
 from conftest import ROOT
 from torch import nn
 
+from autograder.checks import run_check
 from autograder.policy import WORKER_USER_ENV, Limits, worker_user
 from autograder.submission import StudentCodeError, _plain
 from autograder.worker import (
@@ -78,6 +79,34 @@ def test_a_timeout_costs_one_call_and_a_fresh_worker_takes_over():
         merged = sub.call("merge_heads", x).value
         assert sub._proc.pid != first
         torch.testing.assert_close(merged, x.transpose(1, 2).reshape(2, 4, 15))
+
+
+SLOW_SPLIT = """
+import time
+
+
+def split_heads(x, num_heads):
+    time.sleep(1)  # right, but far too slow: each call is under the call limit
+    b, t, e = x.shape
+    return x.reshape(b, t, num_heads, e // num_heads).transpose(1, 2)
+
+
+def merge_heads(x):
+    b, h, t, d = x.shape
+    return x.transpose(1, 2).reshape(b, t, h * d)
+"""
+
+
+def test_a_slow_check_is_stopped_at_its_limit_and_the_next_check_starts_afresh(tmp_path):
+    path = tmp_path / "slow.py"
+    path.write_text(SLOW_SPLIT)
+    with WorkerSubmission(path, limits=Limits(call_s=5, check_s=3)) as sub:
+        slow = run_check("split_heads", sub)
+        fine = run_check("merge_heads", sub)
+    assert slow.score == 0
+    assert slow.message == ("`split_heads` was stopped: the check split_heads reached its limit "
+                            "of 3 s (is your code very slow?)")
+    assert fine.passed, fine.message
 
 
 def test_the_overall_cap_stops_a_submission():
