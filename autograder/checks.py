@@ -414,11 +414,33 @@ def check_causal_mask(sub, ctx: Context) -> float:
 
     from hypothesis import strategies as st
 
-    run_cases(one_case, (1, 2, 5, 16), st.integers(1, 12), STEP_EXAMPLES)
+    try:
+        run_cases(one_case, (1, 2, 5, 16), st.integers(1, 12), STEP_EXAMPLES)
+    except CheckFailed as err:
+        if err.picture is not None and err.picture.expected.shape[-1] < PICTURED_MASK:
+            err.picture = _larger_mask_picture(sub, ctx) or err.picture
+        raise
     call = sub.call("causal_mask", 3)
     expect_tensor("causal_mask(3) without device", call.value, oracle.causal_mask(3, "cpu"),
                   "device=None means the default device")
     return 1.0
+
+
+PICTURED_MASK = 8  # a smaller failing mask is pictured at this size, where a pattern shows
+
+
+def _larger_mask_picture(sub, ctx: Context) -> Picture | None:
+    """The student's mask at PICTURED_MASK tokens beside the expected one, if it is wrong
+    there too (the search shrinks a failure to 1 or 2 tokens, too small to see a pattern in)."""
+    expected = oracle.causal_mask(PICTURED_MASK, device=ctx.device)
+    try:
+        got = sub.call("causal_mask", PICTURED_MASK, device=ctx.device).value
+    except StudentCodeError:
+        return None
+    if (not isinstance(got, Tensor) or got.shape != expected.shape or got.dtype != torch.bool
+            or got.device != expected.device or torch.equal(got, expected)):
+        return None
+    return Picture(f"causal_mask({PICTURED_MASK})", expected, got)
 
 
 def _allowed_somewhere(gen: torch.Generator, *shape: int, device: str) -> Tensor:

@@ -56,8 +56,9 @@ def _heatmaps(plt: Any, picture: Picture) -> Any:
     for h in range(heads):
         diff = got[h] - expected[h]
         limit = float(diff.nan_to_num(0).abs().max()) or 1.0
-        low = float(expected[h].min())
-        high = float(expected[h].max())
+        both = torch.cat([expected[h].flatten(), got[h].flatten()])
+        both = both[both.isfinite()]
+        low, high = (float(both.min()), float(both.max())) if both.numel() else (0.0, 1.0)
         for ax, data, name in zip(axes[h], (expected[h], got[h], diff),
                                   ("expected", "yours", "yours - expected")):
             if name.startswith("yours -"):

@@ -101,7 +101,10 @@ def test_a_wrong_mask_is_drawn_in_the_message_and_pictured(tmp_path):
     assert f"(seq_len=1; {SEARCHED})" in result.message
     yours_then_expected = result.message.splitlines()[-1].split()
     assert yours_then_expected == ["x", "."]
-    assert result.picture.expected.dtype == torch.bool
+    # The picture shows the same mistake at 8 tokens, where the shifted diagonal is visible.
+    assert result.picture.title == "causal_mask(8)"
+    assert torch.equal(result.picture.got, torch.ones(8, 8, dtype=torch.bool).triu(0))
+    assert torch.equal(result.picture.expected, torch.ones(8, 8, dtype=torch.bool).triu(1))
 
 
 def test_memorised_answers_are_caught_by_the_search(tmp_path):
