@@ -934,6 +934,7 @@ def check_fused_mha_contract(sub, ctx: Context) -> float:
 # worker's whole CPU time from outside; honest runs report 0.76-0.96 of it, under load too,
 # a clock rewound in forward 0.17-0.39 (docs/trusted-grading.md).
 MIN_TIMED_SHARE = 0.6
+SPEED_GATE = "timed only once MultiHeadAttention matches nn.MultiheadAttention (see fused_mha)"
 
 
 def check_speed(sub, ctx: Context) -> float:
@@ -943,8 +944,7 @@ def check_speed(sub, ctx: Context) -> float:
     if gate is None:
         gate = run_check("fused_mha", sub, ctx)
     if not gate.passed:
-        raise CheckFailed("timed only once MultiHeadAttention matches nn.MultiheadAttention "
-                          "(see fused_mha)")
+        raise CheckFailed(SPEED_GATE)
     seed = secrets.randbelow(2**31)
     sub.ensure_loaded()  # a worker restarted after an earlier check: not part of the timing
     cpu_before = sub.cpu_seconds()

@@ -39,15 +39,20 @@ def sync_points(notebook: Path, assignment: str) -> list[str]:
     return changed
 
 
-def run_nbgrader(course: Path, *args: str, env: dict[str, str] | None = None,
-                 **kwargs) -> subprocess.CompletedProcess:
-    """`nbgrader ARGS` in the course directory, with this interpreter's bin/ on PATH.
+def with_interpreter_on_path(env: dict[str, str]) -> dict[str, str]:
+    """`env` with this interpreter's bin/ first on PATH.
 
     nbgrader runs the `alembic` command to set up gradebook.db; it lives beside the
     interpreter, which is not on PATH when the venv is not activated.
     """
-    env = dict(os.environ if env is None else env)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return {**env, "PATH": os.pathsep.join([str(Path(sys.executable).parent),
+                                            env.get("PATH", "")])}
+
+
+def run_nbgrader(course: Path, *args: str, env: dict[str, str] | None = None,
+                 **kwargs) -> subprocess.CompletedProcess:
+    """`nbgrader ARGS` in the course directory, with this interpreter's bin/ on PATH."""
+    env = with_interpreter_on_path(dict(os.environ if env is None else env))
     return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
                           **kwargs)
 
