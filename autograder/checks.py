@@ -18,10 +18,11 @@ import torch
 import torch.nn.functional as F
 
 from . import diagnosis, oracle
-from .diagnosis import Candidate, Diagnosis, one_thread
+from .diagnosis import Candidate, Diagnosis
 from .feedback import Dims, describe_mask, describe_mismatch, describe_shape
 from .points import ASSIGNMENTS, CHECKS, POINTS
 from .submission import Call, ModuleRun, StudentCodeError
+from .timing import one_thread
 
 Tensor = torch.Tensor
 
@@ -100,6 +101,15 @@ LARGE_LOGITS = {"rtol": 1e-4, "atol": 1e-7}
 FLOAT32 = {"rtol": 1e-4, "atol": 2e-5}
 
 
+
+
+def tolerance(dtype: torch.dtype, logit_scale: float = 1.0) -> dict:
+    """The tolerance for results of this dtype, with logits scaled by `logit_scale`."""
+    if dtype == torch.float32:
+        return FLOAT32
+    return LARGE_LOGITS if logit_scale > 1 else TIGHT
+
+
 # --------------------------------------------------------------------------- helpers
 
 
@@ -160,6 +170,11 @@ def expect_close(what: str, got: Any, expected: Tensor, case: str, tol: dict, *,
             Picture(f"{what} ({case})", expected, got),
             diagnosis=Diagnosis(got, mistakes, tol) if mistakes else None, case=case,
         )
+
+
+def float64(params: dict[str, Tensor | None]) -> dict[str, Tensor | None]:
+    """The same weights in float64 (None stays None: a missing bias), for the oracle."""
+    return {k: None if v is None else v.double() for k, v in params.items()}
 
 
 def _element(make: Callable[[], Any], index: int) -> Callable[[], Any]:
@@ -300,7 +315,7 @@ class Heads:
 
     @property
     def tol(self) -> dict:
-        return FLOAT32 if self.dtype == torch.float32 else TIGHT
+        return tolerance(self.dtype)
 
     def __str__(self) -> str:
         tk = "" if self.Tk is None else f", Tk={self.Tk}"
@@ -434,13 +449,12 @@ def _larger_mask_picture(sub, ctx: Context) -> Picture | None:
     there too (the search shrinks a failure to 1 or 2 tokens, too small to see a pattern in)."""
     expected = oracle.causal_mask(PICTURED_MASK, device=ctx.device)
     try:
-        got = sub.call("causal_mask", PICTURED_MASK, device=ctx.device).value
-    except StudentCodeError:
+        got = expect_tensor("causal_mask", sub.call("causal_mask", PICTURED_MASK,
+                                                    device=ctx.device).value, expected, "")
+    except (CheckFailed, StudentCodeError):
         return None
-    if (not isinstance(got, Tensor) or got.shape != expected.shape or got.dtype != torch.bool
-            or got.device != expected.device or torch.equal(got, expected)):
-        return None
-    return Picture(f"causal_mask({PICTURED_MASK})", expected, got)
+    return None if torch.equal(got, expected) else Picture(f"causal_mask({PICTURED_MASK})",
+                                                           expected, got)
 
 
 def _allowed_somewhere(gen: torch.Generator, *shape: int, device: str) -> Tensor:
@@ -500,7 +514,7 @@ def check_attend(sub, ctx: Context) -> float:
         scores = scores * c.logit_scale
         v = _randn(gen, c.B, c.H, c.Tk, c.D, device=ctx.device, dtype=c.dtype)
         mask = c.draw_mask(gen, ctx.device)
-        tol = FLOAT32 if c.dtype == torch.float32 else TIGHT
+        tol = tolerance(c.dtype)
         expected_out, expected_w = oracle.attend(scores, v, mask)
         mistakes = diagnosis.attend(scores, v, mask)
         call = attempt(lambda: sub.call("attend", scores, v, mask), str(c), mistakes)
@@ -560,7 +574,7 @@ def check_output_projection(sub, ctx: Context) -> float:
         args = (x, weight) if bias is None else (x, weight, bias)
         mistakes = diagnosis.output_projection(x, weight, bias)
         call = attempt(lambda: sub.call("output_projection", *args), str(c), mistakes)
-        tol = FLOAT32 if c.dtype == torch.float32 else TIGHT
+        tol = tolerance(c.dtype)
         expect_close("output_projection(x, weight, bias)", call.value,
                      oracle.output_projection(x, weight, bias), str(c), tol,
                      dims=("B", "T", "out_features"), mistakes=mistakes)
@@ -601,9 +615,7 @@ class Attn:
 
     @property
     def tol(self) -> dict:
-        if self.dtype == torch.float32:
-            return FLOAT32
-        return LARGE_LOGITS if self.logit_scale > 1 else TIGHT
+        return tolerance(self.dtype, self.logit_scale)
 
     def __str__(self) -> str:
         parts = [f"B={self.B}", f"Tq={self.Tq}" if self.cross else f"T={self.Tq}",
@@ -678,7 +690,7 @@ _SAME_MASK: Any = object()
 
 def expected_mha(c: Attn, inp: Inputs, mask: Tensor | None = _SAME_MASK) -> tuple[Tensor, Tensor]:
     """nn.MultiheadAttention's output and per-head weights, computed in float64."""
-    params64 = {k: None if v is None else v.double() for k, v in inp.params.items()}
+    params64 = float64(inp.params)
     mha = oracle.torch_mha(params64, c.E, c.H, c.kdim, c.vdim)
     mask = inp.mask if mask is _SAME_MASK else mask
     out, weights = oracle.multi_head_attention(
@@ -710,7 +722,7 @@ def _module_kwargs(c: Attn) -> dict[str, Any]:
 def _mha_mistakes(c: Attn, inp: Inputs, mask: Tensor | None = _SAME_MASK,
                   masks: tuple | list = ()) -> list[Candidate]:
     """The catalogue's versions of this case's (out, weights), computed in float64."""
-    params64 = {k: None if v is None else v.double() for k, v in inp.params.items()}
+    params64 = float64(inp.params)
     mask = inp.mask if mask is _SAME_MASK else mask
     return diagnosis.mha(params64, inp.query.double(), inp.key.double(), inp.value.double(),
                          c.H, mask, masks)
@@ -763,7 +775,7 @@ def check_attention_head(sub, ctx: Context) -> float:
         params.update({f"{n}.bias": None for n in ("q_proj", "k_proj", "v_proj")
                        if not c.bias})
         args = (inp.query, inp.key, inp.value)
-        p64 = {k: None if v is None else v.double() for k, v in params.items()}
+        p64 = float64(params)
         args64 = tuple(a.double() for a in args)
         mistakes = diagnosis.mha(p64, *args64, 1, inp.mask)
         call = attempt(lambda: sub.run_module(ModuleRun(
@@ -867,21 +879,7 @@ def _masks_case(sub, c: Attn, inp: Inputs, case: str, forward: dict, mask: Tenso
 
 
 def check_fused_mha_contract(sub, ctx: Context) -> float:
-    # A clear ValueError when the heads do not divide the embedding.
-    try:
-        sub.check_constructor("MultiHeadAttention", 10, 3)
-    except StudentCodeError as err:
-        if err.kind != "raised":  # missing, a stub, a timeout, a crash: reported as they are
-            raise
-        if err.exc_type != "ValueError":
-            raise CheckFailed(
-                f"MultiHeadAttention(10, 3) should raise ValueError (10 is not divisible by 3), "
-                f"but: {err}"
-            ) from None
-    else:
-        raise CheckFailed(
-            "MultiHeadAttention(10, 3) should raise ValueError: 10 is not divisible by 3 heads"
-        )
+    expect_value_error(sub, "MultiHeadAttention", (10, 3), {}, "10 is not divisible by 3 heads")
 
     gen = ctx.generator("fused_mha_contract")
     c = Attn(2, 5, 12, 4, mask="causal")
@@ -899,7 +897,7 @@ def check_fused_mha_contract(sub, ctx: Context) -> float:
     expect_close("MultiHeadAttention output", out, expected[0], "need_weights=False", TIGHT,
                  dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
 
-    # Dropout: none in eval mode ...
+    # Dropout: none in eval mode, and in training mode on the weights.
     def run(training: bool) -> tuple[Any, Any]:
         return expect_output_pair("MultiHeadAttention.forward", sub.run_module(ModuleRun(
             "MultiHeadAttention", (c.E, c.H), {"dropout": 0.5}, inp.params,
@@ -910,24 +908,46 @@ def check_fused_mha_contract(sub, ctx: Context) -> float:
     out, weights = run(training=False)
     expect_close("MultiHeadAttention output", out, expected[0], "dropout=0.5 in eval mode",
                  TIGHT, dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
-    # ... and in training mode, on the weights: each is dropped or scaled by 1 / (1 - p).
     out, weights = run(training=True)
-    weights = expect_tensor("attention weights", weights, expected[1], "dropout=0.5, training")
-    kept = weights != 0
-    if bool(kept.all()):
-        raise CheckFailed("dropout=0.5 in training mode dropped no attention weight: apply "
-                          "nn.Dropout to the weights (it is active only in train())")
-    scaled = expected[1] / (1 - 0.5)
-    if not torch.allclose(weights[kept], scaled[kept], **TIGHT):
-        raise CheckFailed("dropout in training mode: the weights you return should be the ones "
-                          "you used, each either 0 or softmax / (1 - p)")
     v = oracle.split_heads(F.linear(inp.value, inp.params["v_proj.weight"],
-                                    inp.params["v_proj.bias"]), c.H)
-    mixed = oracle.output_projection(oracle.merge_heads(weights @ v),
-                                     inp.params["out_proj.weight"], inp.params["out_proj.bias"])
-    expect_close("MultiHeadAttention output", out, mixed,
-                 "dropout=0.5, training: out must use the dropped-out weights", TIGHT)
+                                    inp.params["v_proj.bias"]), c.H)  # (B, H, Tk, D)
+    expect_dropout("MultiHeadAttention", out, weights, expected[1], v, inp.params, 0.5,
+                   "dropout=0.5, training")
     return 1.0
+
+
+def expect_value_error(sub, class_name: str, args: tuple, kwargs: dict, why: str) -> None:
+    """Building class_name(*args, **kwargs) raises ValueError, because `why`. Other failures
+    of the student's code (missing, a stub, a timeout, a crash) are reported as they are."""
+    call = f"{class_name}({', '.join([*map(str, args), *(f'{k}={v}' for k, v in kwargs.items())])})"
+    try:
+        sub.check_constructor(class_name, *args, **kwargs)
+    except StudentCodeError as err:
+        if err.kind != "raised":
+            raise
+        if err.exc_type != "ValueError":
+            raise CheckFailed(f"{call} should raise ValueError ({why}), but: {err}") from None
+    else:
+        raise CheckFailed(f"{call} should raise ValueError: {why}")
+
+
+def expect_dropout(name: str, out: Any, weights: Any, expected_weights: Tensor, v: Tensor,
+                   params: dict[str, Tensor | None], p: float, case: str) -> None:
+    """Dropout p in training mode, on the attention weights: each weight the softmax gives is
+    either dropped (0) or scaled by 1 / (1 - p), some are dropped, and `out` mixes the values
+    v (B, H, Tk, Dv) with the weights returned, then applies out_proj from `params`."""
+    weights = expect_tensor(f"{name} attention weights", weights, expected_weights, case)
+    kept = weights != 0
+    if bool(kept[expected_weights != 0].all()):
+        raise CheckFailed(f"dropout={p:g} in training mode dropped no attention weight: apply "
+                          "nn.Dropout to the weights (it is active only in train())", case=case)
+    if not torch.allclose(weights[kept], expected_weights[kept] / (1 - p), **TIGHT):
+        raise CheckFailed("dropout in training mode: the weights you return should be the ones "
+                          "you used, each either 0 or softmax / (1 - p)", case=case)
+    mixed = oracle.output_projection(oracle.merge_heads(weights @ v), params["out_proj.weight"],
+                                     params["out_proj.bias"])  # (B, Tq, out_dim)
+    expect_close(f"{name} output", out, mixed, f"{case}: out must use the dropped-out weights",
+                 TIGHT)
 
 
 # On CPU the reported times are the worker's CPU time in the timed calls. The grader reads the
@@ -935,6 +955,26 @@ def check_fused_mha_contract(sub, ctx: Context) -> float:
 # a clock rewound in forward 0.17-0.39 (docs/trusted-grading.md).
 MIN_TIMED_SHARE = 0.6
 SPEED_GATE = "timed only once MultiHeadAttention matches nn.MultiheadAttention (see fused_mha)"
+
+
+@dataclass
+class TimedRun:
+    """The student's timing run, with what the grader saw of it from outside."""
+
+    measurement: Any  # what the run reported (see timing.measure_speed); trusted in nothing
+    wall: float  # seconds the grader waited for it
+    cpu: float | None  # CPU seconds the student's process used meanwhile, where readable
+
+
+def timed_run(sub, device: str, seed: int) -> TimedRun:
+    sub.ensure_loaded()  # a worker restarted after an earlier check: not part of the timing
+    cpu_before = sub.cpu_seconds()
+    started = time.perf_counter()
+    measurement = sub.time_speed(device, seed)
+    wall = time.perf_counter() - started
+    cpu_after = sub.cpu_seconds()
+    cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+    return TimedRun(measurement, wall, cpu)
 
 
 def check_speed(sub, ctx: Context) -> float:
@@ -946,23 +986,17 @@ def check_speed(sub, ctx: Context) -> float:
     if not gate.passed:
         raise CheckFailed(SPEED_GATE)
     seed = secrets.randbelow(2**31)
-    sub.ensure_loaded()  # a worker restarted after an earlier check: not part of the timing
-    cpu_before = sub.cpu_seconds()
-    started = time.perf_counter()
-    measurement = sub.time_speed(ctx.device, seed)
-    wall = time.perf_counter() - started
-    cpu_after = sub.cpu_seconds()
-    fraction, message = score_speed(measurement, ctx.device, seed)
+    run = timed_run(sub, ctx.device, seed)
+    fraction, message = score_speed(run.measurement, ctx.device, seed)
     if fraction <= 0:
         raise CheckFailed(message)
-    reported = total_measured(measurement)
-    if reported > wall * 1.05:
+    reported = total_measured(run.measurement)
+    if reported > run.wall * 1.05:
         raise CheckFailed(f"speed not scored: the reported times add up to more than the "
-                          f"{wall:.2f} s the measurement took")
-    if ctx.device == "cpu" and cpu_before is not None and cpu_after is not None and (
-            reported < MIN_TIMED_SHARE * (cpu_after - cpu_before)):
+                          f"{run.wall:.2f} s the measurement took")
+    if ctx.device == "cpu" and run.cpu is not None and reported < MIN_TIMED_SHARE * run.cpu:
         raise CheckFailed(f"speed not scored: the reported times add up to {reported:.2f} s "
-                          f"but the timing run used {cpu_after - cpu_before:.2f} s of CPU time "
+                          f"but the timing run used {run.cpu:.2f} s of CPU time "
                           "(a slow constructor or first call, or a patched clock?)")
     ctx.notes = message
     return fraction

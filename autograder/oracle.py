@@ -48,6 +48,32 @@ def output_projection(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> 
     return F.linear(x, weight, bias)
 
 
+def sdpa_attention(
+    params: dict[str, Tensor | None],
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    num_heads: int,
+    blocked: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Multi-head attention through `F.scaled_dot_product_attention`, which takes any per-head
+    q/k and v sizes: (out, weights (B, H, Tq, Tk)). The output is (B, Tq, H*Dv), or out_proj's
+    when `params` has one. `blocked` is True where attention is blocked; SDPA's bool mask
+    means *allowed*, so it gets the inverse."""
+    q = split_heads(F.linear(query, params["q_proj.weight"], params.get("q_proj.bias")),
+                    num_heads)  # (B, H, Tq, Dqk)
+    k = split_heads(F.linear(key, params["k_proj.weight"], params.get("k_proj.bias")),
+                    num_heads)  # (B, H, Tk, Dqk)
+    v = split_heads(F.linear(value, params["v_proj.weight"], params.get("v_proj.bias")),
+                    num_heads)  # (B, H, Tk, Dv)
+    allowed = None if blocked is None else ~blocked
+    out = merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=allowed))  # (B, Tq, H*Dv)
+    if "out_proj.weight" in params:
+        out = F.linear(out, params["out_proj.weight"], params.get("out_proj.bias"))
+    _, weights = attend(scaled_scores(q, k), v, blocked)  # (B, H, Tq, Tk)
+    return out, weights
+
+
 def attention_head(
     params: dict[str, Tensor | None],
     query: Tensor,
@@ -55,14 +81,9 @@ def attention_head(
     value: Tensor,
     attn_mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """One head, through `F.scaled_dot_product_attention` (whose bool mask means *allowed*)."""
-    q = F.linear(query, params["q_proj.weight"], params.get("q_proj.bias"))
-    k = F.linear(key, params["k_proj.weight"], params.get("k_proj.bias"))
-    v = F.linear(value, params["v_proj.weight"], params.get("v_proj.bias"))
-    allowed = None if attn_mask is None else ~attn_mask
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
-    _, weights = attend(scaled_scores(q, k), v, attn_mask)
-    return out, weights
+    """One head: (out (B, Tq, head_dim), weights (B, Tq, Tk))."""
+    out, weights = sdpa_attention(params, query, key, value, 1, attn_mask)
+    return out, weights[:, 0]
 
 
 def torch_mha(

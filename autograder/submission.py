@@ -389,7 +389,7 @@ class InProcessSubmission:
         The forbidden-API watch costs time on every torch call, so it is off while timing;
         one watched forward of the timed shape follows instead.
         """
-        from .timing import config_for, measure_speed
+        from .timing import config_for, measure_speed, speed_input
 
         self.watching = False
         try:
@@ -397,8 +397,7 @@ class InProcessSubmission:
         finally:
             self.watching = True
         cfg = config_for(device)
-        x = torch.randn(cfg.B, cfg.T, cfg.E, generator=torch.Generator().manual_seed(seed))
-        x = x.to(device)  # (B, T, E)
+        x = speed_input(cfg, seed, 0).to(device)  # (B, T, E)
         self.run_module(ModuleRun("MultiHeadAttention", (cfg.E, cfg.H), forward_args=(x,),
                                   forward_kwargs={"is_causal": True, "need_weights": False},
                                   dtype=torch.float32))
