@@ -9,14 +9,15 @@ explain failures: the expected values still come from `oracle` (PyTorch).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
+
+from .timing import one_thread
 
 Tensor = torch.Tensor
 
@@ -104,17 +105,6 @@ def named_in(message: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------- matching
-
-
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """Tiny tensors: waking a pool of threads for each op costs more than the op itself."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _reproduces(got: Any, value: Any, tol: dict) -> bool:

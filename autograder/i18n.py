@@ -73,11 +73,113 @@ _ZH: tuple[tuple[str, str | Callable[[re.Match], str]], ...] = (
     (r"timed only once MultiHeadAttention matches nn.MultiheadAttention \(see fused_mha\)",
      "MultiHeadAttention 的结果与 nn.MultiheadAttention 一致（见 fused_mha）之后才计时"),
     # the extension track and the warm-up
-    (r"the classic bug\. ", "典型错误。"),
-    (r"returned a copy", "返回的是副本"),
-    (r"dropped no attention weight", "一个注意力权重也没有丢弃"),
+    (r"split_heads_view returned a copy: view and transpose never copy, so the result should "
+     r"share x's memory \(avoid contiguous\(\), clone\(\) and torch.stack here\)",
+     "split_heads_view 返回的是副本：view 和 transpose 从不复制，结果应与 x 共享内存"
+     "（这里不要用 contiguous()、clone() 或 torch.stack）"),
+    (r"dropout=(\S+) in training mode dropped no attention weight: apply nn.Dropout to the "
+     r"weights \(it is active only in train\(\)\)",
+     r"dropout=\1 在训练模式下一个注意力权重也没有丢弃："
+     r"请对权重使用 nn.Dropout（它只在 train() 模式下起作用）"),
+    (r"dropout in training mode: the weights you return should be the ones you used, each "
+     r"either 0 or softmax / \(1 - p\)",
+     "训练模式下的 dropout：返回的权重应当就是你实际使用的权重，"
+     "每个要么是 0，要么是 softmax / (1 - p)"),
     (r"^(\d+) of (\d+) right: test each one with ", r"答对 \1/\2 题：逐个用这个式子验证 "),
 )
+
+# The sentence of each known mistake (autograder.diagnosis.CATALOGUE), by its id.
+_MISTAKES_ZH = {
+    "split_no_transpose": (
+        "这与“用 view 拆分却没有 transpose(1, 2)”的结果一致：先把特征 view 成 (B, T, H, D)，再用 "
+        ".transpose(1, 2) 把头的维度放到词元前面。"
+    ),
+    "split_interleaved": (
+        "这与“各头交错、把特征拆成 (..., D, H)”的结果一致：第 h 个头拥有第 h 段连续的 D 个特征，应 "
+        "view 成 (B, T, H, D)，而不是 (B, T, D, H)。"
+    ),
+    "merge_no_transpose": (
+        "这与“用 view 合并却没有 transpose(1, 2)”的结果一致：先把词元换回前面：x.transpose(1, "
+        "2).reshape(B, T, H * D)。"
+    ),
+    "merge_interleaved": (
+        "这与“合并时各头交错、特征排成 (D, H)”的结果一致：应整头拼接，先换成 (B, T, H, D)，"
+        "再把最后两维展平。"
+    ),
+    "no_scaling": (
+        "这与“分数没有乘 1/√d”的结果一致：q @ k^T 要除以 math.sqrt(d)，d = q.size(-1) "
+        "是一个头的维度。"
+    ),
+    "scale_by_d": "这与“除以 d 而不是 √d”的结果一致：应除以 math.sqrt(d)，而不是 d。",
+    "scale_by_embed_dim": (
+        "这与“除以 √embed_dim 而不是 √d_head”的结果一致：缩放用的是一个头的维度，即 embed_dim // "
+        "num_heads。"
+    ),
+    "scale_by_wrong_dim": (
+        "这与“除以错误维度（词元数或头数）的平方根”的结果一致：应使用最后一维："
+        "math.sqrt(q.size(-1))。"
+    ),
+    "qk_swapped": (
+        "这与“q 和 k 互换（k @ q^T）”的结果一致：scores[..., i, j] 比较的是查询 i 与键 j：q @ "
+        "k.transpose(-2, -1)。"
+    ),
+    "softmax_wrong_dim": (
+        "这与“在错误的维度上做 softmax”的结果一致：应在键的维度上归一化，softmax(scores, dim=-1)，"
+        "使每个查询的权重之和为 1。"
+    ),
+    "unstable_softmax": (
+        "这与“把 softmax 写成 exp(s) / exp(s).sum()”的结果一致：logit 很大时 exp 溢出为 inf，inf / "
+        "inf 得到 NaN；请用 torch.softmax，它会先减去每行的最大值。"
+    ),
+    "mask_inverted": (
+        "这与“掩码取反、把 True 当成允许”的结果一致：True 表示屏蔽：masked_fill(mask, "
+        "float('-inf'))，不要用 ~mask 或 mask == 0。"
+    ),
+    "mask_shifted": (
+        "这与“因果掩码错开了一条对角线”的结果一致：只屏蔽键 j > 查询 i，torch.triu(..., "
+        "diagonal=1)：每个词元都能看到自己。"
+    ),
+    "mask_transposed": (
+        "这与“因果掩码屏蔽了过去而不是未来”的结果一致：请用 torch.triu（对角线上方），不要用 "
+        "torch.tril。"
+    ),
+    "mask_after_softmax": (
+        "这与“在 softmax 之后才加掩码”的结果一致：应在 softmax 之前把被屏蔽的分数填成 -inf，"
+        "这样允许的权重之和仍为 1。"
+    ),
+    "mask_fill_zero": (
+        "这与“被屏蔽的位置填 0 而不是 -inf”的结果一致：分数为 0 的权重仍是 exp(0) > 0；请填 "
+        "float('-inf')。"
+    ),
+    "is_causal_ignored": (
+        "这与“忽略了 is_causal”的结果一致：is_causal=True 时，还要屏蔽所有键 j > 查询 i。"
+    ),
+    "attn_mask_ignored": (
+        "这与“is_causal=True 时忽略了 attn_mask”的结果一致：两个掩码都要用："
+        "任一掩码屏蔽的位置都要屏蔽。"
+    ),
+    "masks_and": (
+        "这与“用 & 合并 attn_mask 和因果掩码（两者都屏蔽才屏蔽）”的结果一致："
+        "任一掩码屏蔽的位置都要屏蔽：attn_mask | causal。"
+    ),
+    "bias_ignored": (
+        "这与“投影漏掉了偏置”的结果一致：要加上偏置，x @ weight.T + bias（nn.Linear 会替你加）。"
+    ),
+    "weight_not_transposed": (
+        "这与“权重没有转置（x @ weight）”的结果一致：权重的形状是 (out_features, in_features)：x @ "
+        "weight.T。"
+    ),
+    "k_proj_on_value": "这与“把 k_proj 用在了 value 上”的结果一致：v = v_proj(value)。",
+    "q_proj_on_key": "这与“把 q_proj 用在了 key 上”的结果一致：k = k_proj(key)。",
+    "value_from_key": (
+        "这与“v_proj 作用在 key 而不是 value 上”的结果一致：v = v_proj(value)：交叉注意力中 key 和 "
+        "value 不同。"
+    ),
+    "weights_averaged": (
+        "这与“把注意力权重在各头之间取了平均”的结果一致：要返回每个头的权重，形状为 (B, H, Tq, "
+        "Tk)。"
+    ),
+}
 
 # Words of the score table.
 _LABELS_ZH = {
@@ -100,11 +202,15 @@ def translate(message: str, lang: str | None = None) -> str:
     """A grader message in `lang` (default: `language()`)."""
     if (lang or language()) != "zh":
         return message
+    from .diagnosis import CATALOGUE  # torch: not imported when the CLI only parses arguments
+
+    for mistake in CATALOGUE:
+        message = message.replace(mistake.sentence(), _MISTAKES_ZH[mistake.id])
     for pattern, replacement in _ZH:
         message = re.sub(pattern, replacement, message)
     return message
 
 
-def label(word: str, lang: str | None = None) -> str:
-    """A word of the score table in `lang`."""
-    return _LABELS_ZH.get(word, word) if (lang or language()) == "zh" else word
+def label(word: str) -> str:
+    """A word of the score table in the language of messages."""
+    return _LABELS_ZH.get(word, word) if language() == "zh" else word

@@ -11,14 +11,15 @@ from typing import Any, Callable
 
 import torch
 
-from . import oracle
-from .checks import TIGHT, CheckFailed, Context, _randn, expect_close, expect_tensor
+from . import diagnosis, oracle
+from .checks import TIGHT, CheckFailed, Context, Heads, _randn, expect_close, expect_tensor
 from .points import SHAPES_CHECKS
 
 Tensor = torch.Tensor
 
-# (B, T, H, D) for the split and merge checks: H = 1, D = 1 and T = 1 included.
-SIZES = ((2, 5, 4, 3), (1, 1, 1, 1), (3, 7, 2, 8), (2, 6, 8, 1), (2, 4, 1, 6))
+# The split and merge checks' sizes: H = 1, D = 1 and T = 1 included.
+SIZES = (Heads(2, 5, 4, 3), Heads(1, 1, 1, 1), Heads(3, 7, 2, 8), Heads(2, 6, 8, 1),
+         Heads(2, 4, 1, 6))
 
 # "Is this a view of x?" for x = torch.arange(24.0).reshape(2, 3, 4). view_quiz() answers in
 # this order; the grader asks torch for the truth.
@@ -49,69 +50,53 @@ def view_quiz_truth() -> tuple[bool, ...]:
     return tuple(shares_memory(x, make(x)) for _, make in VIEW_QUIZ)
 
 
-def _case(B: int, T: int, H: int, D: int) -> str:
-    return f"B={B}, T={T}, H={H}, D={D}"
-
-
 def _expect_split(name: str, got: Any, x: Tensor, H: int, case: str) -> None:
-    """Values of a split, with the classic bug named when it is the cause."""
-    B, T, E = x.shape
-    expected = oracle.split_heads(x, H)
-    got = expect_tensor(f"{name}(x, num_heads)", got, expected, case)
-    if not torch.equal(got, expected) and torch.equal(got, x.reshape(B, H, T, E // H)):
-        raise CheckFailed(
-            f"{name}: the classic bug. Viewing (B, T, H*D) straight as (B, H, T, D) deals the "
-            f"features out in memory order, so one 'head' holds pieces of several tokens. View "
-            f"as (B, T, H, D) first, then transpose(1, 2) ({case})")
-    expect_close(f"{name}(x, num_heads)", got, expected, case, TIGHT)
+    """The values of a split; a known mistake that reproduces them is named."""
+    expect_close(f"{name}(x, num_heads)", got, oracle.split_heads(x, H), case, TIGHT,
+                 dims=("B", "H", "T", "D"), mistakes=diagnosis.split_heads(x, H))
 
 
 def _expect_merge(name: str, got: Any, x: Tensor, case: str) -> None:
-    B, H, T, D = x.shape
-    expected = oracle.merge_heads(x)
-    got = expect_tensor(f"{name}(x)", got, expected, case)
-    if not torch.equal(got, expected) and torch.equal(got, x.reshape(B, T, H * D)):
-        raise CheckFailed(
-            f"{name}: reshaping (B, H, T, D) straight to (B, T, H*D) glues the tokens of one "
-            f"head together. transpose(1, 2) back to (B, T, H, D) first ({case})")
-    expect_close(f"{name}(x)", got, expected, case, TIGHT)
+    """The values of a merge; a known mistake that reproduces them is named."""
+    expect_close(f"{name}(x)", got, oracle.merge_heads(x), case, TIGHT,
+                 dims=("B", "T", "H*D"), mistakes=diagnosis.merge_heads(x))
 
 
 def check_split_view(sub, ctx: Context) -> float:
     gen = ctx.generator("shapes_split_view")
-    for B, T, H, D in SIZES:
-        case = _case(B, T, H, D)
-        x = _randn(gen, B, T, H * D, device=ctx.device)
-        call = sub.call("split_heads_view", x, H)
-        _expect_split("split_heads_view", call.value, x, H, case)
+    for c in SIZES:
+        case = str(c)
+        x = _randn(gen, c.B, c.T, c.H * c.D, device=ctx.device)
+        call = sub.call("split_heads_view", x, c.H)
+        _expect_split("split_heads_view", call.value, x, c.H, case)
         if not shares_memory(call.value, call.inputs_after[0]):
-            raise CheckFailed(f"split_heads_view returned a copy: view and transpose never copy,"
-                              f" so the result should share x's memory (avoid contiguous(),"
-                              f" clone() and torch.stack here) ({case})")
+            raise CheckFailed("split_heads_view returned a copy: view and transpose never copy, so"
+                              " the result should share x's memory (avoid contiguous(), clone()"
+                              " and torch.stack here)", case=case)
     return 1.0
 
 
 def check_merge(sub, ctx: Context) -> float:
     gen = ctx.generator("shapes_merge")
-    for B, T, H, D in SIZES:
+    for c in SIZES:
         # As `weights @ v` gives it, and as a transpose of (B, T, H, D) gives it.
-        for heads, layout in ((_randn(gen, B, H, T, D, device=ctx.device), "contiguous x"),
-                              (_randn(gen, B, T, H, D, device=ctx.device).transpose(1, 2),
+        for heads, layout in ((_randn(gen, c.B, c.H, c.T, c.D, device=ctx.device),
+                               "contiguous x"),
+                              (_randn(gen, c.B, c.T, c.H, c.D, device=ctx.device).transpose(1, 2),
                                "x a transpose of (B, T, H, D)")):
             call = sub.call("merge_heads_transpose", heads)
-            _expect_merge("merge_heads_transpose", call.value, heads,
-                          f"{_case(B, T, H, D)}, {layout}")
+            _expect_merge("merge_heads_transpose", call.value, heads, f"{c}, {layout}")
     return 1.0
 
 
 def check_rearrange(sub, ctx: Context) -> float:
     gen = ctx.generator("shapes_rearrange")
-    for B, T, H, D in SIZES:
-        case = _case(B, T, H, D)
-        x = _randn(gen, B, T, H * D, device=ctx.device)
-        _expect_split("split_heads_rearrange", sub.call("split_heads_rearrange", x, H).value, x,
-                      H, case)
-        heads = _randn(gen, B, H, T, D, device=ctx.device)
+    for c in SIZES:
+        case = str(c)
+        x = _randn(gen, c.B, c.T, c.H * c.D, device=ctx.device)
+        _expect_split("split_heads_rearrange", sub.call("split_heads_rearrange", x, c.H).value,
+                      x, c.H, case)
+        heads = _randn(gen, c.B, c.H, c.T, c.D, device=ctx.device)
         _expect_merge("merge_heads_rearrange", sub.call("merge_heads_rearrange", heads).value,
                       heads, case)
     return 1.0
@@ -133,16 +118,16 @@ def check_view_quiz(sub, ctx: Context) -> float:
 
 def check_roundtrip(sub, ctx: Context) -> float:
     gen = ctx.generator("shapes_roundtrip")
-    for B, T, H, D in SIZES:
-        case = _case(B, T, H, D)
-        x = _randn(gen, B, T, H * D, device=ctx.device)
-        heads = sub.call("split_heads_view", x, H).value
-        expect_tensor("split_heads_view(x, num_heads)", heads, oracle.split_heads(x, H), case)
+    for c in SIZES:
+        case = str(c)
+        x = _randn(gen, c.B, c.T, c.H * c.D, device=ctx.device)
+        heads = sub.call("split_heads_view", x, c.H).value
+        expect_tensor("split_heads_view(x, num_heads)", heads, oracle.split_heads(x, c.H), case)
         back = sub.call("merge_heads_transpose", heads).value
         back = expect_tensor("merge_heads_transpose(split_heads_view(x, H))", back, x, case)
         if not torch.equal(back, x):
-            raise CheckFailed(f"merge_heads_transpose(split_heads_view(x, H)) should give x back "
-                              f"exactly: splitting and merging only move numbers ({case})")
+            raise CheckFailed("merge_heads_transpose(split_heads_view(x, H)) should give x back "
+                              "exactly: splitting and merging only move numbers", case=case)
     return 1.0
 
 

@@ -67,14 +67,14 @@ def _generator(seed: int, index: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 100_003 + index)
 
 
-def speed_params(cfg: SpeedConfig, seed: int) -> dict[str, Tensor]:
-    """The weights in the fused naming, biases random, float32 on the CPU."""
+def speed_params(cfg: SpeedConfig, seed: int, device: str = "cpu") -> dict[str, Tensor]:
+    """The weights in the fused naming, biases random, float32 on `device`."""
     gen = _generator(seed, -1)
     params = {}
     for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
         params[f"{name}.weight"] = torch.randn(cfg.E, cfg.E, generator=gen) / math.sqrt(cfg.E)
         params[f"{name}.bias"] = torch.randn(cfg.E, generator=gen)
-    return params
+    return {k: v.to(device) for k, v in params.items()}
 
 
 def speed_input(cfg: SpeedConfig, seed: int, index: int) -> Tensor:
@@ -167,16 +167,25 @@ def speed_ratios(times: dict[str, list[float]]) -> tuple[float, float]:
 
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
-    """A fixed thread count (1), no garbage collection pauses and no autograd while timing."""
+    """One torch thread: a fixed count for timings, and for tiny tensors, where waking a pool
+    of threads for each op costs more than the op itself."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def steady() -> Iterator[None]:
+    """The conditions of every timing: one thread, no garbage collection pauses, no autograd."""
     gc.disable()
     try:
-        with torch.no_grad():
+        with one_thread(), torch.no_grad():
             yield
     finally:
         gc.enable()
-        torch.set_num_threads(threads)
 
 
 def prepared(module: nn.Module, owner: str, params: dict[str, Tensor], device: str) -> Forward:
@@ -192,7 +201,7 @@ def prepared(module: nn.Module, owner: str, params: dict[str, Tensor], device: s
 def measure_speed(sub: Any, device: str, seed: int, timer: Timer | None = None) -> dict[str, Any]:
     """Time the student's fused module against the baselines (runs beside the student's code)."""
     cfg = config_for(device)
-    params = {k: v.to(device) for k, v in speed_params(cfg, seed).items()}
+    params = speed_params(cfg, seed, device)
     student = sub.construct("MultiHeadAttention", cfg.E, cfg.H)
     candidates = {
         "student": prepared(student, "MultiHeadAttention", params, device),
@@ -210,7 +219,7 @@ def measure_speed(sub: Any, device: str, seed: int, timer: Timer | None = None) 
                                  timer or timer_for(device), keep)
 
     name = "MultiHeadAttention.forward"
-    with one_thread():
+    with steady():
         times, kept = sub.guard(name, run)
     outputs = {i: _plain(out, name) for i, out in kept["student"].items()}
     return {"config": asdict(cfg), "device": device, "seed": seed, "times": times,

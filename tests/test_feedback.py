@@ -12,7 +12,9 @@ from conftest import TEMPLATE
 
 from autograder import pictures
 from autograder.checks import Context, Picture, run_check
+from autograder.diagnosis import CATALOGUE
 from autograder.feedback import describe_mismatch, describe_shape, draw_masks, explain_nonfinite
+from autograder.i18n import translate
 from autograder.submission import InProcessSubmission
 
 matplotlib.use("Agg")
@@ -77,6 +79,12 @@ def test_a_mismatch_gives_index_values_and_the_heads_that_differ():
     assert "(max abs error 0.25); heads [1] of 3 differ" in text
 
 
+def test_every_known_mistake_has_a_chinese_sentence():
+    for mistake in CATALOGUE:
+        chinese = translate(mistake.sentence(), "zh")
+        assert chinese.startswith("这与“") and "This matches" not in chinese, mistake.id
+
+
 def test_masks_are_drawn_side_by_side():
     expected = torch.ones(3, 3, dtype=torch.bool).triu(1)
     lines = draw_masks(expected.T, expected).splitlines()
@@ -101,6 +109,10 @@ def test_a_wrong_mask_is_drawn_in_the_message_and_pictured(tmp_path):
     assert f"(seq_len=1; {SEARCHED})" in result.message
     yours_then_expected = result.message.splitlines()[-1].split()
     assert yours_then_expected == ["x", "."]
+    # In Chinese the named mistake and its hint are Chinese too; the drawn masks stay.
+    chinese = translate(result.message, "zh")
+    assert chinese.startswith("这与“因果掩码错开了一条对角线”的结果一致")
+    assert chinese.splitlines()[-1] == result.message.splitlines()[-1]
     # The picture shows the same mistake at 8 tokens, where the shifted diagonal is visible.
     assert result.picture.title == "causal_mask(8)"
     assert torch.equal(result.picture.got, torch.ones(8, 8, dtype=torch.bool).triu(0))
@@ -155,3 +167,13 @@ def test_low_dimensional_pictures_are_drawn(shape):
     expected = torch.zeros(shape)
     pictures.show(Picture("output_projection", expected, expected + 1))
     assert len(plt.gcf().axes) == 6
+
+
+def test_a_dropout_that_drops_nothing_is_told_so(tmp_path):
+    """The causal mask's zeros are not dropped weights: a module without dropout is named."""
+    path = tmp_path / "no_dropout.py"
+    path.write_text(TEMPLATE.read_text().replace("self.dropout = nn.Dropout(dropout)",
+                                                 "self.dropout = nn.Dropout(0.0)"))
+    result = run_check("fused_mha_contract", InProcessSubmission.from_path(path), Context())
+    assert result.score == 0
+    assert result.message.startswith("dropout=0.5 in training mode dropped no attention weight")
