@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import multiprocessing
 import os
 import re
@@ -269,8 +268,6 @@ def cmd_grade(args: argparse.Namespace) -> int:
                              total_s=args.total_timeout, memory_gib=args.memory_gib)
     device = args.device or default_device()
     ids = [spec.id for spec in ASSIGNMENTS[assignment]]
-    if args.json_dir:
-        Path(args.json_dir).mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     progress = Progress(len(entries))
     rows: dict[str, tuple[Entry, dict]] = {}
@@ -284,9 +281,10 @@ def cmd_grade(args: argparse.Namespace) -> int:
     # Written last, after every worker is gone: nothing a student wrote can outlive this.
     write_csv(Path(args.csv), rows, ids)
     if args.json_dir:
+        from .report import write_results
+
         for student, (_, payload) in rows.items():
-            path = Path(args.json_dir) / f"{_safe_name(student)}.json"
-            path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+            write_results(Path(args.json_dir) / f"{_safe_name(student)}.json", payload)
     print(summary(rows, time.perf_counter() - started, args.jobs))
     print(f"wrote {args.csv}" + (f" and {len(rows)} files in {args.json_dir}"
                                  if args.json_dir else ""))

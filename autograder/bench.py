@@ -8,11 +8,14 @@ torch is imported inside the functions: building the CLI's parser does not impor
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,12 +41,12 @@ def describe(cfg: SpeedConfig) -> str:
 
 def time_rows(rows: dict[str, Forward], cfg: SpeedConfig, device: str) -> dict[str, float]:
     """Median seconds per call of each row: interleaved rounds on the same fresh inputs."""
-    from .timing import interleaved_times, medians, one_thread, speed_input, timer_for
+    from .timing import interleaved_times, medians, speed_input, steady, timer_for
 
     def round_inputs(r: int) -> list:
         return [speed_input(cfg, 0, r * cfg.calls + c).to(device) for c in range(cfg.calls)]
 
-    with one_thread():
+    with steady():
         times, _ = interleaved_times(rows, round_inputs, cfg.rounds, cfg.warmup,
                                      timer_for(device))
     return medians(times)
@@ -53,7 +56,7 @@ def kit_rows(cfg: SpeedConfig, device: str) -> dict[str, Forward]:
     from .implementations import BENCH_ROWS
     from .timing import speed_params
 
-    params = {k: v.to(device) for k, v in speed_params(cfg, 0).items()}
+    params = speed_params(cfg, 0, device)
     return {name: cls(params, cfg.H) for name, cls in BENCH_ROWS.items()}
 
 
@@ -61,7 +64,7 @@ def student_row(sub: Any, cfg: SpeedConfig, device: str) -> Forward:
     """The student's fused module holding the same weights as the kit's rows."""
     from .timing import prepared, speed_input, speed_params
 
-    params = {k: v.to(device) for k, v in speed_params(cfg, 0).items()}
+    params = speed_params(cfg, 0, device)
     forward = prepared(sub.construct("MultiHeadAttention", cfg.E, cfg.H), "MultiHeadAttention",
                        params, device)
     sub.guard("MultiHeadAttention.forward", lambda: forward(speed_input(cfg, 0, 0).to(device)))
@@ -117,7 +120,7 @@ def compare_in_notebook(looped_cls: type, fused_cls: type, *, device: str = "cpu
     from .timing import config_for, prepared, speed_params
 
     cfg = config_for(device)
-    params = {k: v.to(device) for k, v in speed_params(cfg, 0).items()}
+    params = speed_params(cfg, 0, device)
     rows = {
         "your LoopedMultiHeadAttention": prepared(looped_cls(cfg.E, cfg.H),
                                                   "LoopedMultiHeadAttention",
@@ -136,17 +139,37 @@ def compare_in_notebook(looped_cls: type, fused_cls: type, *, device: str = "cpu
 # --------------------------------------------------------------------------- reliability
 
 
-def busy_core() -> subprocess.Popen:
-    """Another process that keeps one CPU core busy until killed."""
-    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+@contextlib.contextmanager
+def busy_core(busy: bool = True) -> Iterator[subprocess.Popen | None]:
+    """Another process that keeps one CPU core busy while the block runs (none if not busy)."""
+    if not busy:
+        yield None
+        return
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield hog
+    finally:
+        hog.kill()
+        hog.wait()
 
 
-def repeated_checks(subjects: dict[str, type], n: int, device: str
-                    ) -> dict[str, list[tuple[float, ...]]]:
-    """Run the graded speed check n times on each kit module, alternating between them so that
-    both see the same load: (fraction of the points, speedup over looped, wall s, CPU s)."""
+@dataclass(frozen=True)
+class CheckRun:
+    """One graded speed check: the fraction of its points, the paired ratios, its cost."""
+
+    fraction: float
+    speedup: float  # over the kit's looped baseline
+    ref_ratio: float  # the module's time over the kit's fused time
+    wall: float
+    cpu: float
+
+
+def repeated_checks(subjects: dict[str, type], n: int, device: str,
+                    forbidden: dict | None = None) -> dict[str, list[CheckRun]]:
+    """Run the graded speed check n times on each `MultiHeadAttention` class, alternating
+    between them so that all see the same load. The gate is taken as passed: the classes are
+    correct by construction. `forbidden` as for `InProcessSubmission` (default: the policy)."""
     from .checks import CheckResult, Context, run_check
-    from .implementations import as_student_class
     from .points import POINTS
     from .submission import InProcessSubmission
     from .timing import speed_ratios
@@ -156,20 +179,19 @@ def repeated_checks(subjects: dict[str, type], n: int, device: str
             self.last = super().time_speed(device, seed)
             return self.last
 
-    # The kit's modules are correct by construction: the gate is taken as passed.
     gate = CheckResult("fused_mha", POINTS["fused_mha"], POINTS["fused_mha"], "a kit module")
-    subs = {name: Recording({"MultiHeadAttention": as_student_class(cls)})
+    subs = {name: Recording({"MultiHeadAttention": cls}, forbidden=forbidden)
             for name, cls in subjects.items()}
-    runs: dict[str, list[tuple[float, ...]]] = {name: [] for name in subjects}
+    runs: dict[str, list[CheckRun]] = {name: [] for name in subjects}
     for _ in range(n):
         for name, sub in subs.items():
             sub.last = None
             wall, cpu = time.perf_counter(), time.process_time()
             result = run_check("speed_fused_vs_looped", sub,
                                Context(device=device, results={"fused_mha": gate}))
-            speedup = speed_ratios(sub.last["times"])[0] if sub.last else math.nan
-            runs[name].append((result.score / result.max_score, speedup,
-                               time.perf_counter() - wall, time.process_time() - cpu))
+            ratios = speed_ratios(sub.last["times"]) if sub.last else (math.nan, math.nan)
+            runs[name].append(CheckRun(result.score / result.max_score, *ratios,
+                                       time.perf_counter() - wall, time.process_time() - cpu))
         print(".", end="", flush=True, file=sys.stderr)
     return runs
 
@@ -177,23 +199,21 @@ def repeated_checks(subjects: dict[str, type], n: int, device: str
 def reliability(n: int, device: str) -> tuple[str, bool]:
     """The speed check n times on the kit's fused module (target: full points every time) and
     on a loop in disguise (target: no points ever), alone and beside a busy core."""
-    from .implementations import FusedReference, HeadLoopReference
+    from .implementations import FusedReference, HeadLoopReference, as_student_class
 
-    subjects = {"fused reference": FusedReference, "loop in disguise": HeadLoopReference}
+    subjects = {"fused reference": as_student_class(FusedReference),
+                "loop in disguise": as_student_class(HeadLoopReference)}
     lines = [f"{'':<32} {'full points':>11} {'some points':>11}  speedup over looped"
              f"  check's time (max)",
              f"{'':<32} {'':>11} {'':>11}  min / median / max   wall   CPU"]
     met, summary = True, []
     for load in ("no other load", "one core busy"):
-        hog = busy_core() if load != "no other load" else None
-        try:
+        with busy_core(load == "one core busy"):
             runs = repeated_checks(subjects, n, device)
-        finally:
-            if hog is not None:
-                hog.kill()
-                hog.wait()
         for name, scored in runs.items():
-            fractions, speedups, walls, cpus = zip(*scored)
+            fractions = [r.fraction for r in scored]
+            speedups = [r.speedup for r in scored]
+            walls, cpus = [r.wall for r in scored], [r.cpu for r in scored]
             full, some = sum(f >= 1 for f in fractions), sum(f > 0 for f in fractions)
             spread = f"{min(speedups):.1f} / {statistics.median(speedups):.1f} / " \
                      f"{max(speedups):.1f}"

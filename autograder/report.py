@@ -59,7 +59,12 @@ def gradescope_results(results: Iterable[CheckResult], problems: Iterable[str] =
     return payload
 
 
+def write_results(path: str | Path, payload: dict) -> None:
+    """A results.json (Gradescope's format) at `path`, its folder made if needed."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+
+
 def write_gradescope_json(path: str | Path, results: Iterable[CheckResult],
                           problems: Iterable[str] = ()) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(gradescope_results(results, problems), indent=2) + "\n")
+    write_results(path, gradescope_results(results, problems))

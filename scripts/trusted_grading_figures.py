@@ -79,16 +79,15 @@ def per_call(sub, calls: int = 200) -> float:
 
 def timed_share(path: Path, repeats: int) -> list[float]:
     """Reported time over the worker's CPU time read from /proc, one speed run at a time."""
+    from autograder.checks import timed_run
     from autograder.timing import total_measured
     from autograder.worker import WorkerSubmission
 
     shares = []
     with WorkerSubmission(path) as sub:
-        sub.ensure_loaded()
         for seed in range(repeats):
-            before = sub.cpu_seconds()
-            measurement = sub.time_speed("cpu", seed)
-            shares.append(total_measured(measurement) / (sub.cpu_seconds() - before))
+            run = timed_run(sub, "cpu", seed)  # as the speed check measures it
+            shares.append(total_measured(run.measurement) / run.cpu)
     return shares
 
 

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 
 import matplotlib.image
 import pytest
-from conftest import TEMPLATE
+from conftest import TEMPLATE, TINY
 
 from autograder import bench, timing
 from autograder.cli import build_parser
 from autograder.implementations import BENCH_ROWS
 from autograder.submission import load_source
 
-TINY = timing.SpeedConfig(B=2, T=5, E=8, H=4, rounds=3, calls=3, warmup=1)  # 9 calls >= 8 spots
-
 
 @pytest.fixture
-def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(timing.CONFIGS, "cpu", TINY)
+def tiny_bench(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graded config TINY (conftest's `tiny`), and a tiny larger one."""
     monkeypatch.setattr(bench, "bench_configs", lambda device: {
         "graded": TINY, "larger": timing.SpeedConfig(B=1, T=7, E=12, H=3, rounds=3, calls=1)})
 
@@ -29,7 +28,7 @@ def bench_args(*argv: str):
     return args
 
 
-def test_bench_tables_with_a_submission_and_a_plot(tiny, tmp_path, capsys) -> None:
+def test_bench_tables_with_a_submission_and_a_plot(tiny_bench, tmp_path, capsys) -> None:
     png = tmp_path / "bench.png"
     assert bench.run(bench_args("--submission", str(TEMPLATE), "--plot", str(png))) == 0
     out = capsys.readouterr().out
@@ -41,7 +40,7 @@ def test_bench_tables_with_a_submission_and_a_plot(tiny, tmp_path, capsys) -> No
     assert image.shape[0] > 200 and image.shape[1] > 600
 
 
-def test_a_failing_submission_is_left_out(tiny, tmp_path, capsys) -> None:
+def test_a_failing_submission_is_left_out(tiny_bench, tmp_path, capsys) -> None:
     broken = tmp_path / "broken.py"
     broken.write_text(TEMPLATE.read_text() + "\nMultiHeadAttention.forward = lambda *a, **k: 1/0\n")
     assert bench.run(bench_args("--submission", str(broken))) == 0
@@ -60,13 +59,15 @@ def test_compare_in_notebook(tiny, capsys) -> None:
     assert "B=2, T=5, E=8, H=4, cpu" in out and "your MultiHeadAttention" in out
 
 
-def test_reliability_reports_every_case_and_stops_its_busy_process(tiny, monkeypatch) -> None:
+def test_reliability_reports_every_case_and_stops_its_busy_process(tiny_bench, monkeypatch) -> None:
     started: list[subprocess.Popen] = []
     original = bench.busy_core
 
-    def recorded() -> subprocess.Popen:
-        started.append(original())
-        return started[-1]
+    @contextlib.contextmanager
+    def recorded(busy: bool = True):
+        with original(busy) as hog:
+            started.append(hog)
+            yield hog
 
     monkeypatch.setattr(bench, "busy_core", recorded)
     report, met = bench.reliability(1, "cpu")
@@ -76,4 +77,5 @@ def test_reliability_reports_every_case_and_stops_its_busy_process(tiny, monkeyp
             assert sum(line.startswith(f"{name}, {load}") for line in lines) == 1
     assert lines[-1].startswith("reliability on cpu, N=1: fused reference full points")
     assert lines[-1].endswith("target met" if met else "TARGET MISSED")
-    assert len(started) == 1 and started[0].poll() is not None
+    hogs = [hog for hog in started if hog is not None]
+    assert len(started) == 2 and len(hogs) == 1 and hogs[0].poll() is not None
