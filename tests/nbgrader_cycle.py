@@ -21,6 +21,8 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.plugins import CsvExportPlugin
 from traitlets.config.loader import PyFileConfigLoader
 
+from autograder.release import with_interpreter_on_path
+
 
 def _ok(step: str, result: dict) -> None:
     if not result["success"]:
@@ -44,7 +46,5 @@ def main(course: Path, assignments: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    # nbgrader runs `alembic` to create gradebook.db; it sits beside this interpreter.
-    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent),
-                                          os.environ.get("PATH", "")])
+    os.environ.update(with_interpreter_on_path(dict(os.environ)))  # nbgrader runs `alembic`
     main(Path(sys.argv[1]).resolve(), sys.argv[2:])

@@ -4,33 +4,37 @@ import json
 import subprocess
 import sys
 
-from conftest import ROOT, STUBS, TEMPLATE
+from conftest import DETERMINISTIC, ROOT, STUBS, TEMPLATE, assert_full_marks, run_cli
 
 from autograder.points import CHECKS, POINTS
-
-DETERMINISTIC = [c.id for c in CHECKS if c.id != "speed_fused_vs_looped"]
 
 
 def _only(ids):
     return [arg for i in ids for arg in ("--only", i)]
 
 
-def test_full_marks_and_gradescope_json(cli, tmp_path):
+def test_full_marks_and_gradescope_json(tmp_path):
+    """Full points but for the speed check: timed on a shared machine, it may be partial."""
     results = tmp_path / "results.json"
-    run = cli("check", str(TEMPLATE), "--json", str(results))
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "100/100" in run.stdout
+    run = run_cli("check", str(TEMPLATE), "--json", str(results))
+    assert results.is_file(), run.stdout + run.stderr
     data = json.loads(results.read_text())
-    assert data["score"] == data["max_score"] == sum(c.points for c in CHECKS)
-    assert [t["name"] for t in data["tests"]] == [c.id for c in CHECKS]
-    for test in data["tests"]:
-        assert test["status"] == "passed" and test["score"] == test["max_score"]
+    tests = data["tests"]
+    assert [t["name"] for t in tests] == [c.id for c in CHECKS]
+    assert_full_marks({t["name"]: (t["status"] == "passed", t["score"]) for t in tests},
+                      [c.id for c in CHECKS])
+    assert data["max_score"] == sum(c.points for c in CHECKS)
+    assert data["score"] == round(sum(t["score"] for t in tests), 2)
+    for test in tests:
+        assert test["max_score"] == POINTS[test["name"]]
         assert test["visibility"] == "visible" and test["output"]
+    all_passed = all(t["status"] == "passed" for t in tests)
+    assert run.returncode == (0 if all_passed else 1), run.stdout + run.stderr
 
 
-def test_stubs_score_zero_with_plain_messages(cli, tmp_path):
+def test_stubs_score_zero_with_plain_messages(tmp_path):
     results = tmp_path / "results.json"
-    run = cli("check", str(STUBS), "--json", str(results))
+    run = run_cli("check", str(STUBS), "--json", str(results))
     assert run.returncode == 1
     data = json.loads(results.read_text())
     assert data["score"] == 0
@@ -39,8 +43,8 @@ def test_stubs_score_zero_with_plain_messages(cli, tmp_path):
             assert "is not implemented yet" in test["output"], test
 
 
-def test_only_runs_the_named_checks(cli):
-    run = cli("check", str(TEMPLATE), *_only(["split_heads", "attend"]))
+def test_only_runs_the_named_checks():
+    run = run_cli("check", str(TEMPLATE), *_only(["split_heads", "attend"]))
     assert run.returncode == 0, run.stdout
     assert "split_heads" in run.stdout and "attend" in run.stdout
     assert "merge_heads" not in run.stdout
@@ -48,22 +52,22 @@ def test_only_runs_the_named_checks(cli):
     assert f"{points}/{points}" in run.stdout
 
 
-def test_usage_errors_exit_2(cli, tmp_path):
-    assert cli("check", str(tmp_path / "missing.py")).returncode == 2
+def test_usage_errors_exit_2(tmp_path):
+    assert run_cli("check", str(tmp_path / "missing.py")).returncode == 2
     (tmp_path / "notes.txt").write_text("hello")
-    assert cli("check", str(tmp_path / "notes.txt")).returncode == 2
+    assert run_cli("check", str(tmp_path / "notes.txt")).returncode == 2
     (tmp_path / "broken.ipynb").write_text("{ not json")
-    assert cli("check", str(tmp_path / "broken.ipynb")).returncode == 2
-    assert cli("check", str(TEMPLATE), "--only", "no_such_check").returncode == 2
-    assert cli().returncode == 2
+    assert run_cli("check", str(tmp_path / "broken.ipynb")).returncode == 2
+    assert run_cli("check", str(TEMPLATE), "--only", "no_such_check").returncode == 2
+    assert run_cli().returncode == 2
 
 
-def test_a_broken_function_costs_only_its_own_checks(cli, tmp_path):
+def test_a_broken_function_costs_only_its_own_checks(tmp_path):
     source = TEMPLATE.read_text().replace(
         "def split_heads(x, num_heads):\n", "def split_heads(x, num_heads):\n    1 / 0\n")
     path = tmp_path / "one_bug.py"
     path.write_text(source)
-    run = cli("check", str(path), *_only(DETERMINISTIC))
+    run = run_cli("check", str(path), *_only(DETERMINISTIC))
     assert run.returncode == 1
     failed = [line.split()[1] for line in run.stdout.splitlines() if line.startswith("✗")]
     # The template's fused module splits heads with split_heads, so it fails with it.

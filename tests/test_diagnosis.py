@@ -65,7 +65,9 @@ def test_every_module_variant_is_a_real_mistake(mistake_id: str, knobs: Knobs):
     for c in PROBES:
         try:
             (out, weights), (want_out, want_weights) = run_mha(c, knobs)
-        except RuntimeError:  # raising is a difference too
+        except RuntimeError as err:  # heads and tokens swapped: the (T, T) mask cannot broadcast
+            if knobs.split != "tokens_first" or "must match the size" not in str(err):
+                raise
             changed = True
             continue
         changed |= (out.shape != want_out.shape or not torch.allclose(out, want_out)
@@ -97,8 +99,11 @@ def _step_candidates() -> list[tuple[str, str, torch.Tensor, object]]:
 def test_every_step_candidate_is_a_real_mistake(name, mistake_id, make, expected):
     try:
         got = make()
-    except RuntimeError:
-        return  # raising is a difference too (x @ weight with a non-square weight)
+    except RuntimeError as err:  # x @ weight with a non-square weight cannot multiply
+        if mistake_id != "weight_not_transposed":
+            raise
+        assert "cannot be multiplied" in str(err)
+        return
     pairs = zip(got, expected) if isinstance(expected, tuple) else [(got, expected)]
     assert any(g.shape != e.shape or not torch.equal(g, e) for g, e in pairs), mistake_id
 
@@ -131,15 +136,6 @@ def test_candidates_run_only_when_asked():
     assert calls == []
     assert found.mistake is None and found.mistake is None
     assert calls == [1]
-
-
-def test_evidence_from_another_case_picks_among_several_matches():
-    # With D = 1 and one key, no scaling and scaling by √T agree; a second case tells.
-    found = Diagnosis(randn(1), [], TIGHT)
-    found.matches = ("no_scaling", "scale_by_wrong_dim")
-    assert found.mistake.id == "no_scaling"
-    found.among = ("scale_by_wrong_dim", "qk_swapped")
-    assert found.mistake.id == "scale_by_wrong_dim"
 
 
 def test_combined_masks_cover_each_way_of_mixing_attn_mask_and_is_causal():

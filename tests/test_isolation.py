@@ -3,36 +3,31 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 import torch
-from conftest import ROOT, TEMPLATE
+from conftest import HOSTILE, TEMPLATE, TINY
 
-from autograder import oracle
+from autograder import timing
 from autograder.batch import grade_submission
 from autograder.checks import run_check
-from autograder.implementations import LoopedReference, SdpaReference, TorchMHA
+from autograder.implementations import SdpaReference, TorchMHA
 from autograder.policy import FORBIDDEN_ENV
 from autograder.submission import InProcessSubmission
 from autograder.worker import WorkerSubmission
 
-HOSTILE = ROOT / "tests" / "hostile"
-
 
 def test_the_graders_process_never_sees_the_students_code():
     """A submission that patches torch in its own process changes nothing here."""
-    allclose, isclose, tensor_eq = torch.allclose, torch.isclose, torch.Tensor.__eq__
-    modules_before = set(sys.modules)
+    originals = (torch.allclose, torch.isclose, torch.equal, torch.testing.assert_close,
+                 torch.Tensor.__eq__)
     with WorkerSubmission(HOSTILE / "monkeypatch_torch.py") as sub:
         results = [run_check(check, sub) for check in ("split_heads", "merge_heads")]
     assert [r.score for r in results] == [0, 0]
     assert all("wrong values" in r.message for r in results)
-    assert (torch.allclose, torch.isclose, torch.Tensor.__eq__) == (allclose, isclose, tensor_eq)
+    after = (torch.allclose, torch.isclose, torch.equal, torch.testing.assert_close,
+             torch.Tensor.__eq__)
+    assert all(a is b for a, b in zip(after, originals))
     assert not hasattr(torch, "PATCHED_BY_STUDENT")
-    new = set(sys.modules) - modules_before
-    assert "submission" not in sys.modules
-    assert not [m for m in new if str(HOSTILE) in str(getattr(sys.modules[m], "__file__", ""))]
 
 
 def test_forbidden_apis_are_caught_in_process_too():
@@ -47,15 +42,9 @@ def test_forbidden_apis_are_caught_in_process_too():
     assert run_check("split_heads", sub).passed  # the rest of the file still counts
     assert not torch.overrides._get_current_function_mode_stack()  # no watch left behind
 
-    params = {f"{n}.{p}": torch.randn(16, 16) if p == "weight" else torch.randn(16)
-              for n in ("q_proj", "k_proj", "v_proj", "out_proj") for p in ("weight", "bias")}
-    x = torch.randn(2, 5, 16)  # (B, T, E)
-    looped = LoopedReference(params, 4)(x)
-    for uses_them in (SdpaReference(params, 4), TorchMHA(params, 4)):
-        torch.testing.assert_close(uses_them(x), looped, rtol=1e-4, atol=1e-5)
-    mha = oracle.torch_mha(params, 16, 4)
-    expected = oracle.multi_head_attention(mha, x, x, x, oracle.causal_mask(5))[0]
-    torch.testing.assert_close(expected, looped, rtol=1e-4, atol=1e-5)
+    params, x = timing.speed_params(TINY, 0), timing.speed_input(TINY, 0, 0)
+    for uses_them in (SdpaReference, TorchMHA):  # their values: test_timing.py
+        assert uses_them(params, TINY.H)(x).shape == x.shape
     assert run_check("attention_head", InProcessSubmission.from_path(TEMPLATE)).passed
 
 

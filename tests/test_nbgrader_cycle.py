@@ -22,6 +22,7 @@ from notebook_helpers import (
     is_test_cell,
     kernel_env,
     nbgrader_meta,
+    normalised,
     read,
     solved,
 )
@@ -49,11 +50,6 @@ def course(tmp_path_factory):
     assert run.returncode == 0, run.stdout + run.stderr
     assert "points updated" in run.stdout
     return course
-
-
-def normalised(nb: nbformat.NotebookNode) -> list:
-    """What a release is made of, without cell ids and notebook-level metadata."""
-    return [(c.cell_type, c.source, c.metadata) for c in nb.cells]
 
 
 def test_committed_release_is_a_fresh_generation(course):

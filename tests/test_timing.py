@@ -6,11 +6,11 @@ import math
 
 import pytest
 import torch
-from conftest import STUBS, TEMPLATE
+from conftest import STUBS, TEMPLATE, TINY
 from torch import nn
 
 from autograder import timing
-from autograder.checks import CheckResult, Context, run_check
+from autograder.checks import SPEED_GATE, CheckResult, Context, run_check
 from autograder.implementations import (
     BENCH_ROWS,
     FusedReference,
@@ -21,14 +21,6 @@ from autograder.implementations import (
 from autograder.oracle import causal_mask, multi_head_attention, torch_mha
 from autograder.points import POINTS
 from autograder.submission import InProcessSubmission, load_source
-
-TINY = timing.SpeedConfig(B=2, T=5, E=8, H=4, rounds=6, calls=3, warmup=1)
-
-
-@pytest.fixture
-def tiny(monkeypatch: pytest.MonkeyPatch) -> timing.SpeedConfig:
-    monkeypatch.setitem(timing.CONFIGS, "cpu", TINY)
-    return TINY
 
 
 def fake_timer(per_call: dict[type, float], student: float):
@@ -220,11 +212,11 @@ class NeverTimed(InProcessSubmission):
 def test_gated_on_fused_mha() -> None:
     sub = NeverTimed(load_source(STUBS).namespace, forbidden={})
     result = run_check("speed_fused_vs_looped", sub, Context())
-    assert result.score == 0 and "timed only once" in result.message
+    assert result.score == 0 and result.message == SPEED_GATE
     failed = CheckResult("fused_mha", 0, POINTS["fused_mha"], "values differ")
     result = run_check("speed_fused_vs_looped", NeverTimed(load_source(TEMPLATE).namespace),
                        Context(results={"fused_mha": failed}))
-    assert result.score == 0 and "timed only once" in result.message
+    assert result.score == 0 and result.message == SPEED_GATE
 
 
 class UnknownCpuTime(InProcessSubmission):
