@@ -202,7 +202,7 @@ def translate(message: str, lang: str | None = None) -> str:
     """A grader message in `lang` (default: `language()`)."""
     if (lang or language()) != "zh":
         return message
-    from .diagnosis import CATALOGUE  # torch: not imported when the CLI only parses arguments
+    from .checks.diagnosis import CATALOGUE  # torch: not imported for the CLI parser
 
     for mistake in CATALOGUE:
         message = message.replace(mistake.sentence(), _MISTAKES_ZH[mistake.id])

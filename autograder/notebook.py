@@ -1,4 +1,4 @@
-"""`check` for the notebooks' test cells: the checks of `mha-kit check`, run in the kernel.
+"""The in-notebook API: `check` for the test cells, `compare` for timing your own modules.
 
 A test cell is `check("split_heads")`. It grades the names the notebook has defined, prints
 one line (✓, or ✗ and the message), shows a picture of the failure when there is one, and
@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import inspect
 
-from .checks import Context, run_check
-from .cli import default_device
+from .checks.core import Context
+from .grading.pictures import show
+from .grading.registry import POINTS, run_check
+from .grading.report import score_line
 from .i18n import translate
-from .pictures import show
-from .points import POINTS
-from .report import score_line
-from .submission import InProcessSubmission
+from .runner.inprocess import InProcessSubmission
+from .runtime import default_device
+from .speed.bench import compare_in_notebook as compare
+
+__all__ = ["check", "compare"]
 
 HIDDEN_SALT = "hidden"  # nbgrader's hidden tests: the same check on another fixed set of inputs
 

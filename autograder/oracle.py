@@ -37,6 +37,16 @@ def causal_mask(seq_len: int, device: torch.device | str | None = None) -> Tenso
     return torch.isneginf(square)
 
 
+def combined_mask(attn_mask: Tensor | None, is_causal: bool, seq_len: int,
+                  device: torch.device | str | None = None) -> Tensor | None:
+    """What nn.MultiheadAttention blocks given both: a position is blocked where either
+    `attn_mask` (True = blocked) or, with `is_causal`, the causal mask blocks it."""
+    if not is_causal:
+        return attn_mask
+    causal = causal_mask(seq_len, device=device)
+    return causal if attn_mask is None else attn_mask | causal
+
+
 def attend(scores: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     if mask is not None:
         scores = scores.masked_fill(mask, float("-inf"))

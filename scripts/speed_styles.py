@@ -22,10 +22,11 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from autograder import timing
-from autograder.bench import busy_core, repeated_checks
-from autograder.cli import default_device
-from autograder.implementations import FusedReference, HeadLoopReference, as_student_class
+from autograder.runtime import default_device
+from autograder.speed import config as speed_config
+from autograder.speed import measure as speed_measure
+from autograder.speed.baselines import FusedReference, HeadLoopReference, as_student_class
+from autograder.speed.bench import busy_core, repeated_checks
 
 Tensor = torch.Tensor
 
@@ -372,12 +373,13 @@ def main() -> None:
     args = parser.parse_args()
     device = args.device or default_device()
     if args.wall_clock:
-        timing.CPU_CLOCK = time.perf_counter
+        speed_measure.CPU_CLOCK = time.perf_counter
     if args.config:
-        graded = timing.config_for(device)
+        graded = speed_config.config_for(device)
         B, T, E, H = (int(n) for n in args.config.split(","))
-        timing.CONFIGS["cuda" if device == "cuda" else "cpu"] = replace(graded, B=B, T=T, E=E, H=H)
-    print(timing.config_for(device), f"clock: {timing.CPU_CLOCK.__name__}")
+        key = "cuda" if device == "cuda" else "cpu"
+        speed_config.CONFIGS[key] = replace(graded, B=B, T=T, E=E, H=H)
+    print(speed_config.config_for(device), f"clock: {speed_measure.CPU_CLOCK.__name__}")
     print(f"{'style':<32} {'speedup over looped':>26} {'x kit fused':>18} {'points':>16}")
     started = time.perf_counter()
     with busy_core(args.busy_core):

@@ -42,10 +42,9 @@ def batch_wall_time(count: int, jobs: int) -> float:
 
 def overhead(repeats: int) -> None:
     """The same submission and checks, in this process and through a worker."""
-    from autograder.checks import run_checks
-    from autograder.points import CHECKS
-    from autograder.submission import InProcessSubmission
-    from autograder.worker import WorkerSubmission
+    from autograder.grading.registry import CHECKS, run_checks
+    from autograder.runner.inprocess import InProcessSubmission
+    from autograder.runner.worker import WorkerSubmission
 
     only = [c.id for c in CHECKS if c.id != "speed_fused_vs_looped"]  # timing varies by itself
     rows: dict[str, list[float]] = {"in-process": [], "worker": [], "worker start": [],
@@ -79,9 +78,9 @@ def per_call(sub, calls: int = 200) -> float:
 
 def timed_share(path: Path, repeats: int) -> list[float]:
     """Reported time over the worker's CPU time read from /proc, one speed run at a time."""
-    from autograder.checks import timed_run
-    from autograder.timing import total_measured
-    from autograder.worker import WorkerSubmission
+    from autograder.runner.worker import WorkerSubmission
+    from autograder.speed.gate import timed_run
+    from autograder.speed.score import total_measured
 
     shares = []
     with WorkerSubmission(path) as sub:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import timing
-from autograder.points import CHECKS, POINTS
+from autograder.grading.registry import CHECKS, POINTS
+from autograder.speed import config as speed_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus"
@@ -21,7 +21,7 @@ SPEED = "speed_fused_vs_looped"
 # Every check but the speed check: what a submission gets the same way on any machine.
 DETERMINISTIC = [c.id for c in CHECKS if c.id != SPEED]
 # The speed check at a size that takes milliseconds; 9 calls >= the 8 spot-checked outputs.
-TINY = timing.SpeedConfig(B=2, T=5, E=8, H=4, rounds=6, calls=3, warmup=1)
+TINY = speed_config.TINY
 
 
 def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None,
@@ -47,4 +47,4 @@ def assert_full_marks(found: dict[str, tuple[bool, float]], check_ids) -> None:
 @pytest.fixture
 def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CPU speed check at the TINY size."""
-    monkeypatch.setitem(timing.CONFIGS, "cpu", TINY)
+    monkeypatch.setenv(speed_config.SPEED_CONFIG_ENV, "tiny")

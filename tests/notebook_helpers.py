@@ -11,9 +11,9 @@ import nbformat
 from conftest import ROOT, SPEED
 from nbclient import NotebookClient
 
-from autograder.checks import SPEED_GATE
+from autograder.grading.registry import GATE_MESSAGES
 from autograder.i18n import translate
-from autograder.submission import _is_test_cell as is_test_cell
+from autograder.runner.loading import is_test_cell
 
 SOLUTION = ROOT / "solutions" / "mha" / "multi_head_attention.ipynb"
 RELEASE = ROOT / "assignments" / "mha" / "multi_head_attention.ipynb"
@@ -69,7 +69,7 @@ def unexpected_errors(cell, lang: str | None = None) -> list[str]:
     """A cell's errors other than "not implemented" (for the speed check, its gate's message),
     those messages in `lang` (English when None)."""
     if nbgrader_meta(cell).get("grade_id") == SPEED:
-        expected = translate(SPEED_GATE, lang or "en")
+        expected = translate(GATE_MESSAGES["speed_fused_vs_looped"], lang or "en")
     else:
         stub = translate("`name` is not implemented yet", lang or "en")
         expected = stub.replace("`name`", "").strip()

@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import HOSTILE, ROOT, TEMPLATE, run_cli
+from conftest import HOSTILE, ROOT, SPEED, TEMPLATE, run_cli
 
-from autograder.batch import Entry, discover, find_submission
-from autograder.checks import SPEED_GATE
 from autograder.cli import main
-from autograder.points import CHECKS, POINTS
-from autograder.policy import WORKER_USER_ENV, worker_user
+from autograder.grading.files import StudentFile, discover, find_submission
+from autograder.grading.registry import CHECKS, GATE_MESSAGES, POINTS
+from autograder.runner.policy import WORKER_USER_ENV, worker_user
 
 STEPS = ("split_heads", "scaled_scores", "causal_mask", "attend", "merge_heads",
          "output_projection")
@@ -43,7 +42,7 @@ class Expect:
     def messages(self, check_id: str) -> tuple[str, ...]:
         if check_id in self.fails:
             return (self.fails[check_id],)
-        return (SPEED_GATE,) if check_id == "speed_fused_vs_looped" else self.otherwise
+        return (GATE_MESSAGES[SPEED],) if check_id == SPEED else self.otherwise
 
 
 DIED = "the grading process died while grading this submission"
@@ -191,12 +190,12 @@ def test_discovery_of_files_folders_and_nbgrader_layouts(tmp_path):
     (tmp_path / "notes.txt").write_text("not a submission")
     (tmp_path / "__pycache__").mkdir()
     assert discover(tmp_path) == [
-        Entry("alice", tmp_path / "alice.py"),
-        Entry("bob.ipynb", tmp_path / "bob.ipynb"),
-        Entry("bob.py", tmp_path / "bob.py"),
-        Entry("carol", carol / "multi_head_attention.ipynb"),
-        Entry("dave", None, "2 .py files, expected one: a.py, b.py"),
-        Entry("erin", None, "no .ipynb or .py file found"),
+        StudentFile("alice", tmp_path / "alice.py"),
+        StudentFile("bob.ipynb", tmp_path / "bob.ipynb"),
+        StudentFile("bob.py", tmp_path / "bob.py"),
+        StudentFile("carol", carol / "multi_head_attention.ipynb"),
+        StudentFile("dave", None, "2 .py files, expected one: a.py, b.py"),
+        StudentFile("erin", None, "no .ipynb or .py file found"),
     ]
     with pytest.raises(LookupError):
         find_submission(tmp_path / "erin")
@@ -265,5 +264,5 @@ def test_gradescope_zip_holds_the_entry_point_and_the_kit(tmp_path):
     assert run.returncode == 0, run.stderr
     names = set(zipfile.ZipFile(out).namelist())
     assert {"run_autograder", "setup.sh", "mha-kit/pyproject.toml",
-            "mha-kit/autograder/worker.py"} <= names
+            "mha-kit/autograder/runner/worker.py"} <= names
     assert not any("__pycache__" in n for n in names)

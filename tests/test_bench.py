@@ -9,28 +9,30 @@ import matplotlib.image
 import pytest
 from conftest import TEMPLATE, TINY
 
-from autograder import bench, timing
+from autograder.cli import bench as bench_command
 from autograder.cli import build_parser
-from autograder.implementations import BENCH_ROWS
-from autograder.submission import load_source
+from autograder.runner.loading import load_source
+from autograder.speed import bench
+from autograder.speed import config as speed_config
+from autograder.speed.baselines import BENCH_ROWS
 
 
 @pytest.fixture
 def tiny_bench(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
     """The graded config TINY (conftest's `tiny`), and a tiny larger one."""
     monkeypatch.setattr(bench, "bench_configs", lambda device: {
-        "graded": TINY, "larger": timing.SpeedConfig(B=1, T=7, E=12, H=3, rounds=3, calls=1)})
+        "graded": TINY, "larger": speed_config.SpeedConfig(B=1, T=7, E=12, H=3, rounds=3, calls=1)})
 
 
 def bench_args(*argv: str):
     args = build_parser().parse_args(["bench", *argv])
-    assert args.run is bench.run
+    assert args.run is bench_command.run
     return args
 
 
 def test_bench_tables_with_a_submission_and_a_plot(tiny_bench, tmp_path, capsys) -> None:
     png = tmp_path / "bench.png"
-    assert bench.run(bench_args("--submission", str(TEMPLATE), "--plot", str(png))) == 0
+    assert bench_command.run(bench_args("--submission", str(TEMPLATE), "--plot", str(png))) == 0
     out = capsys.readouterr().out
     assert "graded config: B=2, T=5, E=8, H=4" in out and "larger config: B=1, T=7" in out
     for name in [*BENCH_ROWS, "your MultiHeadAttention"]:
@@ -43,7 +45,7 @@ def test_bench_tables_with_a_submission_and_a_plot(tiny_bench, tmp_path, capsys)
 def test_a_failing_submission_is_left_out(tiny_bench, tmp_path, capsys) -> None:
     broken = tmp_path / "broken.py"
     broken.write_text(TEMPLATE.read_text() + "\nMultiHeadAttention.forward = lambda *a, **k: 1/0\n")
-    assert bench.run(bench_args("--submission", str(broken))) == 0
+    assert bench_command.run(bench_args("--submission", str(broken))) == 0
     out = capsys.readouterr().out
     assert "your MultiHeadAttention is left out" in out and "ZeroDivisionError" in out
     assert "  your MultiHeadAttention " not in out

@@ -24,15 +24,15 @@ from notebook_helpers import (
     verdicts,
 )
 
-from autograder import oracle, timing, translate
-from autograder.checks import run_check
+from autograder import editions, oracle
+from autograder.grading.registry import ASSIGNMENTS, POINTS, run_check
 from autograder.i18n import translate as in_language
-from autograder.points import ASSIGNMENTS, POINTS
-from autograder.policy import Limits
-from autograder.submission import InProcessSubmission
-from autograder.worker import WorkerSubmission
+from autograder.runner.inprocess import InProcessSubmission
+from autograder.runner.policy import Limits
+from autograder.runner.worker import WorkerSubmission
+from autograder.speed import score as speed_score
 
-EDITIONS = translate.edition_names(ROOT)
+EDITIONS = editions.edition_names(ROOT)
 CYCLE = ("mha_extensions", "shapes", *EDITIONS)
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -40,13 +40,13 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 def masters_and_editions(folder: str) -> list[tuple]:
     """(English notebook, its edition) pairs under solutions/ or assignments/.
 
-    The edition's file name is spelled as in `translate.write_edition`, which has no function
+    The edition's file name is spelled as in `editions.write_edition`, which has no function
     of its own for it.
     """
     pairs = []
     for name in EDITIONS:
-        base, lang = translate.split_name(name)
-        for master in translate.masters(ROOT, base):
+        base, lang = editions.split_name(name)
+        for master in editions.masters(ROOT, base):
             pairs.append((ROOT / folder / base / master.name,
                           ROOT / folder / name / f"{master.stem}_{lang}.ipynb"))
     return pairs
@@ -58,16 +58,16 @@ def test_there_is_an_edition_of_every_assignment():
 
 def test_overlays_translate_every_markdown_cell_of_the_current_english():
     for master, _ in masters_and_editions("solutions"):
-        overlay = translate.read_overlay(translate.overlay_path(ROOT, master, "zh"))
-        assert translate.problems(read(master), overlay, "zh") == [], master.name
+        overlay = editions.read_overlay(editions.overlay_path(ROOT, master, "zh"))
+        assert editions.problems(read(master), overlay, "zh") == [], master.name
 
 
 def test_committed_editions_are_what_the_overlays_generate(tmp_path):
     for name in EDITIONS:
-        base, lang = translate.split_name(name)
+        base, lang = editions.split_name(name)
         shutil.copytree(ROOT / "solutions" / base, tmp_path / "solutions" / base)
         shutil.copytree(ROOT / "translations", tmp_path / "translations", dirs_exist_ok=True)
-        for fresh in translate.write_edition(tmp_path, base, lang):
+        for fresh in editions.write_edition(tmp_path, base, lang):
             assert read(fresh) == read(ROOT / fresh.relative_to(tmp_path)), fresh.name
 
 
@@ -76,18 +76,18 @@ def test_a_stale_translation_stops_the_edition(tmp_path):
     nb = read(master)
     cell = next(c for c in nb.cells if c.cell_type == "markdown")
     cell.source += "\n\nOne more sentence."
-    overlay = translate.read_overlay(translate.overlay_path(ROOT, master, "zh"))
-    with pytest.raises(translate.TranslationError, match=f"{cell.id}: stale"):
-        translate.translate(nb, overlay, "zh")
+    overlay = editions.read_overlay(editions.overlay_path(ROOT, master, "zh"))
+    with pytest.raises(editions.TranslationError, match=f"{cell.id}: stale"):
+        editions.translated_notebook(nb, overlay, "zh")
 
 
 @pytest.mark.parametrize("folder", ["solutions", "assignments"])
 def test_code_and_test_cells_are_the_english_ones(folder):
     for master, edition in masters_and_editions(folder):
         en, zh = read(master), read(edition)
-        added = [c for c in zh.cells if c.id == translate.LANGUAGE_CELL_ID]
-        assert [c.source for c in added] == [translate.language_cell("zh").source]
-        zh_cells = [c for c in zh.cells if c.id != translate.LANGUAGE_CELL_ID]
+        added = [c for c in zh.cells if c.id == editions.LANGUAGE_CELL_ID]
+        assert [c.source for c in added] == [editions.language_cell("zh").source]
+        zh_cells = [c for c in zh.cells if c.id != editions.LANGUAGE_CELL_ID]
         assert [(c.id, c.cell_type) for c in zh_cells] == [(c.id, c.cell_type) for c in en.cells]
         for a, b in zip(en.cells, zh_cells):
             if a.cell_type == "code":
@@ -118,8 +118,8 @@ COMMON_MESSAGES = {  # what the grader writes -> a phrase the Chinese must drop
                      "wrong values"),
     "timed out": (_timed_out, "timed out"),
     "ok": (lambda: _message({"split_heads": oracle.split_heads}), "ok"),
-    "speed": (lambda: timing.speed_message({"student": 1e-3, "looped": 4e-3, "fused": 9e-4}, 4.0,
-                                           "cpu"), "faster"),
+    "speed": (lambda: speed_score.speed_message({"student": 1e-3, "looped": 4e-3,
+                                                 "fused": 9e-4}, 4.0, "cpu"), "faster"),
 }
 
 
@@ -180,7 +180,7 @@ def _graded(course, name: str, student: str) -> nbformat.NotebookNode:
 
 @pytest.mark.parametrize("name", CYCLE)
 def test_solution_passes_every_test_cell(course, name):
-    base, lang = translate.split_name(name)
+    base, lang = editions.split_name(name)
     table = {s.id for s in ASSIGNMENTS[base]}
     nb = _graded(course, name, "complete")
     assert [(c.id, errors(c)) for c in nb.cells if errors(c)] == []
@@ -192,7 +192,7 @@ def test_solution_passes_every_test_cell(course, name):
 
 @pytest.mark.parametrize("name", CYCLE)
 def test_release_fails_only_with_not_implemented(course, name):
-    base, lang = translate.split_name(name)
+    base, lang = editions.split_name(name)
     nb = _graded(course, name, "empty")
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert not errors(code[0]), "the setup cell must work"
@@ -206,7 +206,7 @@ def test_grades_csv_holds_what_the_test_cells_earned(course):
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         for name in CYCLE:
             (notebook,) = (course / "autograded" / "complete" / name).glob("*.ipynb")
-            table = ASSIGNMENTS[translate.split_name(name)[0]]
+            table = ASSIGNMENTS[editions.split_name(name)[0]]
             earned = [POINTS[s.id] if s.id != SPEED else  # timed: partial credit is possible
                       gradebook.find_grade(SPEED, notebook.stem, name, "complete").score
                       for s in table]

@@ -6,7 +6,7 @@ import sys
 
 from conftest import DETERMINISTIC, ROOT, STUBS, TEMPLATE, assert_full_marks, run_cli
 
-from autograder.points import CHECKS, POINTS
+from autograder.grading.registry import CHECKS, POINTS
 
 
 def _only(ids):

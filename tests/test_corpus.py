@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from conftest import CORPUS, DETERMINISTIC, STUBS, TEMPLATE
 
-from autograder.checks import CheckResult, run_checks
-from autograder.diagnosis import CATALOGUE, named_in
-from autograder.submission import InProcessSubmission
+from autograder.checks.core import CheckResult
+from autograder.checks.diagnosis import CATALOGUE, named_in
+from autograder.grading.registry import run_checks
+from autograder.runner.inprocess import InProcessSubmission
 
 sys.path.insert(0, str(CORPUS))
 from mutants import MUTANTS, Mutant  # noqa: E402

@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder import checks, diagnosis, oracle
-from autograder.checks import TIGHT, Attn, draw_inputs
-from autograder.diagnosis import CATALOGUE, MHA_VARIANTS, Diagnosis, Knobs, named_in
+from autograder import oracle
+from autograder.checks import diagnosis, modules
+from autograder.checks.core import TIGHT
+from autograder.checks.diagnosis import CATALOGUE, MHA_VARIANTS, Diagnosis, Knobs, named_in
+from autograder.checks.inputs import Attn, draw_inputs
 
 GEN = torch.Generator().manual_seed(0)
 
@@ -21,7 +23,7 @@ def run_mha(c: Attn, knobs: Knobs | None = None) -> tuple:
     inp = draw_inputs(c, torch.Generator().manual_seed(c.Tq), "cpu")
     knobs = knobs or Knobs()
     got = diagnosis.attention(inp.params, inp.query, inp.key, inp.value, c.H, inp.mask, knobs)
-    return got, checks.expected_mha(c, inp)
+    return got, modules.expected_mha(c, inp)
 
 
 def test_ids_and_sentences_are_unique_and_found_in_messages():

@@ -6,16 +6,16 @@ import json
 import pytest
 from conftest import CORPUS, ROOT, run_cli
 
-from autograder import points
-from autograder.checks import run_check, run_checks
-from autograder.cli import detect_assignment
-from autograder.policy import Limits
-from autograder.submission import InProcessSubmission
-from autograder.translate import split_name
-from autograder.worker import WorkerSubmission
+from autograder.editions import split_name
+from autograder.grading import registry
+from autograder.grading.files import detect_assignment
+from autograder.grading.registry import run_check, run_checks
+from autograder.runner.inprocess import InProcessSubmission
+from autograder.runner.policy import Limits
+from autograder.runner.worker import WorkerSubmission
 
 SEEDS = sorted((CORPUS / "extensions").glob("seed*.py"))
-EXTENSION_IDS = [c.id for c in points.EXTENSION_CHECKS]
+EXTENSION_IDS = [c.id for c in registry.EXTENSION_CHECKS]
 
 
 def grade(path):
@@ -83,7 +83,7 @@ def test_the_cli_grades_a_seed_in_a_worker(tmp_path):
 
 def test_the_cli_tells_the_assignment_from_a_notebooks_test_cells():
     released = sorted((ROOT / "assignments").glob("*/*.ipynb"))
-    assert {split_name(nb.parent.name)[0] for nb in released} == set(points.ASSIGNMENTS)
+    assert {split_name(nb.parent.name)[0] for nb in released} == set(registry.ASSIGNMENTS)
     for notebook in released:
         assert detect_assignment(notebook) == split_name(notebook.parent.name)[0], notebook
     assert detect_assignment(SEEDS[0]) == "mha"  # a .py file: the core assignment by default

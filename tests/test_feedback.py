@@ -10,12 +10,18 @@ import pytest
 import torch
 from conftest import TEMPLATE
 
-from autograder import pictures
-from autograder.checks import Context, Picture, run_check
-from autograder.diagnosis import CATALOGUE
-from autograder.feedback import describe_mismatch, describe_shape, draw_masks, explain_nonfinite
+from autograder.checks.core import Context, Picture
+from autograder.checks.diagnosis import CATALOGUE
+from autograder.checks.feedback import (
+    describe_mismatch,
+    describe_shape,
+    draw_masks,
+    explain_nonfinite,
+)
+from autograder.grading import pictures
+from autograder.grading.registry import run_check
 from autograder.i18n import translate
-from autograder.submission import InProcessSubmission
+from autograder.runner.inprocess import InProcessSubmission
 
 matplotlib.use("Agg")
 

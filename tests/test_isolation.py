@@ -7,13 +7,13 @@ import pytest
 import torch
 from conftest import HOSTILE, TEMPLATE, TINY
 
-from autograder import timing
-from autograder.batch import grade_submission
-from autograder.checks import run_check
-from autograder.implementations import SdpaReference, TorchMHA
-from autograder.policy import FORBIDDEN_ENV
-from autograder.submission import InProcessSubmission
-from autograder.worker import WorkerSubmission
+from autograder.grading.batch import grade_submission
+from autograder.grading.registry import run_check
+from autograder.runner.inprocess import InProcessSubmission
+from autograder.runner.policy import FORBIDDEN_ENV
+from autograder.runner.worker import WorkerSubmission
+from autograder.speed import config as speed_config
+from autograder.speed.baselines import SdpaReference, TorchMHA
 
 
 def test_the_graders_process_never_sees_the_students_code():
@@ -42,7 +42,7 @@ def test_forbidden_apis_are_caught_in_process_too():
     assert run_check("split_heads", sub).passed  # the rest of the file still counts
     assert not torch.overrides._get_current_function_mode_stack()  # no watch left behind
 
-    params, x = timing.speed_params(TINY, 0), timing.speed_input(TINY, 0, 0)
+    params, x = speed_config.speed_params(TINY, 0), speed_config.speed_input(TINY, 0, 0)
     for uses_them in (SdpaReference, TorchMHA):  # their values: test_timing.py
         assert uses_them(params, TINY.H)(x).shape == x.shape
     assert run_check("attention_head", InProcessSubmission.from_path(TEMPLATE)).passed
@@ -54,14 +54,14 @@ def test_the_speed_check_times_without_the_watch(monkeypatch):
     watching = []
     measure = sub.guard
 
-    def spy(name, action):
-        watching.append(sub.watching)
-        return measure(name, action)
+    def spy(name, action, *, watch=True):
+        watching.append(watch)
+        return measure(name, action, watch=watch)
 
     monkeypatch.setattr(sub, "guard", spy)
     result = run_check("speed_fused_vs_looped", sub)
     assert "uses" not in result.message and "of CPU time" not in result.message
-    assert False in watching and watching[-1] is True and sub.watching
+    assert False in watching and watching[-1] is True
 
 
 def test_instructors_choose_the_forbidden_list(monkeypatch):

@@ -3,7 +3,7 @@
 import nbformat
 from conftest import TEMPLATE
 
-from autograder.submission import SKIP_TAG, load_source
+from autograder.runner.loading import SKIP_TAG, load_source
 
 
 def notebook(tmp_path, *cells):

@@ -27,7 +27,7 @@ from notebook_helpers import (
     solved,
 )
 
-from autograder.points import ASSIGNMENTS, POINTS
+from autograder.grading.registry import ASSIGNMENTS, POINTS
 from autograder.release import run_nbgrader
 
 NOTEBOOK = SOLUTION.stem

@@ -21,10 +21,10 @@ from notebook_helpers import (
     verdicts,
 )
 
+from autograder.editions import split_name
+from autograder.grading.registry import ASSIGNMENTS, POINTS
 from autograder.notebook import check
-from autograder.points import ASSIGNMENTS, POINTS
 from autograder.release import sync_points
-from autograder.translate import split_name
 
 NOTEBOOKS = sorted((ROOT / "solutions").glob("*/*.ipynb")) + sorted(
     (ROOT / "assignments").glob("*/*.ipynb")

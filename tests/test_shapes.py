@@ -4,14 +4,15 @@ import nbformat
 import pytest
 from conftest import ROOT
 
-from autograder import points, shapes_checks
-from autograder.checks import run_checks
-from autograder.diagnosis import MISTAKES
-from autograder.submission import InProcessSubmission
-from autograder.worker import WorkerSubmission
+from autograder.checks import shapes
+from autograder.checks.diagnosis import MISTAKES
+from autograder.grading import registry
+from autograder.grading.registry import run_checks
+from autograder.runner.inprocess import InProcessSubmission
+from autograder.runner.worker import WorkerSubmission
 
 SOLUTION = ROOT / "solutions" / "shapes" / "shapes_warmup.ipynb"
-SHAPES_IDS = [c.id for c in points.SHAPES_CHECKS]
+SHAPES_IDS = [c.id for c in registry.SHAPES_CHECKS]
 
 
 def mutated(tmp_path, edits: dict[str, str]):
@@ -70,11 +71,11 @@ def test_a_shape_mistake_fails_its_own_checks(tmp_path, label, edits, failing):
 
 
 def test_the_quiz_gives_partial_credit(tmp_path):
-    truth = shapes_checks.view_quiz_truth()
+    truth = shapes.view_quiz_truth()
     answers = tuple(not t if i < 3 else t for i, t in enumerate(truth))  # three wrong
     path = mutated(tmp_path, {"    return (\n": f"    return {answers}\n    return (\n"})
     quiz = grade(path)["shapes_view_quiz"]
-    expected = points.POINTS["shapes_view_quiz"] * (len(truth) - 3) / len(truth)
+    expected = registry.POINTS["shapes_view_quiz"] * (len(truth) - 3) / len(truth)
     assert not quiz.passed and quiz.score == expected
     assert quiz.message.startswith(f"{len(truth) - 3} of {len(truth)} right")
 

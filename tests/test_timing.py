@@ -9,18 +9,21 @@ import torch
 from conftest import STUBS, TEMPLATE, TINY
 from torch import nn
 
-from autograder import timing
-from autograder.checks import SPEED_GATE, CheckResult, Context, run_check
-from autograder.implementations import (
+from autograder.checks.core import CheckResult, Context
+from autograder.grading.registry import GATE_MESSAGES, POINTS, run_check
+from autograder.oracle import causal_mask, multi_head_attention, torch_mha
+from autograder.runner.inprocess import InProcessSubmission
+from autograder.runner.loading import load_source
+from autograder.speed import config as speed_config
+from autograder.speed import measure as speed_measure
+from autograder.speed import score as speed_score
+from autograder.speed.baselines import (
     BENCH_ROWS,
     FusedReference,
     HeadLoopReference,
     LoopedReference,
     as_student_class,
 )
-from autograder.oracle import causal_mask, multi_head_attention, torch_mha
-from autograder.points import POINTS
-from autograder.submission import InProcessSubmission, load_source
 
 
 def fake_timer(per_call: dict[type, float], student: float):
@@ -50,7 +53,7 @@ def test_rounds_rotate_who_goes_first_and_share_inputs() -> None:
         return lambda x: order.append((name, float(x))) or name
 
     inputs = {r: [torch.tensor(10.0 * r + c) for c in range(2)] for r in range(4)}
-    times, kept = timing.interleaved_times(
+    times, kept = speed_measure.interleaved_times(
         {n: candidate(n) for n in "abc"}, inputs.__getitem__, rounds=4, warmup=1,
         timer=fake_timer({}, 1.0), keep=frozenset({1, 6}),
     )
@@ -66,26 +69,27 @@ def test_rounds_rotate_who_goes_first_and_share_inputs() -> None:
 
 
 def test_medians_and_paired_ratios() -> None:
-    assert timing.medians({"a": [3.0, 1.0, 2.0], "b": [4.0, 4.0, 9.0, 1.0]}) == {
+    assert speed_score.medians({"a": [3.0, 1.0, 2.0], "b": [4.0, 4.0, 9.0, 1.0]}) == {
         "a": 2.0, "b": 4.0}
     # Round 2 is slow for both: the paired ratio ignores it, the ratio of medians would not.
     looped, student = [4.0, 4.0, 40.0, 4.0, 4.4], [1.0, 1.0, 10.0, 2.0, 1.1]
-    assert timing.paired_ratio(looped, student) == 4.0
+    assert speed_score.paired_ratio(looped, student) == 4.0
     times = {"looped": looped, "student": student, "fused": [0.5, 0.5, 5.0, 1.0, 0.55]}
-    assert timing.speed_ratios(times) == (4.0, 2.0)
+    assert speed_score.speed_ratios(times) == (4.0, 2.0)
 
 
 def test_inputs_and_spot_indices_come_from_the_seed() -> None:
-    assert torch.equal(timing.speed_input(TINY, 7, 3), timing.speed_input(TINY, 7, 3))
-    assert not torch.equal(timing.speed_input(TINY, 7, 3), timing.speed_input(TINY, 7, 4))
-    assert timing.spot_indices(TINY, 7) == timing.spot_indices(TINY, 7)
-    spots = timing.spot_indices(TINY, 7)
-    assert len(set(spots)) == timing.SPOT_CHECKS and max(spots) < TINY.rounds * TINY.calls
+    assert torch.equal(speed_config.speed_input(TINY, 7, 3), speed_config.speed_input(TINY, 7, 3))
+    assert not torch.equal(speed_config.speed_input(TINY, 7, 3),
+                           speed_config.speed_input(TINY, 7, 4))
+    assert speed_config.spot_indices(TINY, 7) == speed_config.spot_indices(TINY, 7)
+    spots = speed_config.spot_indices(TINY, 7)
+    assert len(set(spots)) == speed_config.SPOT_CHECKS and max(spots) < TINY.rounds * TINY.calls
 
 
 def test_kit_modules_all_compute_multi_head_attention() -> None:
-    params = timing.speed_params(TINY, 3)
-    x = timing.speed_input(TINY, 3, 0)
+    params = speed_config.speed_params(TINY, 3)
+    x = speed_config.speed_input(TINY, 3, 0)
     p64 = {k: v.double() for k, v in params.items()}
     expected = multi_head_attention(torch_mha(p64, TINY.E, TINY.H), x.double(), x.double(),
                                     x.double(), causal_mask(TINY.T))[0]
@@ -103,49 +107,49 @@ def test_kit_modules_all_compute_multi_head_attention() -> None:
     ("speedup", "ref_ratio", "fraction"),
     [
         (1.0, 1.0, 0.0),  # as slow as looping
-        (timing.ZERO_SPEEDUP, 1.0, 0.0),  # the zero boundary itself
-        (timing.FULL_SPEEDUP, timing.MAX_REF_RATIO, 1.0),  # both full boundaries
+        (speed_score.ZERO_SPEEDUP, 1.0, 0.0),  # the zero boundary itself
+        (speed_score.FULL_SPEEDUP, speed_score.MAX_REF_RATIO, 1.0),  # both full boundaries
         (20.0, 0.5, 1.0),  # faster than the kit
-        ((timing.ZERO_SPEEDUP + timing.FULL_SPEEDUP) / 2, 1.0, 0.5),  # halfway in speedup
-        (20.0, 1.5 * timing.MAX_REF_RATIO, 0.5),  # halfway in the ratio to the kit
-        (20.0, 2 * timing.MAX_REF_RATIO, 0.0),  # twice the allowed ratio
+        ((speed_score.ZERO_SPEEDUP + speed_score.FULL_SPEEDUP) / 2, 1.0, 0.5),  # halfway in speedup
+        (20.0, 1.5 * speed_score.MAX_REF_RATIO, 0.5),  # halfway in the ratio to the kit
+        (20.0, 2 * speed_score.MAX_REF_RATIO, 0.0),  # twice the allowed ratio
     ],
 )
 def test_speed_fraction_boundaries(speedup: float, ref_ratio: float, fraction: float) -> None:
-    assert timing.speed_fraction(speedup, ref_ratio) == fraction
+    assert speed_score.speed_fraction(speedup, ref_ratio) == fraction
 
 
 def test_thresholds_leave_a_gap() -> None:
-    assert 1 < timing.ZERO_SPEEDUP < timing.FULL_SPEEDUP and timing.MAX_REF_RATIO > 1
+    assert 1 < speed_score.ZERO_SPEEDUP < speed_score.FULL_SPEEDUP and speed_score.MAX_REF_RATIO > 1
 
 
 def test_measured_and_scored_with_a_fake_timer(tiny) -> None:
     sub, seed = template_submission(), 11
     timer = fake_timer(KIT_TIMES, student=1.6e-3)
-    measurement = timing.measure_speed(sub, "cpu", seed, timer=timer)
+    measurement = speed_measure.measure_speed(sub, "cpu", seed, timer=timer)
     assert measurement["times"]["looped"] == [8e-3] * TINY.rounds
-    assert set(measurement["outputs"]) == set(timing.spot_indices(TINY, seed))
-    assert timing.total_measured(measurement) == pytest.approx(
+    assert set(measurement["outputs"]) == set(speed_config.spot_indices(TINY, seed))
+    assert speed_score.total_measured(measurement) == pytest.approx(
         (8e-3 + 1e-3 + 1.6e-3) * TINY.rounds * TINY.calls)
-    fraction, message = timing.score_speed(measurement, "cpu", seed)
+    fraction, message = speed_score.score_speed(measurement, "cpu", seed)
     assert fraction == 1.0
     assert message.startswith(
         f"your fused: 1.60 ms, looped baseline: 8.00 ms → 5.0× faster (needed ≥ "
-        f"{timing.FULL_SPEEDUP:g}×"
+        f"{speed_score.FULL_SPEEDUP:g}×"
     )
 
 
 def test_loop_speed_scores_nothing_and_says_why(tiny) -> None:
     sub, seed = template_submission(), 12
-    measurement = timing.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 6e-3))
-    fraction, message = timing.score_speed(measurement, "cpu", seed)
+    measurement = speed_measure.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 6e-3))
+    fraction, message = speed_score.score_speed(measurement, "cpu", seed)
     assert fraction == 0.0
     assert "1.3× faster" in message and "looping over heads" in message
 
 
 def test_a_threads_setting_is_restored(tiny) -> None:
     before = torch.get_num_threads()
-    timing.measure_speed(template_submission(), "cpu", 1, timer=fake_timer(KIT_TIMES, 1e-3))
+    speed_measure.measure_speed(template_submission(), "cpu", 1, timer=fake_timer(KIT_TIMES, 1e-3))
     assert torch.get_num_threads() == before
 
 
@@ -169,8 +173,8 @@ class ReturnsZeros(as_student_class(FusedReference)):
 @pytest.mark.parametrize("cls", [CachesItsOutput, ReturnsZeros])
 def test_spot_check_rejects_wrong_outputs(tiny, cls: type[nn.Module]) -> None:
     sub, seed = InProcessSubmission({"MultiHeadAttention": cls}, forbidden={}), 5
-    measurement = timing.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 1e-4))
-    fraction, message = timing.score_speed(measurement, "cpu", seed)
+    measurement = speed_measure.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 1e-4))
+    fraction, message = speed_score.score_speed(measurement, "cpu", seed)
     assert fraction == 0.0
     assert "is not the right answer" in message
 
@@ -178,8 +182,8 @@ def test_spot_check_rejects_wrong_outputs(tiny, cls: type[nn.Module]) -> None:
 def test_kit_modules_pass_the_spot_check_as_students(tiny) -> None:
     for cls in (FusedReference, HeadLoopReference):
         sub = InProcessSubmission({"MultiHeadAttention": as_student_class(cls)}, forbidden={})
-        measurement = timing.measure_speed(sub, "cpu", 9, timer=fake_timer(KIT_TIMES, 1e-3))
-        assert timing.spot_check(measurement["outputs"], TINY, 9) is None
+        measurement = speed_measure.measure_speed(sub, "cpu", 9, timer=fake_timer(KIT_TIMES, 1e-3))
+        assert speed_score.spot_check(measurement["outputs"], TINY, 9) is None
 
 
 @pytest.mark.parametrize(
@@ -194,10 +198,10 @@ def test_kit_modules_pass_the_spot_check_as_students(tiny) -> None:
     ],
 )
 def test_malformed_measurements_score_nothing(tiny, tamper, problem: str) -> None:
-    measurement = timing.measure_speed(template_submission(), "cpu", 4,
+    measurement = speed_measure.measure_speed(template_submission(), "cpu", 4,
                                        timer=fake_timer(KIT_TIMES, 1e-3))
     tamper(measurement)
-    fraction, message = timing.score_speed(measurement, "cpu", 4)
+    fraction, message = speed_score.score_speed(measurement, "cpu", 4)
     assert fraction == 0.0 and problem in message
 
 
@@ -212,11 +216,11 @@ class NeverTimed(InProcessSubmission):
 def test_gated_on_fused_mha() -> None:
     sub = NeverTimed(load_source(STUBS).namespace, forbidden={})
     result = run_check("speed_fused_vs_looped", sub, Context())
-    assert result.score == 0 and result.message == SPEED_GATE
+    assert result.score == 0 and result.message == GATE_MESSAGES["speed_fused_vs_looped"]
     failed = CheckResult("fused_mha", 0, POINTS["fused_mha"], "values differ")
     result = run_check("speed_fused_vs_looped", NeverTimed(load_source(TEMPLATE).namespace),
                        Context(results={"fused_mha": failed}))
-    assert result.score == 0 and result.message == SPEED_GATE
+    assert result.score == 0 and result.message == GATE_MESSAGES["speed_fused_vs_looped"]
 
 
 class UnknownCpuTime(InProcessSubmission):
@@ -228,11 +232,11 @@ def test_graded_check_scores_from_the_measurement(tiny, monkeypatch) -> None:
     """The real check on a real module, its timer replaced: partial credit, said plainly."""
     # Microseconds, so that the reported times stay below the wall time the check sees.
     micro = {LoopedReference: 8e-6, FusedReference: 1e-6}
-    monkeypatch.setattr(timing, "timer_for", lambda device: fake_timer(micro, 2.7e-6))
+    monkeypatch.setattr(speed_measure, "timer_for", lambda device: fake_timer(micro, 2.7e-6))
     passed = CheckResult("fused_mha", POINTS["fused_mha"], POINTS["fused_mha"], "ok")
     sub = UnknownCpuTime(load_source(TEMPLATE).namespace, forbidden={})
     result = run_check("speed_fused_vs_looped", sub, Context(results={"fused_mha": passed}))
-    expected = timing.speed_fraction(8 / 2.7, 2.7)
+    expected = speed_score.speed_fraction(8 / 2.7, 2.7)
     assert 0 < expected < 1
     assert result.score == pytest.approx(POINTS["speed_fused_vs_looped"] * expected)
     assert "3.0× faster" in result.message and "kit's fused time" in result.message

@@ -11,10 +11,11 @@ import torch
 from conftest import HOSTILE
 from torch import nn
 
-from autograder.checks import run_check
-from autograder.policy import WORKER_USER_ENV, Limits, worker_user
-from autograder.submission import StudentCodeError, _plain
-from autograder.worker import (
+from autograder.grading.registry import run_check
+from autograder.runner.inprocess import plain
+from autograder.runner.policy import WORKER_USER_ENV, Limits, worker_user
+from autograder.runner.protocol import StudentCodeError
+from autograder.runner.worker import (
     HEADER,
     MAX_MESSAGE,
     WorkerStartError,
@@ -32,9 +33,9 @@ class Agreeable(torch.Tensor):
 def test_only_plain_values_pass():
     x = torch.randn(2, 3)
     x.note = "an attribute"
-    plain = _plain((x, nn.Parameter(torch.ones(2)), None, 3, "s"), "f")
-    assert [type(v) for v in plain[:2]] == [torch.Tensor, torch.Tensor]
-    assert not hasattr(plain[0], "note") and not plain[1].requires_grad
+    values = plain((x, nn.Parameter(torch.ones(2)), None, 3, "s"), "f")
+    assert [type(v) for v in values[:2]] == [torch.Tensor, torch.Tensor]
+    assert not hasattr(values[0], "note") and not values[1].requires_grad
     for value, message in (
         (torch.zeros(2).as_subclass(Agreeable), "returned a tensor subclass, Agreeable"),
         (torch.zeros(2).to_sparse(), "returned a torch.sparse_coo tensor"),
@@ -43,7 +44,7 @@ def test_only_plain_values_pass():
         ([[[[1.0]]]], "nested too deeply"),
     ):
         with pytest.raises(StudentCodeError, match=message):
-            _plain(value, "f")
+            plain(value, "f")
 
 
 def _through_pipe(payload: bytes):

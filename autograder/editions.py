@@ -21,8 +21,8 @@ from pathlib import Path
 
 import nbformat
 
+from .grading.registry import ASSIGNMENTS
 from .i18n import LANG_VARIABLE, LANGUAGES
-from .points import ASSIGNMENTS
 
 TRANSLATIONS = "translations"
 LANGUAGE_CELL_ID = "language"
@@ -94,7 +94,7 @@ def language_cell(lang: str) -> nbformat.NotebookNode:
     return nbformat.v4.new_code_cell(source, id=LANGUAGE_CELL_ID)
 
 
-def translate(nb: nbformat.NotebookNode, overlay: dict[str, dict[str, str]], lang: str
+def translated_notebook(nb: nbformat.NotebookNode, overlay: dict[str, dict[str, str]], lang: str
               ) -> nbformat.NotebookNode:
     """The edition: every markdown cell from the overlay, a language cell after the setup."""
     bad = problems(nb, overlay, lang)
@@ -115,7 +115,7 @@ def write_edition(course: Path, assignment: str, lang: str) -> list[Path]:
     for master in masters(course, assignment):
         overlay_file = overlay_path(course, master, lang)
         try:
-            edition = translate(nbformat.read(str(master), as_version=4),
+            edition = translated_notebook(nbformat.read(str(master), as_version=4),
                                 read_overlay(overlay_file), lang)
         except TranslationError as err:
             raise TranslationError(f"{overlay_file.relative_to(course)}: {err}") from None

@@ -6,30 +6,24 @@ takes a per-head value size that differs from the query/key size.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from . import oracle
-from .checks import (
-    TIGHT,
-    CheckFailed,
-    Context,
-    _randn,
-    _strided,
+from .. import oracle
+from ..runner.protocol import ModuleRun, StudentCodeError
+from .core import TIGHT, CheckFailed, Context, tolerance
+from .expect import (
     expect_close,
     expect_dropout,
     expect_output_pair,
     expect_unchanged,
     expect_value_error,
     float64,
-    tolerance,
 )
-from .points import EXTENSION_CHECKS
-from .submission import ModuleRun, StudentCodeError
+from .inputs import randn, random_params, strided
 
 Tensor = torch.Tensor
 NAME = "GeneralMultiHeadAttention"
@@ -102,22 +96,16 @@ def draw(c: Case, gen: torch.Generator, device: str) -> Drawn:
     kdim, vdim = c.key_dim or c.query_dim, c.value_dim or c.query_dim
     out_dim = c.out_dim or c.query_dim
 
-    def randn(*shape: int) -> Tensor:
-        return _randn(gen, *shape, device=device)
+    def draw(*shape: int) -> Tensor:
+        return randn(gen, *shape, device=device)
 
-    query = randn(c.B, c.Tq, c.query_dim)
-    key = randn(c.B, c.Tk, kdim) if c.Tk else query
-    value = (randn(c.B, c.Tk, vdim) if c.pass_value else key) if c.Tk else query
-    params: dict[str, Tensor | None] = {
-        "q_proj.weight": randn(c.H * c.dqk, c.query_dim) / math.sqrt(c.query_dim) * c.logit_scale,
-        "k_proj.weight": randn(c.H * c.dqk, kdim) / math.sqrt(kdim),
-        "v_proj.weight": randn(c.H * c.dv, vdim) / math.sqrt(vdim),
-        "out_proj.weight": randn(out_dim, c.H * c.dv) / math.sqrt(c.H * c.dv),
-        "q_proj.bias": randn(c.H * c.dqk) * c.logit_scale if c.qkv_bias else None,
-        "k_proj.bias": randn(c.H * c.dqk) if c.qkv_bias else None,
-        "v_proj.bias": randn(c.H * c.dv) if c.qkv_bias else None,
-        "out_proj.bias": randn(out_dim),
-    }
+    query = draw(c.B, c.Tq, c.query_dim)
+    key = draw(c.B, c.Tk, kdim) if c.Tk else query
+    value = (draw(c.B, c.Tk, vdim) if c.pass_value else key) if c.Tk else query
+    shapes = {"q_proj": (c.H * c.dqk, c.query_dim), "k_proj": (c.H * c.dqk, kdim),
+              "v_proj": (c.H * c.dv, vdim), "out_proj": (out_dim, c.H * c.dv)}
+    biased = ("q_proj", "k_proj", "v_proj", "out_proj") if c.qkv_bias else ("out_proj",)
+    params = random_params(gen, shapes, biased=biased, logit_scale=c.logit_scale, device=device)
     blocked = None
     if c.context_length:
         full = oracle.causal_mask(c.context_length, device=device)
@@ -128,7 +116,7 @@ def draw(c: Case, gen: torch.Generator, device: str) -> Drawn:
             params["mask"] = full
         blocked = full[:c.Tq, :c.Tq]  # (T, T)
     args = (query, key, value) if c.Tk and c.pass_value else (query, key) if c.Tk else (query,)
-    args = tuple(_strided(a) if c.strided else a for a in args)
+    args = tuple(strided(a) if c.strided else a for a in args)
     cast = {k: v if v is None or v.dtype == torch.bool else v.to(c.dtype)
             for k, v in params.items()}
     return Drawn(tuple(a.to(c.dtype) for a in args), cast, blocked)
@@ -232,14 +220,3 @@ def check_size_errors(sub, ctx: Context) -> float:
         raise CheckFailed(f"{NAME}(10, 3, qk_head_dim=4) should work: with the head sizes given, "
                           f"nothing needs to divide. It failed: {err}") from None
     return 1.0
-
-
-CHECK_FUNCTIONS: dict[str, Callable[[Any, Context], float]] = {
-    "ext_self_attention": check_self_attention,
-    "ext_cross_dims": check_cross_dims,
-    "ext_qk_v_head_dims": check_qk_v_head_dims,
-    "ext_causal_buffer": check_causal_buffer,
-    "ext_dropout": check_dropout,
-    "ext_size_errors": check_size_errors,
-}
-assert list(CHECK_FUNCTIONS) == [c.id for c in EXTENSION_CHECKS]

@@ -6,8 +6,8 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from .checks import CheckResult
-from .i18n import label, translate
+from ..checks.core import CheckResult
+from ..i18n import label, translate
 
 
 def score_line(result: CheckResult) -> str:

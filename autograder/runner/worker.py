@@ -36,15 +36,16 @@ from typing import Any
 
 import torch
 
+from .inprocess import InProcessSubmission, plain
 from .policy import Limits, forbidden_functions, forbidden_names, worker_user
-from .submission import Call, InProcessSubmission, ModuleRun, StudentCodeError, _plain
+from .protocol import Call, ModuleRun, StudentCodeError
 
 HEADER = struct.Struct("!Q")
 MAX_MESSAGE = 256 * 2**20
 PRINT_KEEP = 500  # characters of the student's printing kept for the report
 TEXT_KEEP = 1000  # characters of any text from the worker shown to anyone
 FILE_SIZE_LIMIT = 64 * 2**20  # bytes the worker may write to any one file
-KIT_ROOT = Path(__file__).resolve().parents[1]
+KIT_ROOT = Path(__file__).resolve().parents[2]
 
 
 class WorkerStartError(RuntimeError):
@@ -162,7 +163,7 @@ class WorkerSubmission:
                                                            os.environ.get("PYTHONPATH")]))}
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-s", "-m", "autograder.worker", json.dumps(config),
+                [sys.executable, "-s", "-m", "autograder.runner.worker", json.dumps(config),
                  str(request_r), str(reply_w)],
                 pass_fds=(request_r, reply_w), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=home,
@@ -349,10 +350,10 @@ class WorkerSubmission:
         value = self._request(what, op, payload, self.limits.call_s)
         if not isinstance(value, dict):
             raise StudentCodeError("bad_reply", f"`{what}`: the worker sent a malformed reply")
-        inputs_after = _plain(value.get("inputs_after", ()), what)
+        inputs_after = plain(value.get("inputs_after", ()), what)
         if not all(isinstance(t, torch.Tensor) for t in inputs_after):
             raise StudentCodeError("bad_reply", f"`{what}`: the worker sent a malformed reply")
-        return Call(_plain(value.get("value"), what), inputs_after)
+        return Call(plain(value.get("value"), what), inputs_after)
 
     # -- the Submission operations
     def call(self, name: str, *args: Any, **kwargs: Any) -> Call:
@@ -365,13 +366,11 @@ class WorkerSubmission:
         self._request(name, "check_constructor", {"name": name, "args": args,
                                                   "kwargs": kwargs}, self.limits.call_s)
 
-    def time_speed(self, device: str, seed: int) -> dict[str, Any]:
-        what = "MultiHeadAttention (timing)"
-        value = self._request(what, "time_speed", {"device": device, "seed": seed},
-                              self.limits.speed_s)
-        if isinstance(value, dict) and isinstance(value.get("outputs"), dict):
-            value["outputs"] = {i: _plain(o, what) for i, o in value["outputs"].items()}
-        return value  # its form is checked by timing.score_speed, in this process
+    def run_job(self, job: str, what: str, **kwargs: Any) -> Any:
+        """Run a kit job in the worker, under `limits.speed_s`; its reply is untrusted data:
+        whoever asked checks its form."""
+        return self._request(what, "run_job", {"job": job, "kwargs": kwargs},
+                             self.limits.speed_s)
 
 
 # --------------------------------------------------------------------------- worker side
@@ -469,8 +468,8 @@ def _answer(sub: InProcessSubmission, request: dict) -> dict:
             value = {"value": call.value, "inputs_after": call.inputs_after}
         elif op == "check_constructor":
             value = sub.check_constructor(request["name"], *request["args"], **request["kwargs"])
-        elif op == "time_speed":
-            value = sub.time_speed(request["device"], request["seed"])
+        elif op == "run_job":
+            value = sub.run_job(request["job"], "", **request["kwargs"])
         else:
             raise ValueError(f"unknown request {op!r}")
         return {"ok": True, "value": value}

@@ -17,7 +17,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from .timing import one_thread
+from .. import oracle
+from ..runtime import one_thread
 
 Tensor = torch.Tensor
 
@@ -372,8 +373,7 @@ def combined_masks(attn_mask: Tensor | None, is_causal: bool, seq_len: int,
     """The masks a module may wrongly build from `attn_mask` and `is_causal`."""
     if not is_causal:
         return []
-    ones = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device)
-    causal = ones.triu(1)
+    causal = oracle.causal_mask(seq_len, device=device)
     wrong = [(mistake_id, make()) for mistake_id, make in causal_mask(seq_len, device)]
     if attn_mask is None:
         return wrong + [("is_causal_ignored", None)]

@@ -7,7 +7,6 @@ torch is imported inside the functions: building the CLI's parser does not impor
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import math
 import statistics
@@ -17,16 +16,20 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .timing import Forward, SpeedConfig
+from ..checks.core import CheckFailed, Context
+from ..checks.inputs import per_head_params
+from ..runner.inprocess import InProcessSubmission
+from .baselines import BENCH_ROWS, FusedReference, HeadLoopReference, as_student_class
+from .config import SpeedConfig, config_for, speed_input, speed_params
+from .gate import check_speed
+from .measure import Forward, interleaved_times, prepared, steady, timer_for
+from .score import medians, speed_ratios
 
 
 def bench_configs(device: str) -> dict[str, SpeedConfig]:
     """The graded config and one larger config where memory, not overhead, dominates."""
-    from .timing import SpeedConfig, config_for
-
     graded = config_for(device)
     if device.startswith("cuda"):
         larger = SpeedConfig(B=8, T=1024, E=768, H=12, rounds=11, calls=3)
@@ -41,8 +44,6 @@ def describe(cfg: SpeedConfig) -> str:
 
 def time_rows(rows: dict[str, Forward], cfg: SpeedConfig, device: str) -> dict[str, float]:
     """Median seconds per call of each row: interleaved rounds on the same fresh inputs."""
-    from .timing import interleaved_times, medians, speed_input, steady, timer_for
-
     def round_inputs(r: int) -> list:
         return [speed_input(cfg, 0, r * cfg.calls + c).to(device) for c in range(cfg.calls)]
 
@@ -53,17 +54,12 @@ def time_rows(rows: dict[str, Forward], cfg: SpeedConfig, device: str) -> dict[s
 
 
 def kit_rows(cfg: SpeedConfig, device: str) -> dict[str, Forward]:
-    from .implementations import BENCH_ROWS
-    from .timing import speed_params
-
     params = speed_params(cfg, 0, device)
     return {name: cls(params, cfg.H) for name, cls in BENCH_ROWS.items()}
 
 
 def student_row(sub: Any, cfg: SpeedConfig, device: str) -> Forward:
     """The student's fused module holding the same weights as the kit's rows."""
-    from .timing import prepared, speed_input, speed_params
-
     params = speed_params(cfg, 0, device)
     forward = prepared(sub.construct("MultiHeadAttention", cfg.E, cfg.H), "MultiHeadAttention",
                        params, device)
@@ -71,7 +67,7 @@ def student_row(sub: Any, cfg: SpeedConfig, device: str) -> Forward:
     return forward
 
 
-def format_table(title: str, med: dict[str, float], baseline: str) -> str:
+def bench_table(title: str, med: dict[str, float], baseline: str) -> str:
     """One row per implementation: its median time and its speedup over `baseline`."""
     width = max(len(name) for name in med) + 2
     lines = [title, f"  {'implementation':<{width}} {'median':>10}  {'speedup':>8}"]
@@ -116,9 +112,6 @@ def compare_in_notebook(looped_cls: type, fused_cls: type, *, device: str = "cpu
                         plot: bool = True) -> dict[str, float]:
     """Time your own LoopedMultiHeadAttention against your MultiHeadAttention at the graded
     config, on the same inputs and weights; print a table, draw bars, return median seconds."""
-    from .checks import per_head_params
-    from .timing import config_for, prepared, speed_params
-
     cfg = config_for(device)
     params = speed_params(cfg, 0, device)
     rows = {
@@ -130,7 +123,7 @@ def compare_in_notebook(looped_cls: type, fused_cls: type, *, device: str = "cpu
     }
     med = time_rows(rows, cfg, device)
     title = f"{describe(cfg)}, {device}"
-    print(format_table(title, med, "your LoopedMultiHeadAttention"))
+    print(bench_table(title, med, "your LoopedMultiHeadAttention"))
     if plot:
         plot_tables({title: med}, "your LoopedMultiHeadAttention", None)
     return med
@@ -167,19 +160,14 @@ class CheckRun:
 def repeated_checks(subjects: dict[str, type], n: int, device: str,
                     forbidden: dict | None = None) -> dict[str, list[CheckRun]]:
     """Run the graded speed check n times on each `MultiHeadAttention` class, alternating
-    between them so that all see the same load. The gate is taken as passed: the classes are
+    between them so that all see the same load. Its gate is taken as passed: the classes are
     correct by construction. `forbidden` as for `InProcessSubmission` (default: the policy)."""
-    from .checks import CheckResult, Context, run_check
-    from .points import POINTS
-    from .submission import InProcessSubmission
-    from .timing import speed_ratios
 
     class Recording(InProcessSubmission):
-        def time_speed(self, device: str, seed: int) -> dict[str, Any]:
-            self.last = super().time_speed(device, seed)
+        def run_job(self, job: str, what: str, **kwargs: Any) -> Any:
+            self.last = super().run_job(job, what, **kwargs)
             return self.last
 
-    gate = CheckResult("fused_mha", POINTS["fused_mha"], POINTS["fused_mha"], "a kit module")
     subs = {name: Recording({"MultiHeadAttention": cls}, forbidden=forbidden)
             for name, cls in subjects.items()}
     runs: dict[str, list[CheckRun]] = {name: [] for name in subjects}
@@ -187,11 +175,13 @@ def repeated_checks(subjects: dict[str, type], n: int, device: str,
         for name, sub in subs.items():
             sub.last = None
             wall, cpu = time.perf_counter(), time.process_time()
-            result = run_check("speed_fused_vs_looped", sub,
-                               Context(device=device, results={"fused_mha": gate}))
+            try:
+                fraction = check_speed(sub, Context(device=device))
+            except CheckFailed:
+                fraction = 0.0
             ratios = speed_ratios(sub.last["times"]) if sub.last else (math.nan, math.nan)
-            runs[name].append(CheckRun(result.score / result.max_score, *ratios,
-                                       time.perf_counter() - wall, time.process_time() - cpu))
+            runs[name].append(CheckRun(fraction, *ratios, time.perf_counter() - wall,
+                                       time.process_time() - cpu))
         print(".", end="", flush=True, file=sys.stderr)
     return runs
 
@@ -199,8 +189,6 @@ def repeated_checks(subjects: dict[str, type], n: int, device: str,
 def reliability(n: int, device: str) -> tuple[str, bool]:
     """The speed check n times on the kit's fused module (target: full points every time) and
     on a loop in disguise (target: no points ever), alone and beside a busy core."""
-    from .implementations import FusedReference, HeadLoopReference, as_student_class
-
     subjects = {"fused reference": as_student_class(FusedReference),
                 "loop in disguise": as_student_class(HeadLoopReference)}
     lines = [f"{'':<32} {'full points':>11} {'some points':>11}  speedup over looped"
@@ -227,55 +215,3 @@ def reliability(n: int, device: str) -> tuple[str, bool]:
     verdict = "target met" if met else "TARGET MISSED"
     lines.append(f"reliability on {device}, N={n}: {', '.join(summary)}: {verdict}")
     return "\n".join(lines), met
-
-
-# --------------------------------------------------------------------------- command line
-
-
-def run(args: argparse.Namespace) -> int:
-    from .cli import default_device
-    from .submission import InProcessSubmission, StudentCodeError
-
-    device = args.device or default_device()
-    if args.reliability:
-        report, ok = reliability(args.reliability, device)
-        print(report)
-        return 0 if ok else 1
-    sub = None
-    if args.submission:
-        sub = InProcessSubmission.from_path(args.submission, forbidden={})  # not grading
-        for problem in sub.problems:
-            print(f"while loading {args.submission}: {problem}")
-    tables = {}
-    for label, cfg in bench_configs(device).items():
-        rows = kit_rows(cfg, device)
-        if sub is not None:
-            try:
-                rows["your MultiHeadAttention"] = student_row(sub, cfg, device)
-            except StudentCodeError as err:
-                print(f"your MultiHeadAttention is left out: {err}")
-                sub = None
-        title = f"{label} config: {describe(cfg)} ({device}, 1 thread)"
-        tables[title] = time_rows(rows, cfg, device)
-        print(format_table(title, tables[title], "looped"), "\n", flush=True)
-    if args.plot:
-        plot_tables(tables, "looped", args.plot)
-        print(f"wrote {args.plot}")
-    return 0
-
-
-def add_parser(commands: Any) -> None:
-    bench = commands.add_parser(
-        "bench", help="time looped, fused, einops, einsum, SDPA and nn.MultiheadAttention",
-        description="Median time per forward call at the graded config and a larger one, "
-        "with the speedup over the looped version (docs/speed.md).",
-    )
-    bench.add_argument("--submission", metavar="PATH",
-                       help="also time this file's MultiHeadAttention (run in this process)")
-    bench.add_argument("--plot", metavar="OUT_PNG", help="draw the tables as a bar chart")
-    bench.add_argument("--device", choices=("cpu", "cuda"),
-                       help="where to run (default: cuda when available)")
-    bench.add_argument("--reliability", type=int, metavar="N",
-                       help="run the speed check N times on the kit's fused module and on a "
-                       "loop in disguise, alone and with one CPU core busy; print pass counts")
-    bench.set_defaults(run=run)

@@ -11,9 +11,11 @@ from typing import Any, Callable
 
 import torch
 
-from . import diagnosis, oracle
-from .checks import TIGHT, CheckFailed, Context, Heads, _randn, expect_close, expect_tensor
-from .points import SHAPES_CHECKS
+from .. import oracle
+from . import diagnosis
+from .core import TIGHT, CheckFailed, Context
+from .expect import expect_close, expect_tensor
+from .inputs import Heads, randn
 
 Tensor = torch.Tensor
 
@@ -66,7 +68,7 @@ def check_split_view(sub, ctx: Context) -> float:
     gen = ctx.generator("shapes_split_view")
     for c in SIZES:
         case = str(c)
-        x = _randn(gen, c.B, c.T, c.H * c.D, device=ctx.device)
+        x = randn(gen, c.B, c.T, c.H * c.D, device=ctx.device)
         call = sub.call("split_heads_view", x, c.H)
         _expect_split("split_heads_view", call.value, x, c.H, case)
         if not shares_memory(call.value, call.inputs_after[0]):
@@ -80,9 +82,9 @@ def check_merge(sub, ctx: Context) -> float:
     gen = ctx.generator("shapes_merge")
     for c in SIZES:
         # As `weights @ v` gives it, and as a transpose of (B, T, H, D) gives it.
-        for heads, layout in ((_randn(gen, c.B, c.H, c.T, c.D, device=ctx.device),
+        for heads, layout in ((randn(gen, c.B, c.H, c.T, c.D, device=ctx.device),
                                "contiguous x"),
-                              (_randn(gen, c.B, c.T, c.H, c.D, device=ctx.device).transpose(1, 2),
+                              (randn(gen, c.B, c.T, c.H, c.D, device=ctx.device).transpose(1, 2),
                                "x a transpose of (B, T, H, D)")):
             call = sub.call("merge_heads_transpose", heads)
             _expect_merge("merge_heads_transpose", call.value, heads, f"{c}, {layout}")
@@ -93,10 +95,10 @@ def check_rearrange(sub, ctx: Context) -> float:
     gen = ctx.generator("shapes_rearrange")
     for c in SIZES:
         case = str(c)
-        x = _randn(gen, c.B, c.T, c.H * c.D, device=ctx.device)
+        x = randn(gen, c.B, c.T, c.H * c.D, device=ctx.device)
         _expect_split("split_heads_rearrange", sub.call("split_heads_rearrange", x, c.H).value,
                       x, c.H, case)
-        heads = _randn(gen, c.B, c.H, c.T, c.D, device=ctx.device)
+        heads = randn(gen, c.B, c.H, c.T, c.D, device=ctx.device)
         _expect_merge("merge_heads_rearrange", sub.call("merge_heads_rearrange", heads).value,
                       heads, case)
     return 1.0
@@ -120,7 +122,7 @@ def check_roundtrip(sub, ctx: Context) -> float:
     gen = ctx.generator("shapes_roundtrip")
     for c in SIZES:
         case = str(c)
-        x = _randn(gen, c.B, c.T, c.H * c.D, device=ctx.device)
+        x = randn(gen, c.B, c.T, c.H * c.D, device=ctx.device)
         heads = sub.call("split_heads_view", x, c.H).value
         expect_tensor("split_heads_view(x, num_heads)", heads, oracle.split_heads(x, c.H), case)
         back = sub.call("merge_heads_transpose", heads).value
@@ -129,13 +131,3 @@ def check_roundtrip(sub, ctx: Context) -> float:
             raise CheckFailed("merge_heads_transpose(split_heads_view(x, H)) should give x back "
                               "exactly: splitting and merging only move numbers", case=case)
     return 1.0
-
-
-CHECK_FUNCTIONS: dict[str, Callable[[Any, Context], float]] = {
-    "shapes_split_view": check_split_view,
-    "shapes_merge": check_merge,
-    "shapes_rearrange": check_rearrange,
-    "shapes_view_quiz": check_view_quiz,
-    "shapes_roundtrip": check_roundtrip,
-}
-assert list(CHECK_FUNCTIONS) == [c.id for c in SHAPES_CHECKS]

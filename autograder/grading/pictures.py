@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .checks import Picture
+from ..checks.core import Picture
 
 
 def show(picture: Picture) -> None:

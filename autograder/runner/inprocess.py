@@ -1,20 +1,16 @@
-"""Loading a student's file and calling into it.
+"""Student code in this interpreter: `InProcessSubmission`, for notebooks, the kit's tests
+and the worker process (which wraps one).
 
-A `Submission` is what every check talks to. It offers three operations (call a function,
-build and run a module, time the fused module) and turns anything that goes wrong in
-student code into a `StudentCodeError` with a plain message. `InProcessSubmission` runs
-the code in this interpreter (notebooks, the kit's tests); `autograder.worker` runs the
-very same operations in a separate process for `mha-kit check`.
+Everything student code hands back passes `plain`; every call into it passes `guard`, which
+turns any failure, or a forbidden torch API, into a `StudentCodeError`.
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
+import importlib
 import re
 import time
-import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,178 +18,21 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from .contract import ENTRIES, signature_of
+from ..contract import ENTRIES, signature_of
+from .loading import load_source, student_line
 from .policy import forbidden_functions
-
-SUBMISSION_MODULE = "submission"
-
-
-class StudentCodeError(Exception):
-    """Student code could not produce a value. `kind` is a stable tag; str() is the message."""
-
-    def __init__(self, kind: str, message: str, exc_type: str | None = None):
-        super().__init__(message)
-        self.kind = kind
-        self.exc_type = exc_type
-
-
-@dataclass
-class Call:
-    """What one call into student code gave back, and its tensor inputs afterwards."""
-
-    value: Any
-    inputs_after: tuple[torch.Tensor, ...] = ()
-
-
-@dataclass
-class ModuleRun:
-    """Build a student module, load the grader's weights into it and run forward once.
-
-    `params` maps dotted parameter names to values; a value of None means the module must
-    have no such parameter (for example `q_proj.bias` when bias=False).
-    """
-
-    class_name: str
-    init_args: tuple = ()
-    init_kwargs: dict = field(default_factory=dict)
-    params: dict[str, torch.Tensor | None] = field(default_factory=dict)
-    forward_args: tuple = ()
-    forward_kwargs: dict = field(default_factory=dict)
-    dtype: torch.dtype = torch.float64
-    training: bool = False
-    seed: int | None = None
-
-
-# --------------------------------------------------------------------------- loading
-
-
-@dataclass
-class LoadedSource:
-    """A student's namespace and the problems met while running their file."""
-
-    namespace: dict[str, Any]
-    problems: list[str]
-
-
-class _QuietIPython:
-    """Stands in for `get_ipython()` so that magics and shell lines in a notebook do nothing."""
-
-    def run_line_magic(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def run_cell_magic(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def system(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    getoutput = system
-
-
-# A notebook cell with this tag only shows something (a timing, a demo) and defines nothing a
-# check needs: `mha-kit check` leaves it out. nbgrader, which runs the whole notebook, runs it.
-SKIP_TAG = "mha-kit-skip"
-
-
-def _is_test_cell(cell: Any) -> bool:
-    """nbgrader's locked test cells: graded, not a solution. The grader runs its own checks."""
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return bool(meta.get("grade")) and not meta.get("solution")
-
-
-def _notebook_chunks(path: Path) -> list[tuple[str, str]]:
-    import nbformat
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    notebook = nbformat.read(str(path), as_version=4)
-    to_python = TransformerManager().transform_cell
-    chunks = []
-    for number, cell in enumerate(notebook.cells, start=1):
-        if (cell.cell_type != "code" or _is_test_cell(cell) or not cell.source.strip()
-                or SKIP_TAG in cell.get("metadata", {}).get("tags", ())):
-            continue
-        chunks.append((f"cell {number}", to_python(cell.source)))
-    return chunks
-
-
-_CONTINUATION = ("else", "elif", "except", "finally", ")", "]", "}", "#")
-
-
-def _python_chunks(path: Path) -> list[tuple[str, str]]:
-    """The whole file as one chunk; if it does not parse, its top-level blocks one by one.
-
-    Blocks keep their line numbers (they are padded with blank lines), so a syntax error in
-    one function is reported at its line and loses only what that block defines.
-    """
-    source = path.read_text(encoding="utf-8", errors="replace")
-    try:
-        ast.parse(source)
-        return [(path.name, source)]
-    except (SyntaxError, ValueError):  # ValueError: a null byte, before Python 3.12
-        pass
-    lines = source.splitlines(keepends=True)
-    starts = [
-        i
-        for i, line in enumerate(lines)
-        if line.strip() and not line[0].isspace() and not line.startswith(_CONTINUATION)
-    ]
-    # A decorator belongs to the block it decorates.
-    starts = [s for s in starts if s == 0 or not lines[s - 1].startswith("@")]
-    bounds = list(zip(starts, starts[1:] + [len(lines)]))
-    return [(path.name, "\n" * a + "".join(lines[a:b])) for a, b in bounds]
-
-
-def load_source(path: str | Path) -> LoadedSource:
-    """Run a .py file or the code cells of an .ipynb; failures are recorded, never fatal."""
-    path = Path(path)
-    if path.suffix == ".ipynb":
-        chunks = _notebook_chunks(path)
-    elif path.suffix == ".py":
-        chunks = _python_chunks(path)
-    else:
-        raise ValueError(f"{path}: expected a .py file or an .ipynb notebook")
-    namespace: dict[str, Any] = {"__name__": SUBMISSION_MODULE, "get_ipython": _QuietIPython}
-    problems = []
-    for label, source in chunks:
-        try:
-            code = compile(source, label, "exec")
-        except SyntaxError as err:
-            problems.append(f"{label}: syntax error at line {err.lineno}: {err.msg}")
-            continue
-        except ValueError as err:
-            problems.append(f"{label}: cannot be compiled: {err}")
-            continue
-        try:
-            exec(code, namespace)
-        except BaseException as err:  # a failing cell is reported, never fatal
-            where = _student_line(err, label)
-            problems.append(f"{label}{where} raised {type(err).__name__}: {err}")
-    namespace["get_ipython"] = _QuietIPython
-    return LoadedSource(namespace, problems)
-
-
-def _student_line(err: BaseException, filename: str | None = None) -> str:
-    """', line N' for the deepest frame of the student's own code in a traceback."""
-    student_files = {filename} if filename else None
-    line = None
-    for frame in traceback.extract_tb(err.__traceback__):
-        in_student = frame.filename in student_files if student_files else (
-            frame.filename.startswith("cell ") or frame.filename.endswith(".py")
-            and "site-packages" not in frame.filename and "/autograder/" not in frame.filename
-        )
-        if in_student:
-            line = frame.lineno
-    return f", line {line}" if line else ""
-
+from .protocol import Call, ModuleRun, StudentCodeError
 
 # --------------------------------------------------------------------------- calling
+
+JOB_PACKAGE = "autograder.speed."  # kit code that runs beside the student's code
 
 
 MAX_DEPTH = 3  # (out, weights) is depth 1; nothing in the contract nests deeper
 MESSAGE_KEEP = 300  # characters of an exception's text kept in a message
 
 
-def _plain(value: Any, name: str, depth: int = 0) -> Any:
+def plain(value: Any, name: str, depth: int = 0) -> Any:
     """Detached plain tensors in plain containers; anything else is the student's mistake.
 
     The grader applies it to everything student code hands back, in this process and again
@@ -210,7 +49,7 @@ def _plain(value: Any, name: str, depth: int = 0) -> Any:
         raise StudentCodeError("bad_return", f"`{name}` returned a tensor subclass, "
                                f"{kind.__name__}; return a plain torch.Tensor")
     if kind in (tuple, list) and depth < MAX_DEPTH:
-        return tuple(_plain(v, name, depth + 1) for v in value)
+        return tuple(plain(v, name, depth + 1) for v in value)
     if value is None or kind in (bool, int, float, str):
         return value
     what = ("lists or tuples nested too deeply" if kind in (tuple, list)
@@ -267,7 +106,7 @@ def _describe_failure(name: str, err: BaseException,
         return _out_of_memory(name, err, memory_limit_gib)
     return StudentCodeError(
         "raised",
-        f"`{name}` raised {type(err).__name__}{_student_line(err)}: {text}".rstrip(": "),
+        f"`{name}` raised {type(err).__name__}{student_line(err)}: {text}".rstrip(": "),
         type(err).__name__,
     )
 
@@ -300,7 +139,6 @@ class InProcessSubmission:
         self.problems = list(problems or [])
         self.forbidden = forbidden_functions() if forbidden is None else forbidden
         self.memory_limit_gib: float | None = None  # set by the worker, for messages
-        self.watching = True
 
     @classmethod
     def from_path(cls, path: str | Path, forbidden: dict[Callable, str] | None = None
@@ -326,18 +164,19 @@ class InProcessSubmission:
             )
         return self.namespace[name]
 
-    def guard(self, name: str, action: Callable[[], Any]) -> Any:
-        """Run student code; any failure, or a forbidden API, becomes a StudentCodeError."""
-        watch = _Watch(self.forbidden) if self.forbidden and self.watching else None
+    def guard(self, name: str, action: Callable[[], Any], *, watch: bool = True) -> Any:
+        """Run student code; any failure, or a forbidden API, becomes a StudentCodeError.
+        `watch=False` skips the forbidden-API watch, which costs time on every torch call."""
+        watcher = _Watch(self.forbidden) if self.forbidden and watch else None
         failure = None
         try:
-            with watch or contextlib.nullcontext():
+            with watcher or contextlib.nullcontext():
                 value = action()
         except BaseException as err:  # SystemExit, KeyboardInterrupt and the like included
             failure = _describe_failure(name, err, self.memory_limit_gib)
-        if watch is not None and watch.used:
+        if watcher is not None and watcher.used:
             raise StudentCodeError(
-                "forbidden", f"`{name}` uses {watch.used}, which this exercise asks you to write "
+                "forbidden", f"`{name}` uses {watcher.used}, which this exercise asks you to write "
                 "yourself: graded code may not call it",
             )
         if failure is not None:
@@ -349,7 +188,7 @@ class InProcessSubmission:
         fn = self.lookup(name)
         args = _clone(args)
         value = self.guard(name, lambda: fn(*args, **kwargs))
-        return Call(_plain(value, name), _tensors(args))
+        return Call(plain(value, name), _tensors(args))
 
     def construct(self, name: str, *args: Any, **kwargs: Any) -> nn.Module:
         cls = self.lookup(name)
@@ -381,27 +220,15 @@ class InProcessSubmission:
             value = self.guard(
                 f"{run.class_name}.forward", lambda: module(*args, **run.forward_kwargs)
             )
-        return Call(_plain(value, f"{run.class_name}.forward"), _tensors(args))
+        return Call(plain(value, f"{run.class_name}.forward"), _tensors(args))
 
-    def time_speed(self, device: str, seed: int) -> dict[str, Any]:
-        """Time the student's fused module against the kit's baselines (see `timing`).
-
-        The forbidden-API watch costs time on every torch call, so it is off while timing;
-        one watched forward of the timed shape follows instead.
-        """
-        from .timing import config_for, measure_speed, speed_input
-
-        self.watching = False
-        try:
-            measurement = measure_speed(self, device, seed)
-        finally:
-            self.watching = True
-        cfg = config_for(device)
-        x = speed_input(cfg, seed, 0).to(device)  # (B, T, E)
-        self.run_module(ModuleRun("MultiHeadAttention", (cfg.E, cfg.H), forward_args=(x,),
-                                  forward_kwargs={"is_causal": True, "need_weights": False},
-                                  dtype=torch.float32))
-        return measurement
+    def run_job(self, job: str, what: str, **kwargs: Any) -> Any:
+        """Run the kit function `job` ("module:function" under JOB_PACKAGE) with this
+        submission as its first argument. The runner names jobs, it never imports them."""
+        module_name, _, function = job.partition(":")
+        if not module_name.startswith(JOB_PACKAGE) or not function:
+            raise ValueError(f"not a kit job: {job!r}")
+        return getattr(importlib.import_module(module_name), function)(self, **kwargs)
 
 
 def load_weights(module: nn.Module, owner: str, params: dict[str, torch.Tensor | None]) -> None:

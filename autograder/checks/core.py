@@ -1,0 +1,99 @@
+"""What every check shares: results, failures with their message and picture, the context of
+a run, and the tolerances. A check either returns the fraction of its points earned (1.0 for
+all of them) or raises `CheckFailed` with a message for the student.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+import torch
+
+from .diagnosis import Diagnosis
+
+Tensor = torch.Tensor
+
+
+@dataclass
+class Picture:
+    """Tensors worth looking at beside a failure: what was expected and what the student gave."""
+
+    title: str
+    expected: Tensor
+    got: Tensor
+
+
+class CheckFailed(AssertionError):
+    """A check's verdict against the student, with the message to show them.
+
+    With a `diagnosis`, the message starts by naming the known mistake that reproduces the
+    student's answer, if one does. The catalogue is tried only when the message is read, so
+    a shape search that shrinks through many failures does not pay for it.
+    """
+
+    def __init__(self, message: str, picture: Picture | None = None, *,
+                 diagnosis: Diagnosis | None = None, case: str = ""):
+        super().__init__(message)
+        self.picture = picture
+        self.diagnosis = diagnosis
+        self.case = case
+
+    def __str__(self) -> str:
+        mistake = self.diagnosis.mistake if self.diagnosis else None
+        text = self.args[0] if mistake is None else f"{mistake.sentence()} {self.args[0]}"
+        first, newline, drawing = text.partition("\n")  # a drawn mask stays last
+        return f"{first} ({self.case}){newline}{drawing}" if self.case else text
+
+
+@dataclass
+class CheckResult:
+    id: str
+    score: float
+    max_score: int
+    message: str
+    picture: Picture | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.score >= self.max_score
+
+
+@dataclass
+class Context:
+    """Where and how a run of checks happens."""
+
+    device: str = "cpu"
+    salt: str = ""  # another fixed set of inputs, e.g. for nbgrader's hidden tests
+    results: dict[str, CheckResult] = field(default_factory=dict)
+    notes: str = ""  # a passing check's message, when it has more to say than "ok"
+
+    def generator(self, check_id: str) -> torch.Generator:
+        """A fixed seed per check: the same submission always sees the same inputs."""
+        return torch.Generator().manual_seed(zlib.crc32((check_id + self.salt).encode()))
+
+
+# --------------------------------------------------------------------------- tolerances
+
+# float64, moderate logits. Wide enough for a float32 scale constant such as the seed
+# tutorial's `1 / torch.sqrt(torch.tensor(d))` (relative error ~3e-8; on outputs near 0,
+# where the projections cancel, it leaves up to 1.2e-8 beyond rtol: measured over ~1,000
+# module cases), tight enough that any real mistake (all of which move values by 1e-2 or
+# more) is far outside.
+TIGHT = {"rtol": 1e-6, "atol": 1e-7}
+# float64 with logits around 1e3: that same 3e-8 scale error moves a logit by 3e-5, so the
+# weights may move by that relative amount. An unstable softmax gives NaN, not 1e-4.
+LARGE_LOGITS = {"rtol": 1e-4, "atol": 1e-7}
+# float32, compared with a float64 oracle. Measured: correct implementations in every style
+# stay under 3e-6 at these sizes (see docs/grading.md).
+FLOAT32 = {"rtol": 1e-4, "atol": 2e-5}
+
+
+
+
+def tolerance(dtype: torch.dtype, logit_scale: float = 1.0) -> dict:
+    """The tolerance for results of this dtype, with logits scaled by `logit_scale`."""
+    if dtype == torch.float32:
+        return FLOAT32
+    return LARGE_LOGITS if logit_scale > 1 else TIGHT
+

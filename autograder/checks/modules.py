@@ -1,0 +1,245 @@
+"""The checks of the modules: `AttentionHead`, the looped and the fused
+`MultiHeadAttention`, against `nn.MultiheadAttention` holding the same weights."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+from .. import oracle
+from ..runner.protocol import Call, ModuleRun
+from ..runtime import one_thread
+from . import diagnosis
+from .core import TIGHT, CheckFailed, Context
+from .diagnosis import Candidate
+from .expect import (
+    attempt,
+    expect_close,
+    expect_dropout,
+    expect_output_pair,
+    expect_unchanged,
+    expect_value_error,
+    float64,
+)
+from .inputs import Attn, Inputs, attn_shapes, draw_inputs, per_head_params
+from .search import run_cases
+
+Tensor = torch.Tensor
+
+MODULE_EXAMPLES = 8  # shapes the search draws per module
+
+
+MODULE_CASES = (
+    Attn(2, 5, 16, 4),
+    Attn(2, 3, 12, 3, Tk=6, kdim=5, vdim=7),
+    Attn(1, 1, 4, 1),
+    Attn(2, 4, 6, 6),  # D = 1
+    Attn(3, 6, 16, 8, mask="causal"),
+    Attn(2, 4, 12, 2, bias=False),
+    Attn(2, 5, 16, 4, strided=True),
+    Attn(2, 5, 16, 4, mask="causal", logit_scale=1e3),
+    Attn(2, 5, 16, 4, mask="causal", dtype=torch.float32),
+)
+
+
+
+_SAME_MASK: Any = object()
+
+
+def expected_mha(c: Attn, inp: Inputs, mask: Tensor | None = _SAME_MASK) -> tuple[Tensor, Tensor]:
+    """nn.MultiheadAttention's output and per-head weights, computed in float64."""
+    params64 = float64(inp.params)
+    mha = oracle.torch_mha(params64, c.E, c.H, c.kdim, c.vdim)
+    mask = inp.mask if mask is _SAME_MASK else mask
+    out, weights = oracle.multi_head_attention(
+        mha, inp.query.double(), inp.key.double(), inp.value.double(), mask
+    )
+    return out.to(c.dtype), weights.to(c.dtype)
+
+
+
+def _module_kwargs(c: Attn) -> dict[str, Any]:
+    return {"kdim": c.kdim, "vdim": c.vdim, "bias": c.bias}
+
+
+def _mha_mistakes(c: Attn, inp: Inputs, mask: Tensor | None = _SAME_MASK,
+                  masks: tuple | list = ()) -> list[Candidate]:
+    """The catalogue's versions of this case's (out, weights), computed in float64."""
+    params64 = float64(inp.params)
+    mask = inp.mask if mask is _SAME_MASK else mask
+    return diagnosis.mha(params64, inp.query.double(), inp.key.double(), inp.value.double(),
+                         c.H, mask, masks)
+
+
+def _compare_module(name: str, call: Call, c: Attn, expected: tuple[Tensor, Tensor],
+                    inp: Inputs, mistakes: list[Candidate], case: str = "",
+                    tol: dict | None = None) -> None:
+    case, tol = case or str(c), tol or c.tol
+    out, weights = expect_output_pair(f"{name}.forward", call)
+    expect_close(f"{name} attention weights", weights, expected[1], case, tol,
+                 dims=("B", "H", "Tq", "Tk"), mistakes=mistakes, part=1)
+    expect_close(f"{name} output", out, expected[0], case, tol, dims=("B", "Tq", "E"),
+                 mistakes=mistakes, part=0)
+
+
+
+HEAD_MODULE_CASES = (
+    Attn(2, 5, 8, 1), Attn(2, 3, 6, 1, Tk=4, kdim=5, vdim=3), Attn(1, 1, 4, 1, bias=False),
+    Attn(2, 6, 8, 1, mask="causal"), Attn(2, 5, 8, 1, mask="causal", dtype=torch.float32),
+)
+
+
+def check_attention_head(sub, ctx: Context) -> float:
+    def one_case(c: Attn, head_dim: int | None = None) -> None:
+        head_dim = head_dim or (3 if c.E % 3 == 0 else 4)
+        case = f"{c}, head_dim={head_dim}"
+        inp = draw_inputs(c, ctx.generator(f"attention_head {case}"), ctx.device)
+        params = {k: v[:head_dim] for k, v in inp.params.items()
+                  if k.startswith(("q_", "k_", "v_")) and v is not None}
+        params.update({f"{n}.bias": None for n in ("q_proj", "k_proj", "v_proj")
+                       if not c.bias})
+        args = (inp.query, inp.key, inp.value)
+        p64 = float64(params)
+        args64 = tuple(a.double() for a in args)
+        mistakes = diagnosis.mha(p64, *args64, 1, inp.mask)
+        call = attempt(lambda: sub.run_module(ModuleRun(
+            "AttentionHead", (c.E, head_dim), _module_kwargs(c), params,
+            args, {"attn_mask": inp.mask}, dtype=c.dtype,
+        )), case, mistakes)
+        out, weights = oracle.attention_head(p64, *args64, inp.mask)
+        got_out, got_w = expect_output_pair("AttentionHead.forward", call)
+        expect_close("AttentionHead weights", got_w, weights.to(c.dtype), case, c.tol,
+                     dims=("B", "Tq", "Tk"), mistakes=mistakes, part=1)
+        expect_close("AttentionHead output", got_out, out.to(c.dtype), case, c.tol,
+                     dims=("B", "Tq", "head_dim"), mistakes=mistakes, part=0)
+
+    from hypothesis import strategies as st
+
+    shapes = attn_shapes(single_head=True).flatmap(
+        lambda c: st.tuples(st.just(c), st.integers(1, c.E)))
+    run_cases(lambda pair: one_case(*pair), [(c, None) for c in HEAD_MODULE_CASES], shapes,
+              MODULE_EXAMPLES)
+    return 1.0
+
+
+def _run_mha(sub, class_name: str, c: Attn, inp: Inputs, **forward: Any) -> Call:
+    params = per_head_params(inp.params, c.H) if class_name.startswith("Looped") else inp.params
+    forward.setdefault("attn_mask", inp.mask)
+    return sub.run_module(ModuleRun(
+        class_name, (c.E, c.H), _module_kwargs(c), params,
+        (inp.query, inp.key, inp.value), forward, dtype=c.dtype,
+    ))
+
+
+def _module_case(sub, ctx: Context, check_id: str, class_name: str) -> Callable[[Attn], None]:
+    """One case of a module check: build, load the weights, run, compare with torch."""
+
+    def one_case(c: Attn) -> None:
+        inp = draw_inputs(c, ctx.generator(f"{check_id} {c}"), ctx.device)
+        mistakes = _mha_mistakes(c, inp)
+        call = attempt(lambda: _run_mha(sub, class_name, c, inp), str(c), mistakes)
+        _compare_module(class_name, call, c, expected_mha(c, inp), inp, mistakes)
+        originals = (inp.query, inp.key, inp.value) + (() if inp.mask is None else (inp.mask,))
+        expect_unchanged(f"{class_name}.forward", call, originals)
+
+    return one_case
+
+
+def check_looped_mha(sub, ctx: Context) -> float:
+    one_case = _module_case(sub, ctx, "looped_mha", "LoopedMultiHeadAttention")
+    run_cases(one_case, MODULE_CASES, attn_shapes(), MODULE_EXAMPLES)
+    return 1.0
+
+
+def check_fused_mha(sub, ctx: Context) -> float:
+    one_case = _module_case(sub, ctx, "fused_mha", "MultiHeadAttention")
+    run_cases(one_case, MODULE_CASES, attn_shapes(), MODULE_EXAMPLES)
+    # key and value default to query.
+    c = Attn(2, 5, 16, 4)
+    inp = draw_inputs(c, ctx.generator("fused_mha"), ctx.device)
+    case = "forward(query) alone: key and value default to query"
+    mistakes = _mha_mistakes(c, inp)
+    call = attempt(lambda: sub.run_module(ModuleRun("MultiHeadAttention", (c.E, c.H), {},
+                                                    inp.params, (inp.query,), {})),
+                   case, mistakes)
+    out, weights = expect_output_pair("MultiHeadAttention.forward", call)
+    expect_close("MultiHeadAttention(query) output", out, expected_mha(c, inp)[0], case, TIGHT,
+                 dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
+    return 1.0
+
+
+def check_fused_mha_masks(sub, ctx: Context) -> float:
+    gen = ctx.generator("fused_mha_masks")
+    c = Attn(2, 6, 12, 4, mask="random")  # D = 3, √E ≠ D: each scaling mistake differs
+    inp = draw_inputs(c, gen, ctx.device)
+    def blocked(attn_mask: Tensor | None) -> Tensor | None:
+        return oracle.combined_mask(attn_mask, True, c.Tq, device=ctx.device)
+
+    cases = (
+        ("attn_mask only", {"attn_mask": inp.mask}, inp.mask),
+        ("is_causal=True only", {"attn_mask": None, "is_causal": True}, blocked(None)),
+        ("attn_mask and is_causal=True: blocked if either blocks", {"is_causal": True},
+         blocked(inp.mask)),
+        ("attn_mask=None", {"attn_mask": None}, None),
+    )
+    with one_thread():
+        for case, forward, mask in cases:
+            _masks_case(sub, c, inp, case, forward, mask, ctx.device)
+    return 1.0
+
+
+def _masks_case(sub, c: Attn, inp: Inputs, case: str, forward: dict, mask: Tensor | None,
+                device: str) -> None:
+    """One way of passing masks; the expected mask is `mask`."""
+    attn_mask = forward.get("attn_mask", inp.mask)
+    wrong_masks = diagnosis.combined_masks(attn_mask, forward.get("is_causal", False), c.Tq,
+                                           device)
+    mistakes = _mha_mistakes(c, inp, mask, wrong_masks)
+    call = attempt(lambda: _run_mha(sub, "MultiHeadAttention", c, inp, **forward), case,
+                   mistakes)
+    _compare_module("MultiHeadAttention", call, c, expected_mha(c, inp, mask=mask), inp,
+                    mistakes, case, TIGHT)
+    if attn_mask is not None:
+        expect_unchanged("MultiHeadAttention.forward", call,
+                         (inp.query, inp.key, inp.value, inp.mask))
+
+
+def check_fused_mha_contract(sub, ctx: Context) -> float:
+    expect_value_error(sub, "MultiHeadAttention", (10, 3), {}, "10 is not divisible by 3 heads")
+
+    gen = ctx.generator("fused_mha_contract")
+    c = Attn(2, 5, 12, 4, mask="causal")
+    inp = draw_inputs(c, gen, ctx.device)
+    expected = expected_mha(c, inp)
+
+    mistakes = _mha_mistakes(c, inp)
+
+    # need_weights=False: the output alone, weights None.
+    call = attempt(lambda: _run_mha(sub, "MultiHeadAttention", c, inp, need_weights=False),
+                   "need_weights=False", mistakes)
+    out, weights = expect_output_pair("MultiHeadAttention.forward", call)
+    if weights is not None:
+        raise CheckFailed("with need_weights=False, forward should return (out, None)")
+    expect_close("MultiHeadAttention output", out, expected[0], "need_weights=False", TIGHT,
+                 dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
+
+    # Dropout: none in eval mode, and in training mode on the weights.
+    def run(training: bool) -> tuple[Any, Any]:
+        return expect_output_pair("MultiHeadAttention.forward", sub.run_module(ModuleRun(
+            "MultiHeadAttention", (c.E, c.H), {"dropout": 0.5}, inp.params,
+            (inp.query, inp.key, inp.value), {"attn_mask": inp.mask}, training=training,
+            seed=0,
+        )))
+
+    out, weights = run(training=False)
+    expect_close("MultiHeadAttention output", out, expected[0], "dropout=0.5 in eval mode",
+                 TIGHT, dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
+    out, weights = run(training=True)
+    v = oracle.split_heads(F.linear(inp.value, inp.params["v_proj.weight"],
+                                    inp.params["v_proj.bias"]), c.H)  # (B, H, Tk, D)
+    expect_dropout("MultiHeadAttention", out, weights, expected[1], v, inp.params, 0.5,
+                   "dropout=0.5, training")
+    return 1.0
+

@@ -1,0 +1,75 @@
+"""`mha-kit check FILE`: grade one .py file or .ipynb notebook and print the table."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..grading.batch import grade_submission
+from ..grading.files import detect_assignment, readable_submission
+from ..grading.registry import ASSIGNMENTS, CHECKS
+from ..grading.report import format_table, score_line, write_gradescope_json
+from ..i18n import LANG_VARIABLE
+from ..runner.worker import WorkerStartError
+from ..runtime import default_device
+from .exits import EXIT_FAIL, EXIT_PASS, EXIT_USAGE
+from .options import add_device_flag, add_lang_flag, add_limit_flags, limits_from
+
+
+def add(commands: Any) -> None:
+    check = commands.add_parser("check", help="grade one .py file or .ipynb notebook")
+    check.add_argument("path", help="the submission: a .py file or an .ipynb notebook")
+    check.add_argument("--only", action="append", metavar="NAME",
+                       help=f"run only this check (repeatable): {', '.join(c.id for c in CHECKS)}")
+    check.add_argument("--assignment", choices=tuple(ASSIGNMENTS),
+                       help="which checks (default: from a notebook's test cells, else mha)")
+    add_lang_flag(check)
+    check.add_argument("--json", metavar="RESULTS_JSON",
+                       help="also write Gradescope's results.json format here")
+    add_device_flag(check)
+    check.add_argument("-v", "--verbose", action="store_true",
+                       help="print each check as it finishes")
+    add_limit_flags(check)
+    check.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    path = Path(args.path)
+    problem = readable_submission(path)
+    if problem:
+        print(problem, file=sys.stderr)
+        return EXIT_USAGE
+    if args.lang:
+        os.environ[LANG_VARIABLE] = args.lang  # read by the report, and by the worker's notebook
+    assignment = args.assignment or detect_assignment(path)
+    ids = [spec.id for spec in ASSIGNMENTS[assignment]]
+    unknown = [name for name in args.only or [] if name not in ids]
+    if unknown:
+        print(f"unknown check id(s) for {assignment}: {', '.join(unknown)}; choose from "
+              f"{', '.join(ids)}", file=sys.stderr)
+        return EXIT_USAGE
+    device = args.device or default_device()
+    started = time.perf_counter()
+    print(f"Grading {path} on {device} ...", flush=True)
+
+    def progress(result):
+        if args.verbose:
+            print(score_line(result), flush=True)
+
+    limits = limits_from(args)
+    try:
+        results, problems = grade_submission(path, device, assignment=assignment,
+                                             only=args.only, limits=limits, on_result=progress)
+    except WorkerStartError as err:
+        print(f"mha-kit: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    print(format_table(results, problems))
+    print(f"\n({time.perf_counter() - started:.1f} s)")
+    if args.json:
+        write_gradescope_json(args.json, results, problems)
+        print(f"wrote {args.json}")
+    return EXIT_PASS if all(r.passed for r in results) else EXIT_FAIL

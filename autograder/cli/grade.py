@@ -1,0 +1,73 @@
+"""`mha-kit grade FOLDER`: every submission in a folder, in parallel, into a CSV."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..grading.batch import Progress, grade_all, safe_name, summary, write_csv
+from ..grading.files import StudentFile, detect_assignment, discover
+from ..grading.registry import ASSIGNMENTS
+from ..grading.report import write_results
+from ..runner.worker import WorkerStartError
+from ..runtime import default_device
+from .exits import EXIT_PASS, EXIT_USAGE
+from .options import add_device_flag, add_limit_flags, limits_from
+
+
+def add(commands: Any) -> None:
+    grade = commands.add_parser(
+        "grade", help="grade a folder of submissions in parallel into a CSV",
+        description="Grade every submission in a folder: one .py/.ipynb per student, or one "
+                    "folder per student (nbgrader's submitted/STUDENT/... layout included).")
+    grade.add_argument("submissions", help="the folder of submissions")
+    grade.add_argument("--jobs", "-j", type=int, default=2, help="submissions graded at once")
+    grade.add_argument("--csv", default="grades.csv", help="where to write the grade sheet")
+    grade.add_argument("--json-dir", metavar="DIR",
+                       help="also write one Gradescope results.json per student here")
+    grade.add_argument("--assignment", choices=tuple(ASSIGNMENTS),
+                       help="which checks (default: from the notebooks' test cells, else mha)")
+    add_device_flag(grade)
+    add_limit_flags(grade)
+    grade.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    root = Path(args.submissions)
+    if args.jobs < 1:
+        print("--jobs must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    if not root.is_dir():
+        print(f"{root}: not a folder", file=sys.stderr)
+        return EXIT_USAGE
+    entries = discover(root)
+    if not entries:
+        print(f"{root}: no submissions (.py, .ipynb or one folder per student)", file=sys.stderr)
+        return EXIT_USAGE
+    notebooks = [e.path for e in entries if e.path is not None and e.path.suffix == ".ipynb"]
+    assignment = args.assignment or (detect_assignment(notebooks[0]) if notebooks else "mha")
+    limits = limits_from(args)
+    device = args.device or default_device()
+    ids = [spec.id for spec in ASSIGNMENTS[assignment]]
+    started = time.perf_counter()
+    progress = Progress(len(entries))
+    rows: dict[str, tuple[StudentFile, dict]] = {}
+    try:
+        for entry, payload in grade_all(entries, args.jobs, device, assignment, limits):
+            rows[entry.student] = (entry, payload)
+            progress.update(entry.student, payload)
+    except WorkerStartError as err:
+        print(f"\nmha-kit: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    # Written last, after every worker is gone: nothing a student wrote can outlive this.
+    write_csv(Path(args.csv), rows, ids)
+    if args.json_dir:
+        for student, (_, payload) in rows.items():
+            write_results(Path(args.json_dir) / f"{safe_name(student)}.json", payload)
+    print(summary(rows, time.perf_counter() - started, args.jobs))
+    print(f"wrote {args.csv}" + (f" and {len(rows)} files in {args.json_dir}"
+                                 if args.json_dir else ""))
+    return EXIT_PASS

@@ -1,0 +1,61 @@
+"""`mha-kit release`: sync the test cells' points, then regenerate assignments/ with nbgrader."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+from ..editions import TranslationError, edition_names, split_name, write_edition
+from ..grading.registry import ASSIGNMENTS
+from ..release import run_nbgrader, sync_points
+from .exits import EXIT_FAIL, EXIT_PASS, EXIT_USAGE
+
+
+def add(commands: argparse._SubParsersAction) -> None:
+    release = commands.add_parser(
+        "release", help="sync test-cell points, then regenerate assignments/ with nbgrader"
+    )
+    release.add_argument("assignment", nargs="*",
+                         help=f"which to release (default: all of {', '.join(ASSIGNMENTS)} "
+                              "that have a folder in solutions/)")
+    release.add_argument("--course-dir", default=".",
+                         help="the nbgrader course directory (default: the current one)")
+    release.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    course = Path(args.course_dir)
+    if not (course / "nbgrader_config.py").is_file():
+        print(f"{course}: no nbgrader_config.py here; run from the course root", file=sys.stderr)
+        return EXIT_USAGE
+    if importlib.util.find_spec("nbgrader") is None:
+        print("nbgrader is not installed: pip install 'mha-kit[dev]'", file=sys.stderr)
+        return EXIT_USAGE
+    sources = course / "solutions"
+    names = args.assignment or sorted([p.name for p in sources.iterdir()
+                                       if p.is_dir() and p.name in ASSIGNMENTS]
+                                      + edition_names(course))
+    unknown = [n for n in names if not (sources / split_name(n)[0]).is_dir()
+               or split_name(n)[0] not in ASSIGNMENTS]
+    if unknown:
+        print(f"unknown assignment(s): {', '.join(unknown)}", file=sys.stderr)
+        return EXIT_USAGE
+    for name in names:
+        base, lang = split_name(name)  # a translated edition is built from its English master
+        for notebook in sorted((sources / base).glob("*.ipynb")):
+            changed = sync_points(notebook, base)
+            if changed:
+                print(f"{notebook}: points updated for {', '.join(changed)}")
+        try:
+            for edition in write_edition(course, base, lang) if lang else []:
+                print(f"wrote {edition.relative_to(course)}")
+        except TranslationError as err:
+            print(f"cannot build {name}: {err}", file=sys.stderr)
+            return EXIT_FAIL
+        if run_nbgrader(course, "generate_assignment", name, "--force").returncode:
+            print(f"nbgrader generate_assignment {name} failed", file=sys.stderr)
+            return EXIT_FAIL
+        print(f"released assignments/{name}/")
+    return EXIT_PASS

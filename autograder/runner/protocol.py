@@ -1,0 +1,92 @@
+"""What every check talks to: the `Submission` protocol, and what crosses it.
+
+A submission offers a few operations (call a function, build and run a module, run a kit job
+beside the student's code) and turns anything that goes wrong in student code into a
+`StudentCodeError` with a plain message. `InProcessSubmission` (runner.inprocess) runs the
+code in this interpreter; `WorkerSubmission` (runner.worker) runs the same operations in a
+separate process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import torch
+from torch import nn
+
+
+class StudentCodeError(Exception):
+    """Student code could not produce a value. `kind` is a stable tag; str() is the message."""
+
+    def __init__(self, kind: str, message: str, exc_type: str | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.exc_type = exc_type
+
+
+@dataclass
+class Call:
+    """What one call into student code gave back, and its tensor inputs afterwards."""
+
+    value: Any
+    inputs_after: tuple[torch.Tensor, ...] = ()
+
+
+@dataclass
+class ModuleRun:
+    """Build a student module, load the grader's weights into it and run forward once.
+
+    `params` maps dotted parameter names to values; a value of None means the module must
+    have no such parameter (for example `q_proj.bias` when bias=False).
+    """
+
+    class_name: str
+    init_args: tuple = ()
+    init_kwargs: dict = field(default_factory=dict)
+    params: dict[str, torch.Tensor | None] = field(default_factory=dict)
+    forward_args: tuple = ()
+    forward_kwargs: dict = field(default_factory=dict)
+    dtype: torch.dtype = torch.float64
+    training: bool = False
+    seed: int | None = None
+
+
+
+class Submission(Protocol):
+    """Where student code runs, as the checks see it."""
+
+    problems: list[str]  # what went wrong while loading the file
+
+    def ensure_loaded(self) -> None:
+        """Ready to answer at once (a worker may need starting: not part of any timing)."""
+
+    def start_check(self, check_id: str) -> None:
+        """A check begins (a worker resets its per-check time budget)."""
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds the student's process has used so far, where readable."""
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Call:
+        """Call a contract function on copies of the inputs."""
+
+    def run_module(self, run: ModuleRun) -> Call:
+        """Build a contract module, load the grader's weights, run forward once."""
+
+    def check_constructor(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """Build a module and throw it away (to see which error a bad config raises)."""
+
+    def run_job(self, job: str, what: str, **kwargs: Any) -> Any:
+        """Run a kit function ("module:function" under `autograder.speed`) beside the student's
+        code, with the submission as its first argument; its result. `what` names the student
+        code it runs, for messages."""
+
+
+class LocalSubmission(Submission, Protocol):
+    """A submission whose code lives in this interpreter: kit jobs run here use these."""
+
+    def construct(self, name: str, *args: Any, **kwargs: Any) -> nn.Module:
+        """Build a contract module."""
+
+    def guard(self, name: str, action: Callable[[], Any], *, watch: bool = True) -> Any:
+        """Run student code; a failure (or a forbidden API, when watched) is a StudentCodeError."""

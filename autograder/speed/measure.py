@@ -1,0 +1,145 @@
+"""Timing beside the student's code (the worker, or the notebook kernel): the student's fused
+module against the kit's looped and fused baselines, in interleaved rounds on the same fresh
+inputs. Nothing here is trusted by the grader: `speed.score` checks what comes back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from ..runner.inprocess import load_weights, plain
+from ..runner.protocol import LocalSubmission, ModuleRun
+from ..runtime import one_thread
+from .baselines import FusedReference, LoopedReference
+from .config import config_for, speed_input, speed_params, spot_indices
+
+Tensor = torch.Tensor
+Forward = Callable[[Tensor], Any]
+Timer = Callable[[Forward, list[Tensor]], tuple[float, list[Any]]]
+JOB = "autograder.speed.measure:measure_speed"  # run by the runner beside the student's code
+
+
+# --------------------------------------------------------------------------- timing
+
+
+# The CPU time of this process, not the wall clock: time another process takes from us (a
+# busy core, a container's CPU quota) is not counted, so short and long runs are not hit
+# unequally (docs/speed.md). Windows counts CPU time only per 15.6 ms tick: wall clock there.
+CPU_CLOCK = time.perf_counter if sys.platform == "win32" else time.process_time
+
+
+def cpu_timer(fn: Forward, xs: list[Tensor]) -> tuple[float, list[Any]]:
+    """CPU seconds per call of fn over the inputs xs; and the outputs."""
+    start = CPU_CLOCK()
+    outs = [fn(x) for x in xs]
+    return (CPU_CLOCK() - start) / len(xs), outs
+
+
+def cuda_timer(fn: Forward, xs: list[Tensor]) -> tuple[float, list[Any]]:
+    """Seconds per call of fn over the inputs xs, by CUDA events; and the outputs."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    outs = [fn(x) for x in xs]
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1e3 / len(xs), outs
+
+
+def timer_for(device: str) -> Timer:
+    return cuda_timer if device.startswith("cuda") else cpu_timer
+
+
+def interleaved_times(
+    candidates: dict[str, Forward],
+    round_inputs: Callable[[int], list[Tensor]],
+    rounds: int,
+    warmup: int,
+    timer: Timer,
+    keep: frozenset[int] = frozenset(),
+) -> tuple[dict[str, list[float]], dict[str, dict[int, Any]]]:
+    """Per-call times of each candidate, one per round, and their outputs at the `keep` indices.
+
+    Every candidate sees the same fresh inputs in a round; who goes first rotates each round.
+    """
+    names = list(candidates)
+    first = round_inputs(0)
+    for name in names:
+        for _ in range(warmup):
+            candidates[name](first[0])
+    times: dict[str, list[float]] = {name: [] for name in names}
+    kept: dict[str, dict[int, Any]] = {name: {} for name in names}
+    for r in range(rounds):
+        xs = round_inputs(r)
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            seconds, outs = timer(candidates[name], xs)
+            times[name].append(seconds)
+            for c, out in enumerate(outs):
+                if r * len(xs) + c in keep:
+                    kept[name][r * len(xs) + c] = out
+    return times, kept
+
+
+@contextlib.contextmanager
+def steady() -> Iterator[None]:
+    """The conditions of every timing: one thread, no garbage collection pauses, no autograd."""
+    gc.disable()
+    try:
+        with one_thread(), torch.no_grad():
+            yield
+    finally:
+        gc.enable()
+
+
+def prepared(module: nn.Module, owner: str, params: dict[str, Tensor], device: str) -> Forward:
+    """A contract module holding `params`, float32 on `device`, in eval mode, called the way
+    the speed check calls it: causal self-attention, no weights returned."""
+    with torch.no_grad():
+        module.to(device=device, dtype=torch.float32)
+        load_weights(module, owner, params)
+    module.eval()
+    return lambda x: module(x, attn_mask=None, is_causal=True, need_weights=False)[0]
+
+
+def measure_speed(sub: LocalSubmission, device: str, seed: int, timer: Timer | None = None
+                  ) -> dict[str, Any]:
+    """Time the student's fused module against the baselines; then one forward of the timed
+    shape under the forbidden-API watch, which is off while timing (it costs every torch call)."""
+    cfg = config_for(device)
+    params = speed_params(cfg, seed, device)
+    student = sub.construct("MultiHeadAttention", cfg.E, cfg.H)
+    candidates = {
+        "student": prepared(student, "MultiHeadAttention", params, device),
+        "looped": LoopedReference(params, cfg.H),
+        "fused": FusedReference(params, cfg.H),
+    }
+
+    def round_inputs(r: int) -> list[Tensor]:
+        return [speed_input(cfg, seed, r * cfg.calls + c).to(device) for c in range(cfg.calls)]
+
+    keep = frozenset(spot_indices(cfg, seed))
+
+    def run() -> tuple[dict[str, list[float]], dict[str, dict[int, Any]]]:
+        return interleaved_times(candidates, round_inputs, cfg.rounds, cfg.warmup,
+                                 timer or timer_for(device), keep)
+
+    name = "MultiHeadAttention.forward"
+    with steady():
+        times, kept = sub.guard(name, run, watch=False)
+    outputs = {i: plain(out, name) for i, out in kept["student"].items()}
+    x = speed_input(cfg, seed, 0).to(device)  # (B, T, E)
+    sub.run_module(ModuleRun("MultiHeadAttention", (cfg.E, cfg.H), forward_args=(x,),
+                             forward_kwargs={"is_causal": True, "need_weights": False},
+                             dtype=torch.float32))
+    return {"config": asdict(cfg), "device": device, "seed": seed, "times": times,
+            "outputs": {i: o.cpu() if isinstance(o, Tensor) else o for i, o in outputs.items()}}
