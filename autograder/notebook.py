@@ -1,4 +1,5 @@
-"""The in-notebook API: `check` for the test cells, `compare` for timing your own modules.
+"""The in-notebook API: `check` for the test cells, `compare` for timing your own modules,
+`train` for training your fused module beside nn.MultiheadAttention.
 
 A test cell is `check("split_heads")`. It grades the names the notebook has defined, prints
 one line (✓, or ✗ and the message), shows a picture of the failure when there is one, and
@@ -18,8 +19,9 @@ from .i18n import translate
 from .runner.inprocess import InProcessSubmission
 from .runtime import default_device
 from .speed.bench import compare_in_notebook as compare
+from .training import plot_losses, train_side_by_side
 
-__all__ = ["check", "compare"]
+__all__ = ["check", "compare", "train"]
 
 HIDDEN_SALT = "hidden"  # nbgrader's hidden tests: the same check on another fixed set of inputs
 
@@ -37,3 +39,16 @@ def check(check_id: str, *, hidden: bool = False) -> float:
     if result.score <= 0:
         raise AssertionError(translate(result.message))
     return result.score
+
+
+def train(module_cls: type, *, steps: int = 60) -> dict[str, list[float]]:
+    """Train `module_cls` and nn.MultiheadAttention from the same weights on the same batches;
+    print both final losses, draw both curves, return them (not graded)."""
+    import matplotlib.pyplot as plt
+
+    losses = train_side_by_side(module_cls, steps=steps)
+    for name, curve in losses.items():
+        print(f"{name}: loss {curve[0]:.3f} -> {curve[-1]:.3f} after {len(curve)} steps")
+    plot_losses(losses)
+    plt.show()
+    return losses

@@ -6,7 +6,7 @@ import sys
 
 from conftest import DETERMINISTIC, ROOT, STUBS, TEMPLATE, assert_full_marks, run_cli
 
-from autograder.grading.registry import CHECKS, POINTS
+from autograder.grading.registry import CHECKS, EXTENSION_CHECKS, POINTS, SHAPES_CHECKS
 
 
 def _only(ids):
@@ -76,18 +76,30 @@ def test_a_broken_function_costs_only_its_own_checks(tmp_path):
     assert f"ZeroDivisionError, line {line}: division by zero" in run.stdout
 
 
-def test_pytest_plugin_runs_one_test_per_check():
-    def pytest_run(path):
-        return subprocess.run(
-            [sys.executable, "-m", "pytest", "autograder", "--submission", str(path), "-q",
-             "-p", "no:cacheprovider", "-k", "not speed"],
-            capture_output=True, text=True, cwd=ROOT, timeout=300,
-        )
+def pytest_run(path, *args):
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "autograder", "--submission", str(path), "-q",
+         "-p", "no:cacheprovider", *args],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )
 
-    good = pytest_run(TEMPLATE)
+
+def test_pytest_plugin_runs_one_test_per_check():
+    good = pytest_run(TEMPLATE, "-k", "not speed")
     assert good.returncode == 0, good.stdout
     assert f"{len(DETERMINISTIC)} passed" in good.stdout
-    bad = pytest_run(STUBS)
+    bad = pytest_run(STUBS, "-k", "not speed")
     assert bad.returncode == 1
     assert f"{len(DETERMINISTIC)} failed" in bad.stdout
     assert "is not implemented yet" in bad.stdout
+
+
+def test_pytest_plugin_grades_every_assignment():
+    """The assignment comes from a notebook's test cells, or from --assignment."""
+    shapes = pytest_run(ROOT / "solutions" / "shapes" / "shapes_warmup.ipynb")
+    assert shapes.returncode == 0 and f"{len(SHAPES_CHECKS)} passed" in shapes.stdout, \
+        shapes.stdout
+    seed = ROOT / "tests" / "corpus" / "extensions" / "seed000_bmm.py"
+    extension = pytest_run(seed, "--assignment", "mha_extensions")
+    assert extension.returncode == 0, extension.stdout
+    assert f"{len(EXTENSION_CHECKS)} passed" in extension.stdout
