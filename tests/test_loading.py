@@ -3,6 +3,8 @@
 import nbformat
 from conftest import TEMPLATE
 
+from autograder.grading.registry import run_check
+from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.loading import SKIP_TAG, load_source
 
 
@@ -41,3 +43,11 @@ def test_test_cells_and_skipped_cells_are_not_run(tmp_path):
     loaded = load_source(path)
     assert loaded.problems == []
     assert loaded.namespace["split_heads"](None, 1) == "mine"
+
+
+def test_grading_leaves_nothing_in_the_working_folder(tmp_path, monkeypatch):
+    """Hypothesis's caches go to the temporary folder, not the student's (no .hypothesis/)."""
+    monkeypatch.chdir(tmp_path)
+    result = run_check("split_heads", InProcessSubmission.from_path(TEMPLATE))
+    assert result.passed
+    assert list(tmp_path.iterdir()) == []

@@ -4,8 +4,12 @@ the fixed cases. The same submission always meets the same cases.
 
 from __future__ import annotations
 
+import getpass
+import tempfile
+from pathlib import Path
 from typing import Any, Callable
 
+from ..messages import Message, joined, msg
 from ..runner.protocol import StudentCodeError
 from ..runtime import one_thread
 from .core import CheckFailed
@@ -15,6 +19,9 @@ from .core import CheckFailed
 # Student errors that may depend on the case, so the search shrinks them; any other (missing,
 # not implemented, timeouts, crashes, memory, forbidden calls) ends the search at once.
 _SHRINKABLE = ("bad_return", "bad_module", "inputs_after")
+# Hypothesis keeps caches (constants it read from source files) in `.hypothesis/` of the
+# working folder, which is the student's; here they go to the system's temporary folder.
+HYPOTHESIS_HOME = Path(tempfile.gettempdir()) / f"mha-kit-hypothesis-{getpass.getuser()}"
 
 
 def search_shapes(one_case: Callable[[Any], None], shapes: Any, examples: int) -> Any | None:
@@ -24,7 +31,10 @@ def search_shapes(one_case: Callable[[Any], None], shapes: Any, examples: int) -
     every run; it shrinks the first failure it finds to a minimal one.
     """
     from hypothesis import HealthCheck, Phase, Verbosity, find, settings
+    from hypothesis.configuration import set_hypothesis_home_dir
     from hypothesis.errors import NoSuchExample
+
+    set_hypothesis_home_dir(HYPOTHESIS_HOME)  # its caches, never in the student's folder
 
     fatal: list[StudentCodeError] = []
 
@@ -71,12 +81,21 @@ def _run_cases(one_case: Callable[[Any], None], fixed: Any, shapes: Any, example
         try:
             one_case(found)
         except CheckFailed as err:
-            err.case = f"{err.case or found}; the smallest failing case of a shape search"
+            err.case = msg("case.searched", case=err.case or _label(found))
             if err.diagnosis and len(err.diagnosis.matches) > 1:
                 err.diagnosis.among = _narrow(err.diagnosis.matches, one_case, fixed)
             raise
     for case in fixed:
         one_case(case)
+
+
+def _label(case: Any) -> Message | str:
+    """A case drawn by the search, for a message: its label, or its parts' labels."""
+    if hasattr(case, "label"):
+        return case.label()
+    if isinstance(case, tuple):
+        return joined([_label(part) for part in case])
+    return str(case)
 
 
 def _narrow(matches: tuple[str, ...], one_case: Callable[[Any], None],
