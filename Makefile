@@ -6,7 +6,7 @@ TORCH_PIN ?= torch==2.13.0
 BIN       := $(VENV)/bin
 STAMP     := $(VENV)/.mha-kit-installed
 
-.PHONY: demo test lint release clean
+.PHONY: demo test lab lint release clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ test: $(STAMP)
 	$(BIN)/python -m pytest; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
 	exit $$status
+
+# Open the notebooks in JupyterLab, with the kit installed (self-learners: start here).
+lab: $(STAMP)
+	$(BIN)/jupyter lab assignments/
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

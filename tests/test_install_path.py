@@ -4,6 +4,7 @@ Only torch (the Makefile's pin) and ipykernel are installed; the notebook's setu
 install the kit itself from MHA_KIT_SOURCE, here a copy of this checkout.
 """
 
+import copy
 import json
 import re
 import shutil
@@ -46,8 +47,15 @@ def test_setup_cell_installs_the_kit_in_a_fresh_environment(tmp_path, monkeypatc
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, kit)
 
+    # Left as released, with the placeholder, the setup cell says in one sentence what to do.
     nb = read(RELEASE)
     setup = next(c for c in nb.cells if c.cell_type == "code")
+    alone = nbformat.v4.new_notebook(cells=[copy.deepcopy(setup)], metadata=nb.metadata)
+    execute(alone, tmp_path, kernel_name="fresh", timeout=120)
+    assert [e.evalue for e in errors(alone.cells[0])] == [
+        "The grading kit is not installed: set MHA_KIT_SOURCE above to the address your "
+        "instructor gave you, or run `make lab` in a clone of mha-kit."]
+
     setup.source, count = SOURCE_LINE.subn(f'MHA_KIT_SOURCE = "{kit}"', setup.source)
     assert count == 1
     probe = nbformat.v4.new_code_cell("import autograder\nprint(autograder.__file__)", id="probe")
