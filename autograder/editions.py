@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 
 from .grading.registry import ASSIGNMENTS
-from .i18n import LANG_VARIABLE, LANGUAGES
+from .messages import LANG_VARIABLE, LANGUAGES
 
 TRANSLATIONS = "translations"
 LANGUAGE_CELL_ID = "language"

@@ -15,11 +15,11 @@ from .checks.core import Context
 from .grading.pictures import show
 from .grading.registry import POINTS, run_check
 from .grading.report import score_line
-from .i18n import translate
+from .messages import msg, render
 from .runner.inprocess import InProcessSubmission
 from .runtime import default_device
 from .speed.bench import compare_in_notebook as compare
-from .training import plot_losses, train_side_by_side
+from .training import plot_losses, shown, train_side_by_side
 
 __all__ = ["check", "compare", "train"]
 
@@ -29,7 +29,8 @@ HIDDEN_SALT = "hidden"  # nbgrader's hidden tests: the same check on another fix
 def check(check_id: str, *, hidden: bool = False) -> float:
     """Grade one check against the caller's globals (the notebook's namespace)."""
     if check_id not in POINTS:
-        raise ValueError(f"unknown check {check_id!r}; choose from {', '.join(POINTS)}")
+        raise ValueError(render(msg("notebook.unknown_check", check=check_id,
+                                    ids=", ".join(POINTS))))
     namespace = inspect.currentframe().f_back.f_globals
     context = Context(device=default_device(), salt=HIDDEN_SALT if hidden else "")
     result = run_check(check_id, InProcessSubmission(namespace), context)
@@ -37,7 +38,7 @@ def check(check_id: str, *, hidden: bool = False) -> float:
     if result.picture is not None:
         show(result.picture)
     if result.score <= 0:
-        raise AssertionError(translate(result.message))
+        raise AssertionError(render(result.message))
     return result.score
 
 
@@ -48,7 +49,8 @@ def train(module_cls: type, *, steps: int = 60) -> dict[str, list[float]]:
 
     losses = train_side_by_side(module_cls, steps=steps)
     for name, curve in losses.items():
-        print(f"{name}: loss {curve[0]:.3f} -> {curve[-1]:.3f} after {len(curve)} steps")
+        print(render(msg("training.losses", name=shown(name), first=curve[0], last=curve[-1],
+                         steps=len(curve))))
     plot_losses(losses)
     plt.show()
     return losses

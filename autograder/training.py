@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import oracle
+from .messages import Message, msg, render
 
 EMBED_DIM, NUM_HEADS, TOKENS, BATCH = 16, 4, 8, 32
 
@@ -67,16 +68,22 @@ def train_side_by_side(module_cls: type, *, steps: int = 60, lr: float = 1e-2, s
     return losses
 
 
+def shown(name: str) -> Message | str:
+    """A run's name in the language of messages ("your X" is the student's module)."""
+    return msg("training.yours", name=name.removeprefix("your ")) if name.startswith(
+        "your ") else name
+
+
 def plot_losses(losses: dict[str, list[float]]) -> Any:
     """Both loss curves on one figure; returns it."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.2))
     for (name, curve), style in zip(losses.items(), ("-", "--")):
-        ax.plot(curve, style, label=name)
-    ax.set_xlabel("training step")
-    ax.set_ylabel("loss (MSE)")
-    ax.set_title("Does it train? Same weights, same batches", fontsize=10)
+        ax.plot(curve, style, label=render(shown(name)))
+    ax.set_xlabel(render(msg("training.step")))
+    ax.set_ylabel(render(msg("training.loss")))
+    ax.set_title(render(msg("training.title")), fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

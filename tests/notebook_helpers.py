@@ -12,7 +12,7 @@ from conftest import ROOT, SPEED
 from nbclient import NotebookClient
 
 from autograder.grading.registry import GATE_MESSAGES
-from autograder.i18n import translate
+from autograder.messages import msg
 from autograder.runner.loading import is_test_cell
 
 SOLUTION = ROOT / "solutions" / "mha" / "multi_head_attention.ipynb"
@@ -69,9 +69,9 @@ def unexpected_errors(cell, lang: str | None = None) -> list[str]:
     """A cell's errors other than "not implemented" (for the speed check, its gate's message),
     those messages in `lang` (English when None)."""
     if nbgrader_meta(cell).get("grade_id") == SPEED:
-        expected = translate(GATE_MESSAGES["speed_fused_vs_looped"], lang or "en")
+        expected = GATE_MESSAGES["speed_fused_vs_looped"].render(lang or "en")
     else:
-        stub = translate("`name` is not implemented yet", lang or "en")
+        stub = msg("runner.not_implemented", name="name").render(lang or "en")
         expected = stub.replace("`name`", "").strip()
     return [f"{cell.id}: {e.ename}: {e.evalue}" for e in errors(cell)
             if e.ename != "NotImplementedError"

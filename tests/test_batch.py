@@ -18,6 +18,7 @@ from conftest import HOSTILE, ROOT, SPEED, TEMPLATE, run_cli
 from autograder.cli import main
 from autograder.grading.files import StudentFile, discover, find_submission
 from autograder.grading.registry import CHECKS, GATE_MESSAGES, POINTS
+from autograder.messages import msg
 from autograder.runner.policy import WORKER_USER_ENV, worker_user
 
 STEPS = ("split_heads", "scaled_scores", "causal_mask", "attend", "merge_heads",
@@ -42,7 +43,7 @@ class Expect:
     def messages(self, check_id: str) -> tuple[str, ...]:
         if check_id in self.fails:
             return (self.fails[check_id],)
-        return (GATE_MESSAGES[SPEED],) if check_id == SPEED else self.otherwise
+        return (str(GATE_MESSAGES[SPEED]),) if check_id == SPEED else self.otherwise
 
 
 DIED = "the grading process died while grading this submission"
@@ -194,8 +195,9 @@ def test_discovery_of_files_folders_and_nbgrader_layouts(tmp_path):
         StudentFile("bob.ipynb", tmp_path / "bob.ipynb"),
         StudentFile("bob.py", tmp_path / "bob.py"),
         StudentFile("carol", carol / "multi_head_attention.ipynb"),
-        StudentFile("dave", None, "2 .py files, expected one: a.py, b.py"),
-        StudentFile("erin", None, "no .ipynb or .py file found"),
+        StudentFile("dave", None, msg("files.several", count=2, suffix=".py",
+                                      names="a.py, b.py")),
+        StudentFile("erin", None, msg("files.none", suffixes=".ipynb or .py")),
     ]
     with pytest.raises(LookupError):
         find_submission(tmp_path / "erin")

@@ -26,7 +26,7 @@ from notebook_helpers import (
 
 from autograder import editions, oracle
 from autograder.grading.registry import ASSIGNMENTS, POINTS, run_check
-from autograder.i18n import translate as in_language
+from autograder.messages import Message, msg
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.policy import Limits
 from autograder.runner.worker import WorkerSubmission
@@ -96,7 +96,7 @@ def test_code_and_test_cells_are_the_english_ones(folder):
                 assert CJK.search(b.source) and b.source != a.source, (edition.name, a.id)
 
 
-def _message(namespace: dict, check_id: str = "split_heads") -> str:
+def _message(namespace: dict, check_id: str = "split_heads") -> Message:
     return run_check(check_id, InProcessSubmission(namespace)).message
 
 
@@ -104,7 +104,7 @@ def _not_implemented(x, num_heads):
     raise NotImplementedError
 
 
-def _timed_out() -> str:
+def _timed_out() -> Message:
     """The worker's words when a call outlives its time limit."""
     with WorkerSubmission(HOSTILE / "infinite_loop.py", limits=Limits(call_s=1)) as sub:
         return run_check("split_heads", sub).message
@@ -127,11 +127,11 @@ COMMON_MESSAGES = {  # what the grader writes -> a phrase the Chinese must drop
 def test_common_messages_come_out_in_chinese(kind):
     make, english_phrase = COMMON_MESSAGES[kind]
     message = make()
-    assert english_phrase in message
-    zh = in_language(message, "zh")
+    english = message.render("en")
+    assert english_phrase in english
+    zh = message.render("zh")
     assert CJK.search(zh) and english_phrase not in zh, zh
-    assert in_language(message, "en") == message
-    for name in re.findall(r"`[^`]+`", message):  # code names stay as they are
+    for name in re.findall(r"`[^`]+`", english):  # code names stay as they are
         assert name in zh
 
 
@@ -185,7 +185,7 @@ def test_solution_passes_every_test_cell(course, name):
     nb = _graded(course, name, "complete")
     assert [(c.id, errors(c)) for c in nb.cells if errors(c)] == []
     assert_full_marks(verdicts(nb), table)
-    ok = in_language("ok", lang)
+    ok = msg("ok").render(lang)
     assert all(ok in "".join(o.get("text", "") for o in c.outputs)
                for c in nb.cells if is_test_cell(c) and nbgrader_meta(c)["grade_id"] != SPEED)
 

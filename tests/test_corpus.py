@@ -81,10 +81,10 @@ def test_correct_implementations_pass_without_a_diagnosis(path: Path):
     results = grade(path)
     assert [r.id for r in results] == DETERMINISTIC
     for r in results:
-        assert r.passed and r.message == "ok", f"{r.id}: {r.message}"
+        assert r.passed and str(r.message) == "ok", f"{r.id}: {r.message}"
 
 
 def test_stubs_get_zero_with_not_implemented_messages():
     for r in grade(STUBS):
         assert r.score == 0, r.id
-        assert "is not implemented yet" in r.message, f"{r.id}: {r.message}"
+        assert "is not implemented yet" in str(r.message), f"{r.id}: {r.message}"

@@ -99,4 +99,5 @@ def test_a_hanging_constructor_is_reported_as_a_timeout_not_a_missing_error(tmp_
     with WorkerSubmission(path, limits=Limits(call_s=1)) as sub:
         result = run_check("ext_size_errors", sub)
     assert result.score == 0
-    assert result.message == "`GeneralMultiHeadAttention` timed out after 1 s (an infinite loop?)"
+    assert str(result.message) == ("`GeneralMultiHeadAttention` timed out after 1 s (an infinite "
+                                   "loop?)")

@@ -20,7 +20,7 @@ from autograder.checks.feedback import (
 )
 from autograder.grading import pictures
 from autograder.grading.registry import run_check
-from autograder.i18n import translate
+from autograder.messages import render
 from autograder.runner.inprocess import InProcessSubmission
 
 matplotlib.use("Agg")
@@ -44,35 +44,35 @@ def grade_one(tmp_path, check_id: str, source: str):
 
 
 def test_a_missing_transpose_is_named_by_its_dims():
-    text = describe_shape((2, 5, 4, 3), (2, 4, 5, 3), ("B", "H", "T", "D"))
+    text = str(describe_shape((2, 5, 4, 3), (2, 4, 5, 3), ("B", "H", "T", "D")))
     assert "looks like (B, T, H, D)" in text
     assert "did you forget to transpose T and H?" in text
 
 
 def test_other_wrong_shapes_say_which_dim():
     dims = ("B", "H", "Tq", "Tk")
-    assert "the H dim is missing" in describe_shape((2, 5, 7), (2, 3, 5, 7), dims)
-    assert "B and H are flattened" in describe_shape((6, 5, 7), (2, 3, 5, 7), dims)
-    assert "Tk is 5 instead of 7" in describe_shape((2, 3, 5, 5), (2, 3, 5, 7), dims)
-    merged = describe_shape((2, 3, 5, 4), (2, 5, 12), ("B", "T", "H*D"))
+    assert "the H dim is missing" in str(describe_shape((2, 5, 7), (2, 3, 5, 7), dims))
+    assert "B and H are flattened" in str(describe_shape((6, 5, 7), (2, 3, 5, 7), dims))
+    assert "Tk is 5 instead of 7" in str(describe_shape((2, 3, 5, 5), (2, 3, 5, 7), dims))
+    merged = str(describe_shape((2, 3, 5, 4), (2, 5, 12), ("B", "T", "H*D")))
     assert "4 dims instead of 3" in merged
 
 
 def test_nan_on_whole_rows_points_at_a_fully_blocked_query():
     got = torch.tensor([[0.5, 0.5], [math.nan, math.nan]])
-    text = explain_nonfinite(got, torch.tensor([[0.5, 0.5], [1.0, 0.0]]))
+    text = str(explain_nonfinite(got, torch.tensor([[0.5, 0.5], [1.0, 0.0]])))
     assert "every key blocked" in text and "exp overflowing" in text and "(1, 0)" in text
 
 
 def test_scattered_nan_points_at_zero_times_inf_and_overflow():
     got = torch.tensor([[0.5, math.nan], [1.0, 0.0]])
-    text = explain_nonfinite(got, torch.tensor([[0.5, 0.5], [1.0, 0.0]]))
+    text = str(explain_nonfinite(got, torch.tensor([[0.5, 0.5], [1.0, 0.0]])))
     assert "0 * inf" in text and "exp overflowing" in text
 
 
 def test_inf_is_explained_and_finite_answers_are_not():
     got = torch.tensor([1.0, math.inf])
-    assert "exp overflows" in explain_nonfinite(got, torch.tensor([1.0, 2.0]))
+    assert "exp overflows" in str(explain_nonfinite(got, torch.tensor([1.0, 2.0])))
     assert explain_nonfinite(torch.ones(2), torch.zeros(2)) is None
 
 
@@ -80,20 +80,22 @@ def test_a_mismatch_gives_index_values_and_the_heads_that_differ():
     expected = torch.zeros(1, 3, 2, 2, dtype=torch.float64)
     got = expected.clone()
     got[0, 1, 1, 0] = 0.25
-    text = describe_mismatch(got, expected, torch.isclose(got, expected), ("B", "H", "T", "D"))
+    text = str(describe_mismatch(got, expected, torch.isclose(got, expected),
+                                 ("B", "H", "T", "D")))
     assert "at index (0, 1, 1, 0) expected 0, got 0.25" in text
     assert "(max abs error 0.25); heads [1] of 3 differ" in text
 
 
 def test_every_known_mistake_has_a_chinese_sentence():
     for mistake in CATALOGUE:
-        chinese = translate(mistake.sentence(), "zh")
+        chinese = mistake.sentence().render("zh")
         assert chinese.startswith("这与“") and "This matches" not in chinese, mistake.id
+        assert mistake.sentence().render("en").startswith("This matches "), mistake.id
 
 
 def test_masks_are_drawn_side_by_side():
     expected = torch.ones(3, 3, dtype=torch.bool).triu(1)
-    lines = draw_masks(expected.T, expected).splitlines()
+    lines = str(draw_masks(expected.T, expected)).splitlines()
     assert lines[0].split()[:2] == ["yours", "expected"]
     assert [line.split() for line in lines[1:]] == [
         [".", ".", ".", ".", "x", "x"],
@@ -110,15 +112,16 @@ def test_a_wrong_mask_is_drawn_in_the_message_and_pictured(tmp_path):
         "def causal_mask(seq_len, device=None):\n"
         "    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(0)\n"))
     assert result.score == 0
+    message = render(result.message, "en")
     # At seq_len=1 inverting and shifting agree; the fixed cases tell them apart.
-    assert "This matches a causal mask shifted by one diagonal" in result.message
-    assert f"(seq_len=1; {SEARCHED})" in result.message
-    yours_then_expected = result.message.splitlines()[-1].split()
+    assert "This matches a causal mask shifted by one diagonal" in message
+    assert f"(seq_len=1; {SEARCHED})" in message
+    yours_then_expected = message.splitlines()[-1].split()
     assert yours_then_expected == ["x", "."]
     # In Chinese the named mistake and its hint are Chinese too; the drawn masks stay.
-    chinese = translate(result.message, "zh")
+    chinese = render(result.message, "zh")
     assert chinese.startswith("这与“因果掩码错开了一条对角线”的结果一致")
-    assert chinese.splitlines()[-1] == result.message.splitlines()[-1]
+    assert chinese.splitlines()[-1] == message.splitlines()[-1]
     # The picture shows the same mistake at 8 tokens, where the shifted diagonal is visible.
     assert result.picture.title == "causal_mask(8)"
     assert torch.equal(result.picture.got, torch.ones(8, 8, dtype=torch.bool).triu(0))
@@ -132,7 +135,8 @@ def test_memorised_answers_are_caught_by_the_search(tmp_path):
         "    known = {n: torch.ones(n, n, dtype=torch.bool).triu(1) for n in (1, 2, 5, 16)}\n"
         "    return known[seq_len].to(device)\n"))
     assert result.score == 0
-    assert "KeyError" in result.message and f"(seq_len=3; {SEARCHED})" in result.message
+    message = str(result.message)
+    assert "KeyError" in message and f"(seq_len=3; {SEARCHED})" in message
 
 
 def test_square_only_code_gets_the_smallest_counterexample(tmp_path):
@@ -143,8 +147,8 @@ def test_square_only_code_gets_the_smallest_counterexample(tmp_path):
         "    return scores.expand(*scores.shape[:-1], t)\n")
     first = grade_one(tmp_path, "scaled_scores", source)
     assert first.score == 0
-    assert f"(B=1, T=1, Tk=2, H=1, D=1; {SEARCHED})" in first.message
-    assert "Tk is 1 instead of 2" in first.message
+    assert f"(B=1, T=1, Tk=2, H=1, D=1; {SEARCHED})" in str(first.message)
+    assert "Tk is 1 instead of 2" in str(first.message)
     assert grade_one(tmp_path, "scaled_scores", source).message == first.message  # derandomised
 
 
@@ -154,7 +158,7 @@ def test_a_wrong_module_shows_heatmaps_per_head_and_hypothesis_prints_nothing(tm
         "self.dropout(F.softmax(scores, dim=-1))", "self.dropout(F.softmax(scores, dim=-2))"))
     result = run_check("fused_mha", InProcessSubmission.from_path(template), Context())
     assert capfd.readouterr().out == ""
-    assert "This matches a softmax over the wrong dim" in result.message
+    assert "This matches a softmax over the wrong dim" in str(result.message)
     picture = result.picture
     assert picture.expected.shape == picture.got.shape and picture.expected.dim() == 4
     pictures.show(picture)
@@ -182,4 +186,5 @@ def test_a_dropout_that_drops_nothing_is_told_so(tmp_path):
                                                  "self.dropout = nn.Dropout(0.0)"))
     result = run_check("fused_mha_contract", InProcessSubmission.from_path(path), Context())
     assert result.score == 0
-    assert result.message.startswith("dropout=0.5 in training mode dropped no attention weight")
+    assert str(result.message).startswith(
+        "dropout=0.5 in training mode dropped no attention weight")

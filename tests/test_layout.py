@@ -19,7 +19,8 @@ LAYERS = {
     "checks": 2,
     "speed": 3,
     "grading": 4,
-    "notebook": 5, "training": 5, "release": 5, "editions": 5, "conftest": 5, "test_submission": 5,
+    "notebook": 5, "training": 5, "trusted_autograde": 5, "release": 5, "editions": 5,
+    "conftest": 5, "test_submission": 5,
     "cli": 6,
 }
 MAX_LINES = 500

@@ -27,8 +27,8 @@ def test_magics_and_shell_lines_are_tolerated_and_a_failing_cell_is_reported(tmp
     )
     loaded = load_source(path)
     assert callable(loaded.namespace["split_heads"])  # the cells after the failure still ran
-    assert loaded.problems == ["cell 2, line 1 raised NameError: name 'undefined_name' is not "
-                               "defined"]
+    assert [str(p) for p in loaded.problems] == [
+        "cell 2, line 1 raised NameError: name 'undefined_name' is not defined"]
 
 
 def test_test_cells_and_skipped_cells_are_not_run(tmp_path):

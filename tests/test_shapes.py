@@ -39,8 +39,8 @@ def test_solution_gets_full_marks():
 
 
 SPLIT = "x.view(B, T, num_heads, E // num_heads).transpose(1, 2)"
-NO_TRANSPOSE_SPLIT = MISTAKES["split_no_transpose"].sentence()
-NO_TRANSPOSE_MERGE = MISTAKES["merge_no_transpose"].sentence()
+NO_TRANSPOSE_SPLIT = str(MISTAKES["split_no_transpose"].sentence())
+NO_TRANSPOSE_MERGE = str(MISTAKES["merge_no_transpose"].sentence())
 MERGE = "x.transpose(1, 2).reshape(B, T, H * D)"
 
 # (label, edits, {failing check: a phrase of its message})
@@ -55,7 +55,7 @@ MUTANTS = [
      {"shapes_merge": NO_TRANSPOSE_MERGE, "shapes_roundtrip": "should give x back"}),
     ("rearrange with the axes of a group swapped",
      {'"b t (h d) -> b h t d"': '"b t (d h) -> b h t d"'},
-     {"shapes_rearrange": MISTAKES["split_interleaved"].sentence()}),
+     {"shapes_rearrange": str(MISTAKES["split_interleaved"].sentence())}),
     ("two mirror bugs: the roundtrip alone passes",
      {SPLIT: "x.view(B, num_heads, T, E // num_heads)", MERGE: "x.reshape(B, T, H * D)"},
      {"shapes_split_view": NO_TRANSPOSE_SPLIT, "shapes_merge": NO_TRANSPOSE_MERGE}),
@@ -67,7 +67,7 @@ def test_a_shape_mistake_fails_its_own_checks(tmp_path, label, edits, failing):
     results = grade(mutated(tmp_path, edits))
     assert {i for i, r in results.items() if not r.passed} == set(failing)
     for check_id, phrase in failing.items():
-        assert phrase in results[check_id].message, results[check_id].message
+        assert phrase in str(results[check_id].message), results[check_id].message
 
 
 def test_the_quiz_gives_partial_credit(tmp_path):
@@ -77,7 +77,7 @@ def test_the_quiz_gives_partial_credit(tmp_path):
     quiz = grade(path)["shapes_view_quiz"]
     expected = registry.POINTS["shapes_view_quiz"] * (len(truth) - 3) / len(truth)
     assert not quiz.passed and quiz.score == expected
-    assert quiz.message.startswith(f"{len(truth) - 3} of {len(truth)} right")
+    assert str(quiz.message).startswith(f"{len(truth) - 3} of {len(truth)} right")
 
 
 def test_a_copy_is_seen_through_the_worker_too(tmp_path):
@@ -86,6 +86,6 @@ def test_a_copy_is_seen_through_the_worker_too(tmp_path):
     with WorkerSubmission(path) as sub:
         results = {r.id: r for r in run_checks(sub, assignment="shapes",
                                                 only=["shapes_split_view", "shapes_roundtrip"])}
-    assert "returned a copy" in results["shapes_split_view"].message
+    assert "returned a copy" in str(results["shapes_split_view"].message)
     assert results["shapes_roundtrip"].passed
 

@@ -133,7 +133,7 @@ def test_measured_and_scored_with_a_fake_timer(tiny) -> None:
         (8e-3 + 1e-3 + 1.6e-3) * TINY.rounds * TINY.calls)
     fraction, message = speed_score.score_speed(measurement, "cpu", seed)
     assert fraction == 1.0
-    assert message.startswith(
+    assert str(message).startswith(
         f"your fused: 1.60 ms, looped baseline: 8.00 ms → 5.0× faster (needed ≥ "
         f"{speed_score.FULL_SPEEDUP:g}×"
     )
@@ -144,7 +144,7 @@ def test_loop_speed_scores_nothing_and_says_why(tiny) -> None:
     measurement = speed_measure.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 6e-3))
     fraction, message = speed_score.score_speed(measurement, "cpu", seed)
     assert fraction == 0.0
-    assert "1.3× faster" in message and "looping over heads" in message
+    assert "1.3× faster" in str(message) and "looping over heads" in str(message)
 
 
 def test_a_threads_setting_is_restored(tiny) -> None:
@@ -176,7 +176,7 @@ def test_spot_check_rejects_wrong_outputs(tiny, cls: type[nn.Module]) -> None:
     measurement = speed_measure.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 1e-4))
     fraction, message = speed_score.score_speed(measurement, "cpu", seed)
     assert fraction == 0.0
-    assert "is not the right answer" in message
+    assert "is not the right answer" in str(message)
 
 
 def test_kit_modules_pass_the_spot_check_as_students(tiny) -> None:
@@ -202,7 +202,7 @@ def test_malformed_measurements_score_nothing(tiny, tamper, problem: str) -> Non
                                        timer=fake_timer(KIT_TIMES, 1e-3))
     tamper(measurement)
     fraction, message = speed_score.score_speed(measurement, "cpu", 4)
-    assert fraction == 0.0 and problem in message
+    assert fraction == 0.0 and problem in str(message)
 
 
 # --------------------------------------------------------------------------- the graded check
@@ -239,4 +239,4 @@ def test_graded_check_scores_from_the_measurement(tiny, monkeypatch) -> None:
     expected = speed_score.speed_fraction(8 / 2.7, 2.7)
     assert 0 < expected < 1
     assert result.score == pytest.approx(POINTS["speed_fused_vs_looped"] * expected)
-    assert "3.0× faster" in result.message and "kit's fused time" in result.message
+    assert "3.0× faster" in str(result.message) and "kit's fused time" in str(result.message)

@@ -103,8 +103,8 @@ def test_a_slow_check_is_stopped_at_its_limit_and_the_next_check_starts_afresh(t
         slow = run_check("split_heads", sub)
         fine = run_check("merge_heads", sub)
     assert slow.score == 0
-    assert slow.message == ("`split_heads` was stopped: the check split_heads reached its limit "
-                            "of 3 s (is your code very slow?)")
+    assert str(slow.message) == ("`split_heads` was stopped: the check split_heads reached its "
+                                 "limit of 3 s (is your code very slow?)")
     assert fine.passed, fine.message
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..messages import Message, msg
 from .diagnosis import Diagnosis
 
 Tensor = torch.Tensor
@@ -19,31 +20,44 @@ Tensor = torch.Tensor
 class Picture:
     """Tensors worth looking at beside a failure: what was expected and what the student gave."""
 
-    title: str
+    title: Message | str
     expected: Tensor
     got: Tensor
 
 
 class CheckFailed(AssertionError):
-    """A check's verdict against the student, with the message to show them.
+    """A check's verdict against the student: `text` says what is wrong, `case` names the test
+    case, `drawing` (a drawn mask) comes last; `message` puts them together.
 
     With a `diagnosis`, the message starts by naming the known mistake that reproduces the
     student's answer, if one does. The catalogue is tried only when the message is read, so
     a shape search that shrinks through many failures does not pay for it.
     """
 
-    def __init__(self, message: str, picture: Picture | None = None, *,
-                 diagnosis: Diagnosis | None = None, case: str = ""):
-        super().__init__(message)
+    def __init__(self, text: Message | str, picture: Picture | None = None, *,
+                 diagnosis: Diagnosis | None = None, case: Message | str = "",
+                 drawing: Message | None = None):
+        super().__init__(text)
+        self.text = text
         self.picture = picture
         self.diagnosis = diagnosis
         self.case = case
+        self.drawing = drawing
+
+    @property
+    def message(self) -> Message | str:
+        mistake = self.diagnosis.mistake if self.diagnosis else None
+        message = self.text if mistake is None else msg("check.mistake",
+                                                        mistake=mistake.sentence(),
+                                                        text=self.text)
+        if self.case:
+            message = msg("check.case", text=message, case=self.case)
+        if self.drawing is not None:
+            message = msg("check.drawing", text=message, drawing=self.drawing)
+        return message
 
     def __str__(self) -> str:
-        mistake = self.diagnosis.mistake if self.diagnosis else None
-        text = self.args[0] if mistake is None else f"{mistake.sentence()} {self.args[0]}"
-        first, newline, drawing = text.partition("\n")  # a drawn mask stays last
-        return f"{first} ({self.case}){newline}{drawing}" if self.case else text
+        return str(self.message)
 
 
 @dataclass
@@ -51,7 +65,7 @@ class CheckResult:
     id: str
     score: float
     max_score: int
-    message: str
+    message: Message | str  # rendered when shown (`messages.render`)
     picture: Picture | None = None
 
     @property
@@ -66,7 +80,7 @@ class Context:
     device: str = "cpu"
     salt: str = ""  # another fixed set of inputs, e.g. for nbgrader's hidden tests
     results: dict[str, CheckResult] = field(default_factory=dict)
-    notes: str = ""  # a passing check's message, when it has more to say than "ok"
+    notes: Message | None = None  # a passing check's message, when it has more than "ok"
 
     def generator(self, check_id: str) -> torch.Generator:
         """A fixed seed per check: the same submission always sees the same inputs."""

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import oracle
+from ..messages import Message, msg, render
 from ..runtime import one_thread
 
 Tensor = torch.Tensor
@@ -25,84 +26,40 @@ Tensor = torch.Tensor
 
 @dataclass(frozen=True)
 class Mistake:
-    """One classic mistake: `summary` completes "This matches ...", `hint` says what to do."""
+    """One classic mistake. Its sentence, "This matches <the mistake>: <what to do>.", is the
+    message `mistake.<id>` (messages/en_mistakes.py, and each language's)."""
 
     id: str
-    summary: str
-    hint: str
 
-    def sentence(self) -> str:
-        return f"This matches {self.summary}: {self.hint}."
+    def sentence(self) -> Message:
+        return msg(f"mistake.{self.id}")
 
 
-CATALOGUE: tuple[Mistake, ...] = (
+CATALOGUE: tuple[Mistake, ...] = tuple(Mistake(mistake_id) for mistake_id in (
     # splitting and merging heads
-    Mistake("split_no_transpose", "splitting with view but without transpose(1, 2)",
-            "view the features as (B, T, H, D), then .transpose(1, 2) to put the heads before "
-            "the tokens"),
-    Mistake("split_interleaved", "heads interleaved, the features split as (..., D, H)",
-            "head h owns the h-th block of D consecutive features: view as (B, T, H, D), "
-            "not (B, T, D, H)"),
-    Mistake("merge_no_transpose", "merging with view but without transpose(1, 2)",
-            "bring the tokens back first: x.transpose(1, 2).reshape(B, T, H * D)"),
-    Mistake("merge_interleaved", "heads interleaved when merging, the features laid out as "
-            "(D, H)", "concatenate whole heads: transpose to (B, T, H, D), then flatten the "
-            "last two dims"),
+    "split_no_transpose", "split_interleaved", "merge_no_transpose", "merge_interleaved",
     # scores
-    Mistake("no_scaling", "scores without the 1/√d scaling",
-            "divide q @ k^T by math.sqrt(d), with d = q.size(-1) the size of one head"),
-    Mistake("scale_by_d", "scaling by d instead of √d", "divide by math.sqrt(d), not by d"),
-    Mistake("scale_by_embed_dim", "scaling by √embed_dim instead of √d_head",
-            "the scale uses the size of one head, embed_dim // num_heads"),
-    Mistake("scale_by_wrong_dim", "scaling by the square root of the wrong size (tokens or "
-            "heads instead of features)", "use the last dim: math.sqrt(q.size(-1))"),
-    Mistake("qk_swapped", "q and k swapped (k @ q^T)",
-            "scores[..., i, j] compares query i with key j: q @ k.transpose(-2, -1)"),
+    "no_scaling", "scale_by_d", "scale_by_embed_dim", "scale_by_wrong_dim", "qk_swapped",
     # softmax
-    Mistake("softmax_wrong_dim", "a softmax over the wrong dim",
-            "normalise over the keys, softmax(scores, dim=-1), so each query's weights sum to 1"),
-    Mistake("unstable_softmax", "a softmax written as exp(s) / exp(s).sum()",
-            "exp overflows to inf for large logits and inf / inf is NaN; use torch.softmax, "
-            "which subtracts the row maximum first"),
+    "softmax_wrong_dim", "unstable_softmax",
     # the causal mask
-    Mistake("mask_inverted", "the mask inverted, True taken as allowed",
-            "True means blocked: masked_fill(mask, float('-inf')), not ~mask or mask == 0"),
-    Mistake("mask_shifted", "a causal mask shifted by one diagonal",
-            "block key j > query i only, torch.triu(..., diagonal=1): each token sees itself"),
-    Mistake("mask_transposed", "a causal mask that blocks the past instead of the future",
-            "use torch.triu (above the diagonal), not torch.tril"),
-    Mistake("mask_after_softmax", "the mask applied after the softmax",
-            "fill blocked scores with -inf before the softmax, so the allowed weights still "
-            "sum to 1"),
-    Mistake("mask_fill_zero", "blocked positions filled with 0 instead of -inf",
-            "a score of 0 still gets weight exp(0) > 0; fill with float('-inf')"),
-    Mistake("is_causal_ignored", "is_causal ignored", "when is_causal=True, also block every "
-            "key j > query i"),
-    Mistake("attn_mask_ignored", "attn_mask ignored when is_causal=True",
-            "use both masks: a position is blocked if either blocks it"),
-    Mistake("masks_and", "attn_mask and the causal mask combined with & (both must block)",
-            "a position is blocked if either blocks it: attn_mask | causal"),
+    "mask_inverted", "mask_shifted", "mask_transposed", "mask_after_softmax", "mask_fill_zero",
+    "is_causal_ignored", "attn_mask_ignored", "masks_and",
     # projections
-    Mistake("bias_ignored", "a projection without its bias",
-            "add the bias, x @ weight.T + bias (nn.Linear adds it for you)"),
-    Mistake("weight_not_transposed", "the weight used without its transpose (x @ weight)",
-            "a weight is stored as (out_features, in_features): x @ weight.T"),
-    Mistake("k_proj_on_value", "k_proj applied to the value", "v = v_proj(value)"),
-    Mistake("q_proj_on_key", "q_proj applied to the key", "k = k_proj(key)"),
-    Mistake("value_from_key", "v_proj applied to the key instead of the value",
-            "v = v_proj(value): with cross-attention key and value differ"),
+    "bias_ignored", "weight_not_transposed", "k_proj_on_value", "q_proj_on_key",
+    "value_from_key",
     # what forward returns
-    Mistake("weights_averaged", "the attention weights averaged over the heads",
-            "return the weights of every head, shape (B, H, Tq, Tk)"),
-)
+    "weights_averaged",
+))
 MISTAKES: dict[str, Mistake] = {m.id: m for m in CATALOGUE}
 
 Candidate = tuple[str, Callable[[], Any]]  # a mistake id and its (lazy) result
 
 
-def named_in(message: str) -> list[str]:
-    """The ids of the mistakes a message names, in catalogue order."""
-    return [m.id for m in CATALOGUE if m.sentence() in message]
+def named_in(message: Message | str) -> list[str]:
+    """The ids of the mistakes a message names (read in English), in catalogue order."""
+    text = render(message, "en")
+    return [m.id for m in CATALOGUE if m.sentence().render("en") in text]
 
 
 # --------------------------------------------------------------------------- matching

@@ -10,6 +10,7 @@ from typing import Any, Callable
 import torch
 
 from .. import oracle
+from ..messages import Message, msg
 from ..runner.protocol import Call, StudentCodeError
 from .core import TIGHT, CheckFailed, Picture
 from .diagnosis import Candidate, Diagnosis
@@ -18,36 +19,39 @@ from .feedback import Dims, describe_mismatch, describe_shape
 Tensor = torch.Tensor
 
 
-def expect_tensor(what: str, got: Any, expected: Tensor, case: str, *, dims: Dims | None = None,
-                  mistakes: list[Candidate] | None = None, tol: dict = TIGHT) -> Tensor:
+Label = Message | str  # what is compared, or a case: a message, or code as it is
+
+
+def expect_tensor(what: Label, got: Any, expected: Tensor, case: Label, *,
+                  dims: Dims | None = None, mistakes: list[Candidate] | None = None,
+                  tol: dict = TIGHT) -> Tensor:
     """Type, shape, dtype and device, each with its own message.
 
-    `dims` names the expected dims for shape messages; `mistakes` are the known mistakes to
-    try when the answer is wrong (see `diagnosis`).
+    `what` names the value compared (code such as "split_heads(x, num_heads)", or a message
+    such as `msg("what.output", name=...)`); `dims` names the expected dims for shape messages;
+    `mistakes` are the known mistakes to try when the answer is wrong (see `diagnosis`).
     """
 
-    def fail(detail: str) -> CheckFailed:
+    def fail(detail: Message) -> CheckFailed:
         found = Diagnosis(got, mistakes, tol) if mistakes else None
-        return CheckFailed(f"{what}: {detail}", diagnosis=found, case=case)
+        return CheckFailed(msg("check.what", what=what, detail=detail), diagnosis=found,
+                           case=case)
 
     if not isinstance(got, Tensor):
-        raise fail(f"should be a tensor of shape {tuple(expected.shape)}, got "
-                   f"{type(got).__name__}")
+        raise fail(msg("tensor.not_tensor", shape=tuple(expected.shape),
+                       type=type(got).__name__))
     if got.shape != expected.shape:
         raise fail(describe_shape(tuple(got.shape), tuple(expected.shape), dims))
     if got.dtype != expected.dtype and expected.dtype == torch.bool:
-        raise fail(f"has dtype {got.dtype}, expected torch.bool (True = blocked): build it with "
-                   "dtype=torch.bool or finish with .bool()")
+        raise fail(msg("tensor.bool_dtype", dtype=str(got.dtype)))
     if got.dtype != expected.dtype:
-        raise fail(f"has dtype {got.dtype} for {expected.dtype} inputs: keep the input's dtype "
-                   "(avoid torch.tensor(...) constants that force float32)")
+        raise fail(msg("tensor.dtype", dtype=str(got.dtype), expected=str(expected.dtype)))
     if got.device != expected.device:
-        raise fail(f"is on {got.device} but the inputs are on {expected.device}: create new "
-                   "tensors with device=x.device")
+        raise fail(msg("tensor.device", device=str(got.device), expected=str(expected.device)))
     return got
 
 
-def expect_close(what: str, got: Any, expected: Tensor, case: str, tol: dict, *,
+def expect_close(what: Label, got: Any, expected: Tensor, case: Label, tol: dict, *,
                  dims: Dims | None = None, mistakes: list[Candidate] | None = None,
                  part: int | None = None) -> None:
     """As `expect_tensor`, then the values within `tol`; a mismatch comes with a picture.
@@ -61,8 +65,9 @@ def expect_close(what: str, got: Any, expected: Tensor, case: str, tol: dict, *,
     close = torch.isclose(got_64, expected_64, equal_nan=True, **tol)
     if not bool(close.all()):
         raise CheckFailed(
-            f"{what}: {describe_mismatch(got_64, expected_64, close, dims)}",
-            Picture(f"{what} ({case})", expected, got),
+            msg("check.what", what=what, detail=describe_mismatch(got_64, expected_64, close,
+                                                                  dims)),
+            Picture(msg("check.case", text=what, case=case), expected, got),
             diagnosis=Diagnosis(got, mistakes, tol) if mistakes else None, case=case,
         )
 
@@ -76,7 +81,7 @@ def _element(make: Callable[[], Any], index: int) -> Callable[[], Any]:
     return lambda: make()[index]
 
 
-def attempt(action: Callable[[], Call], case: str,
+def attempt(action: Callable[[], Call], case: Label,
             mistakes: list[Candidate] | None = None) -> Call:
     """Call into student code; an exception it raises is a failure of this case.
 
@@ -88,28 +93,24 @@ def attempt(action: Callable[[], Call], case: str,
     except StudentCodeError as err:
         if err.kind != "raised":
             raise
-        raise CheckFailed(str(err), diagnosis=Diagnosis(err, mistakes, TIGHT) if mistakes
+        raise CheckFailed(err.message, diagnosis=Diagnosis(err, mistakes, TIGHT) if mistakes
                           else None, case=case) from None
 
 
 def expect_unchanged(name: str, call: Call, originals: tuple[Tensor, ...]) -> None:
     for before, after in zip(originals, call.inputs_after):
         if before.shape != after.shape or not torch.equal(before, after):
-            raise CheckFailed(
-                f"`{name}` modified its input in place: use out-of-place ops "
-                "(masked_fill rather than masked_fill_, x = x * s rather than x *= s)"
-            )
+            raise CheckFailed(msg("check.in_place", name=name))
 
 
 def expect_output_pair(name: str, call: Call) -> tuple[Any, Any]:
     if not isinstance(call.value, tuple) or len(call.value) != 2:
-        raise CheckFailed(f"`{name}` should return a pair (out, weights), got "
-                          f"{type(call.value).__name__}")
+        raise CheckFailed(msg("check.not_pair", name=name, type=type(call.value).__name__))
     return call.value
 
 
 
-def expect_value_error(sub, class_name: str, args: tuple, kwargs: dict, why: str) -> None:
+def expect_value_error(sub, class_name: str, args: tuple, kwargs: dict, why: Message) -> None:
     """Building class_name(*args, **kwargs) raises ValueError, because `why`. Other failures
     of the student's code (missing, a stub, a timeout, a crash) are reported as they are."""
     call = f"{class_name}({', '.join([*map(str, args), *(f'{k}={v}' for k, v in kwargs.items())])})"
@@ -119,27 +120,27 @@ def expect_value_error(sub, class_name: str, args: tuple, kwargs: dict, why: str
         if err.kind != "raised":
             raise
         if err.exc_type != "ValueError":
-            raise CheckFailed(f"{call} should raise ValueError ({why}), but: {err}") from None
+            raise CheckFailed(msg("check.other_error", call=call, why=why, error=err.message)
+                              ) from None
     else:
-        raise CheckFailed(f"{call} should raise ValueError: {why}")
+        raise CheckFailed(msg("check.no_value_error", call=call, why=why))
 
 
 def expect_dropout(name: str, out: Any, weights: Any, expected_weights: Tensor, v: Tensor,
-                   params: dict[str, Tensor | None], p: float, case: str) -> None:
+                   params: dict[str, Tensor | None], p: float, case: Label) -> None:
     """Dropout p in training mode, on the attention weights: each weight the softmax gives is
     either dropped (0) or scaled by 1 / (1 - p), some are dropped, and `out` mixes the values
     v (B, H, Tk, Dv) with the weights returned, then applies out_proj from `params`."""
-    weights = expect_tensor(f"{name} attention weights", weights, expected_weights, case)
+    weights = expect_tensor(msg("what.attention_weights", name=name), weights, expected_weights,
+                            case)
     kept = weights != 0
     if bool(kept[expected_weights != 0].all()):
-        raise CheckFailed(f"dropout={p:g} in training mode dropped no attention weight: apply "
-                          "nn.Dropout to the weights (it is active only in train())", case=case)
+        raise CheckFailed(msg("dropout.none_dropped", p=p), case=case)
     if not torch.allclose(weights[kept], expected_weights[kept] / (1 - p), **TIGHT):
-        raise CheckFailed("dropout in training mode: the weights you return should be the ones "
-                          "you used, each either 0 or softmax / (1 - p)", case=case)
+        raise CheckFailed(msg("dropout.not_used"), case=case)
     mixed = oracle.output_projection(oracle.merge_heads(weights @ v), params["out_proj.weight"],
                                      params["out_proj.bias"])  # (B, Tq, out_dim)
-    expect_close(f"{name} output", out, mixed, f"{case}: out must use the dropped-out weights",
+    expect_close(msg("what.output", name=name), out, mixed, msg("case.dropped_out", case=case),
                  TIGHT)
 
 

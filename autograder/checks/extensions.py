@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import oracle
+from ..messages import Message, joined, msg, render
 from ..runner.protocol import ModuleRun, StudentCodeError
 from .core import TIGHT, CheckFailed, Context, tolerance
 from .expect import (
@@ -69,19 +70,20 @@ class Case:
         chosen: dict[str, Any] = {n: getattr(self, n) for n in names if getattr(self, n)}
         return chosen if self.qkv_bias else {**chosen, "qkv_bias": False}
 
-    def __str__(self) -> str:
+    def label(self) -> Message | str:
+        """The case in messages; its English, `str()`, also seeds its inputs."""
         parts = [f"{NAME}({self.query_dim}, {self.H}"]
         parts += [f"{k}={v}" for k, v in self.kwargs().items()]
         text = ", ".join(parts) + f"), B={self.B}, " + (
             f"Tq={self.Tq}, Tk={self.Tk}" if self.Tk else f"T={self.Tq}")
-        for note, on in (("forward(query, key): value defaults to key", not self.pass_value),
-                         ("the grader's own pattern in the `mask` buffer: slice self.mask, "
-                          "don't build a new mask in forward", self.grader_mask),
-                         ("non-contiguous inputs", self.strided),
-                         ("logits around 1e3", self.logit_scale > 1),
-                         ("float32", self.dtype == torch.float32)):
-            text += f", {note}" if on else ""
-        return text
+        notes = [msg(note) for note, on in (("case.value_defaults_to_key", not self.pass_value),
+                                            ("case.grader_mask", self.grader_mask),
+                                            ("case.non_contiguous_inputs", self.strided),
+                                            ("case.large_logits", self.logit_scale > 1)) if on]
+        return joined([text, *notes, "float32" if self.dtype == torch.float32 else ""])
+
+    def __str__(self) -> str:
+        return render(self.label(), "en")
 
 
 @dataclass
@@ -144,8 +146,10 @@ def _compare(sub, ctx: Context, check_id: str, cases: tuple[Case, ...]) -> float
         d = draw(c, gen, ctx.device)
         out, weights = _run(sub, c, d)
         want_out, want_weights = expected(c, d)
-        expect_close(f"{NAME} weights (B, H, Tq, Tk)", weights, want_weights, str(c), c.tol)
-        expect_close(f"{NAME} output (B, Tq, out_dim)", out, want_out, str(c), c.tol)
+        expect_close(msg("what.weights_dims", name=NAME, dims="(B, H, Tq, Tk)"), weights,
+                     want_weights, c.label(), c.tol)
+        expect_close(msg("what.output_dims", name=NAME, dims="(B, Tq, out_dim)"), out, want_out,
+                     c.label(), c.tol)
     return 1.0
 
 
@@ -198,25 +202,26 @@ def check_dropout(sub, ctx: Context) -> float:
     d = draw(c, ctx.generator("ext_dropout"), ctx.device)
     want_out, want_weights = expected(c, d)
     out, weights = _run(sub, c, d, dropout=0.5)
-    expect_close(f"{NAME} output", out, want_out, f"{c}, dropout=0.5 in eval mode", TIGHT)
+    expect_close(msg("what.output", name=NAME), out, want_out,
+                 joined([c.label(), msg("case.eval_dropout", p=0.5)]), TIGHT)
 
     out, weights = _run(sub, c, d, dropout=0.5, training=True)
     p = d.params
     v = oracle.split_heads(F.linear(d.args[0], p["v_proj.weight"], p["v_proj.bias"]), c.H)
     expect_dropout(NAME, out, weights, want_weights, v, p, 0.5,
-                   f"{c}, dropout=0.5 in training mode")
+                   joined([c.label(), msg("case.train_dropout", p=0.5)]))
     return 1.0
 
 
 def check_size_errors(sub, ctx: Context) -> float:
-    expect_value_error(sub, NAME, (10, 3), {}, "10 features do not split into 3 heads")
+    expect_value_error(sub, NAME, (10, 3), {}, msg("why.features_split", dim=10, heads=3))
     expect_value_error(sub, NAME, (10, 4), {"v_head_dim": 2},
-                       "qk_head_dim defaults to query_dim // num_heads, and 4 does not divide 10")
+                       msg("why.qk_default", dim=10, heads=4))
     try:
         sub.check_constructor(NAME, 10, 3, qk_head_dim=4)
     except StudentCodeError as err:
         if err.kind != "raised":  # missing, a stub, a timeout, a crash: reported as they are
             raise
-        raise CheckFailed(f"{NAME}(10, 3, qk_head_dim=4) should work: with the head sizes given, "
-                          f"nothing needs to divide. It failed: {err}") from None
+        raise CheckFailed(msg("ext.should_work", call=f"{NAME}(10, 3, qk_head_dim=4)",
+                              error=err.message)) from None
     return 1.0

@@ -1,5 +1,8 @@
 """Test cases and their inputs: the sizes of a case, and the tensors and random weights drawn
 for it from the check's fixed generator.
+
+A case's `label()` names it in messages, in the language of the messages; its `str()` is the
+English label, which also seeds the case's inputs, so it never changes with the language.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from typing import Any, Callable
 import torch
 
 from .. import oracle
+from ..messages import Message, joined, msg, render
 from .core import tolerance
 
 Tensor = torch.Tensor
@@ -71,13 +75,14 @@ class Heads:
     def tol(self) -> dict:
         return tolerance(self.dtype)
 
-    def __str__(self) -> str:
+    def label(self) -> Message | str:
         tk = "" if self.Tk is None else f", Tk={self.Tk}"
-        extras = [" non-contiguous input" if self.strided else "",
-                  " float32" if self.dtype == torch.float32 else ""]
-        return f"B={self.B}, T={self.T}{tk}, H={self.H}, D={self.D}" + ",".join(
-            e for e in extras if e
-        )
+        return joined([f"B={self.B}, T={self.T}{tk}, H={self.H}, D={self.D}",
+                       msg("case.non_contiguous_input") if self.strided else "",
+                       "float32" if self.dtype == torch.float32 else ""])
+
+    def __str__(self) -> str:
+        return render(self.label(), "en")
 
 
 
@@ -103,13 +108,15 @@ class Scores:
     logit_scale: float = 1.0
     dtype: torch.dtype = torch.float64
 
+    def label(self) -> Message | str:
+        mask = {None: "case.no_mask", "causal": "case.causal_mask", "random": "case.random_mask",
+                "padding": "case.padding_mask"}[self.mask]
+        return joined([f"B={self.B}, H={self.H}, Tq={self.Tq}, Tk={self.Tk}, D={self.D}",
+                       msg(mask), msg("case.large_logits") if self.logit_scale > 1 else "",
+                       "float32" if self.dtype == torch.float32 else ""])
+
     def __str__(self) -> str:
-        mask = {None: "no mask", "causal": "causal mask (T, T)", "random": "random mask (Tq, Tk)",
-                "padding": "padding mask (B, 1, 1, Tk)"}[self.mask]
-        extras = [e for e, on in (("logits around 1e3", self.logit_scale > 1),
-                                  ("float32", self.dtype == torch.float32)) if on]
-        return ", ".join([f"B={self.B}, H={self.H}, Tq={self.Tq}, Tk={self.Tk}, D={self.D}",
-                          mask, *extras])
+        return render(self.label(), "en")
 
     def draw_mask(self, gen: torch.Generator, device: str) -> Tensor | None:
         if self.mask == "causal":
@@ -134,11 +141,14 @@ class Projection:
     strided: bool = False
     dtype: torch.dtype = torch.float64
 
+    def label(self) -> Message | str:
+        return joined([f"B={self.B}, T={self.T}, {self.d_in} -> {self.d_out}",
+                       "" if self.bias else msg("case.without_bias"),
+                       msg("case.non_contiguous_x") if self.strided else "",
+                       "float32" if self.dtype == torch.float32 else ""])
+
     def __str__(self) -> str:
-        extras = [e for e, on in (("without bias", not self.bias),
-                                  ("non-contiguous x", self.strided),
-                                  ("float32", self.dtype == torch.float32)) if on]
-        return ", ".join([f"B={self.B}, T={self.T}, {self.d_in} -> {self.d_out}", *extras])
+        return render(self.label(), "en")
 
 
 
@@ -167,18 +177,22 @@ class Attn:
     def tol(self) -> dict:
         return tolerance(self.dtype, self.logit_scale)
 
-    def __str__(self) -> str:
+    def label(self) -> Message | str:
         parts = [f"B={self.B}", f"Tq={self.Tq}" if self.cross else f"T={self.Tq}",
                  f"E={self.E}", f"H={self.H}"]
         if self.cross:
             parts.append(f"Tk={self.Tk}")
         parts += [f"{n}={getattr(self, n)}" for n in ("kdim", "vdim") if getattr(self, n)]
-        parts += [p for p, on in (("bias=False", not self.bias),
-                                  (f"{self.mask} attn_mask", self.mask),
-                                  ("non-contiguous inputs", self.strided),
-                                  ("logits around 1e3", self.logit_scale > 1),
-                                  ("float32", self.dtype == torch.float32)) if on]
-        return ", ".join(parts)
+        parts += ["bias=False"] if not self.bias else []
+        words = [(msg("case.attn_mask_kind", kind=msg(f"case.{self.mask}_kind"))
+                  if self.mask else ""),
+                 msg("case.non_contiguous_inputs") if self.strided else "",
+                 msg("case.large_logits") if self.logit_scale > 1 else "",
+                 "float32" if self.dtype == torch.float32 else ""]
+        return joined([", ".join(parts), *words])
+
+    def __str__(self) -> str:
+        return render(self.label(), "en")
 
 
 

@@ -9,12 +9,14 @@ import torch
 import torch.nn.functional as F
 
 from .. import oracle
+from ..messages import joined, msg
 from ..runner.protocol import Call, ModuleRun
 from ..runtime import one_thread
 from . import diagnosis
 from .core import TIGHT, CheckFailed, Context
 from .diagnosis import Candidate
 from .expect import (
+    Label,
     attempt,
     expect_close,
     expect_dropout,
@@ -74,14 +76,14 @@ def _mha_mistakes(c: Attn, inp: Inputs, mask: Tensor | None = _SAME_MASK,
 
 
 def _compare_module(name: str, call: Call, c: Attn, expected: tuple[Tensor, Tensor],
-                    inp: Inputs, mistakes: list[Candidate], case: str = "",
+                    inp: Inputs, mistakes: list[Candidate], case: Label = "",
                     tol: dict | None = None) -> None:
-    case, tol = case or str(c), tol or c.tol
+    case, tol = case or c.label(), tol or c.tol
     out, weights = expect_output_pair(f"{name}.forward", call)
-    expect_close(f"{name} attention weights", weights, expected[1], case, tol,
+    expect_close(msg("what.attention_weights", name=name), weights, expected[1], case, tol,
                  dims=("B", "H", "Tq", "Tk"), mistakes=mistakes, part=1)
-    expect_close(f"{name} output", out, expected[0], case, tol, dims=("B", "Tq", "E"),
-                 mistakes=mistakes, part=0)
+    expect_close(msg("what.output", name=name), out, expected[0], case, tol,
+                 dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
 
 
 
@@ -94,8 +96,9 @@ HEAD_MODULE_CASES = (
 def check_attention_head(sub, ctx: Context) -> float:
     def one_case(c: Attn, head_dim: int | None = None) -> None:
         head_dim = head_dim or (3 if c.E % 3 == 0 else 4)
-        case = f"{c}, head_dim={head_dim}"
-        inp = draw_inputs(c, ctx.generator(f"attention_head {case}"), ctx.device)
+        case = joined([c.label(), f"head_dim={head_dim}"])
+        inp = draw_inputs(c, ctx.generator(f"attention_head {c}, head_dim={head_dim}"),
+                          ctx.device)
         params = {k: v[:head_dim] for k, v in inp.params.items()
                   if k.startswith(("q_", "k_", "v_")) and v is not None}
         params.update({f"{n}.bias": None for n in ("q_proj", "k_proj", "v_proj")
@@ -110,9 +113,10 @@ def check_attention_head(sub, ctx: Context) -> float:
         )), case, mistakes)
         out, weights = oracle.attention_head(p64, *args64, inp.mask)
         got_out, got_w = expect_output_pair("AttentionHead.forward", call)
-        expect_close("AttentionHead weights", got_w, weights.to(c.dtype), case, c.tol,
-                     dims=("B", "Tq", "Tk"), mistakes=mistakes, part=1)
-        expect_close("AttentionHead output", got_out, out.to(c.dtype), case, c.tol,
+        expect_close(msg("what.weights", name="AttentionHead"), got_w, weights.to(c.dtype), case,
+                     c.tol, dims=("B", "Tq", "Tk"), mistakes=mistakes, part=1)
+        expect_close(msg("what.output", name="AttentionHead"), got_out, out.to(c.dtype), case,
+                     c.tol,
                      dims=("B", "Tq", "head_dim"), mistakes=mistakes, part=0)
 
     from hypothesis import strategies as st
@@ -139,7 +143,7 @@ def _module_case(sub, ctx: Context, check_id: str, class_name: str) -> Callable[
     def one_case(c: Attn) -> None:
         inp = draw_inputs(c, ctx.generator(f"{check_id} {c}"), ctx.device)
         mistakes = _mha_mistakes(c, inp)
-        call = attempt(lambda: _run_mha(sub, class_name, c, inp), str(c), mistakes)
+        call = attempt(lambda: _run_mha(sub, class_name, c, inp), c.label(), mistakes)
         _compare_module(class_name, call, c, expected_mha(c, inp), inp, mistakes)
         originals = (inp.query, inp.key, inp.value) + (() if inp.mask is None else (inp.mask,))
         expect_unchanged(f"{class_name}.forward", call, originals)
@@ -159,14 +163,15 @@ def check_fused_mha(sub, ctx: Context) -> float:
     # key and value default to query.
     c = Attn(2, 5, 16, 4)
     inp = draw_inputs(c, ctx.generator("fused_mha"), ctx.device)
-    case = "forward(query) alone: key and value default to query"
+    case = msg("case.query_alone")
     mistakes = _mha_mistakes(c, inp)
     call = attempt(lambda: sub.run_module(ModuleRun("MultiHeadAttention", (c.E, c.H), {},
                                                     inp.params, (inp.query,), {})),
                    case, mistakes)
     out, weights = expect_output_pair("MultiHeadAttention.forward", call)
-    expect_close("MultiHeadAttention(query) output", out, expected_mha(c, inp)[0], case, TIGHT,
-                 dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
+    expect_close(msg("what.output", name="MultiHeadAttention(query)"), out,
+                 expected_mha(c, inp)[0], case, TIGHT, dims=("B", "Tq", "E"), mistakes=mistakes,
+                 part=0)
     return 1.0
 
 
@@ -178,10 +183,9 @@ def check_fused_mha_masks(sub, ctx: Context) -> float:
         return oracle.combined_mask(attn_mask, True, c.Tq, device=ctx.device)
 
     cases = (
-        ("attn_mask only", {"attn_mask": inp.mask}, inp.mask),
-        ("is_causal=True only", {"attn_mask": None, "is_causal": True}, blocked(None)),
-        ("attn_mask and is_causal=True: blocked if either blocks", {"is_causal": True},
-         blocked(inp.mask)),
+        (msg("case.attn_mask_only"), {"attn_mask": inp.mask}, inp.mask),
+        (msg("case.is_causal_only"), {"attn_mask": None, "is_causal": True}, blocked(None)),
+        (msg("case.both_masks"), {"is_causal": True}, blocked(inp.mask)),
         ("attn_mask=None", {"attn_mask": None}, None),
     )
     with one_thread():
@@ -190,7 +194,7 @@ def check_fused_mha_masks(sub, ctx: Context) -> float:
     return 1.0
 
 
-def _masks_case(sub, c: Attn, inp: Inputs, case: str, forward: dict, mask: Tensor | None,
+def _masks_case(sub, c: Attn, inp: Inputs, case: Label, forward: dict, mask: Tensor | None,
                 device: str) -> None:
     """One way of passing masks; the expected mask is `mask`."""
     attn_mask = forward.get("attn_mask", inp.mask)
@@ -207,7 +211,8 @@ def _masks_case(sub, c: Attn, inp: Inputs, case: str, forward: dict, mask: Tenso
 
 
 def check_fused_mha_contract(sub, ctx: Context) -> float:
-    expect_value_error(sub, "MultiHeadAttention", (10, 3), {}, "10 is not divisible by 3 heads")
+    expect_value_error(sub, "MultiHeadAttention", (10, 3), {},
+                       msg("why.heads_divide", dim=10, heads=3))
 
     gen = ctx.generator("fused_mha_contract")
     c = Attn(2, 5, 12, 4, mask="causal")
@@ -221,8 +226,9 @@ def check_fused_mha_contract(sub, ctx: Context) -> float:
                    "need_weights=False", mistakes)
     out, weights = expect_output_pair("MultiHeadAttention.forward", call)
     if weights is not None:
-        raise CheckFailed("with need_weights=False, forward should return (out, None)")
-    expect_close("MultiHeadAttention output", out, expected[0], "need_weights=False", TIGHT,
+        raise CheckFailed(msg("modules.need_weights"))
+    output = msg("what.output", name="MultiHeadAttention")
+    expect_close(output, out, expected[0], "need_weights=False", TIGHT,
                  dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
 
     # Dropout: none in eval mode, and in training mode on the weights.
@@ -234,12 +240,12 @@ def check_fused_mha_contract(sub, ctx: Context) -> float:
         )))
 
     out, weights = run(training=False)
-    expect_close("MultiHeadAttention output", out, expected[0], "dropout=0.5 in eval mode",
+    expect_close(output, out, expected[0], msg("case.eval_dropout", p=0.5),
                  TIGHT, dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
     out, weights = run(training=True)
     v = oracle.split_heads(F.linear(inp.value, inp.params["v_proj.weight"],
                                     inp.params["v_proj.bias"]), c.H)  # (B, H, Tk, D)
     expect_dropout("MultiHeadAttention", out, weights, expected[1], v, inp.params, 0.5,
-                   "dropout=0.5, training")
+                   msg("case.training", p=0.5))
     return 1.0
 

@@ -64,6 +64,15 @@ def search_shapes(one_case: Callable[[Any], None], shapes: Any, examples: int) -
     return found
 
 
+def warm_up() -> None:
+    """Hypothesis's one-time costs in this process, ahead of the first check: its import, and
+    registering torch's random generator (a gc.collect). The batch pays them while a worker
+    loads its file."""
+    from hypothesis import strategies
+
+    search_shapes(lambda case: None, strategies.just(0), 1)
+
+
 def run_cases(one_case: Callable[[Any], None], fixed: Any, shapes: Any = None,
               examples: int = 20) -> None:
     """A shape search first (its smallest failure is the most telling), then the fixed cases.

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import torch
 
 from .. import oracle
+from ..messages import Message, joined, msg
 from . import diagnosis
 from .core import TIGHT, CheckFailed, Context
 from .expect import expect_close, expect_tensor
@@ -52,13 +53,13 @@ def view_quiz_truth() -> tuple[bool, ...]:
     return tuple(shares_memory(x, make(x)) for _, make in VIEW_QUIZ)
 
 
-def _expect_split(name: str, got: Any, x: Tensor, H: int, case: str) -> None:
+def _expect_split(name: str, got: Any, x: Tensor, H: int, case: Message | str) -> None:
     """The values of a split; a known mistake that reproduces them is named."""
     expect_close(f"{name}(x, num_heads)", got, oracle.split_heads(x, H), case, TIGHT,
                  dims=("B", "H", "T", "D"), mistakes=diagnosis.split_heads(x, H))
 
 
-def _expect_merge(name: str, got: Any, x: Tensor, case: str) -> None:
+def _expect_merge(name: str, got: Any, x: Tensor, case: Message | str) -> None:
     """The values of a merge; a known mistake that reproduces them is named."""
     expect_close(f"{name}(x)", got, oracle.merge_heads(x), case, TIGHT,
                  dims=("B", "T", "H*D"), mistakes=diagnosis.merge_heads(x))
@@ -67,14 +68,12 @@ def _expect_merge(name: str, got: Any, x: Tensor, case: str) -> None:
 def check_split_view(sub, ctx: Context) -> float:
     gen = ctx.generator("shapes_split_view")
     for c in SIZES:
-        case = str(c)
+        case = c.label()
         x = randn(gen, c.B, c.T, c.H * c.D, device=ctx.device)
         call = sub.call("split_heads_view", x, c.H)
         _expect_split("split_heads_view", call.value, x, c.H, case)
         if not shares_memory(call.value, call.inputs_after[0]):
-            raise CheckFailed("split_heads_view returned a copy: view and transpose never copy, so"
-                              " the result should share x's memory (avoid contiguous(), clone()"
-                              " and torch.stack here)", case=case)
+            raise CheckFailed(msg("shapes.copy"), case=case)
     return 1.0
 
 
@@ -83,18 +82,19 @@ def check_merge(sub, ctx: Context) -> float:
     for c in SIZES:
         # As `weights @ v` gives it, and as a transpose of (B, T, H, D) gives it.
         for heads, layout in ((randn(gen, c.B, c.H, c.T, c.D, device=ctx.device),
-                               "contiguous x"),
+                               "case.contiguous_x"),
                               (randn(gen, c.B, c.T, c.H, c.D, device=ctx.device).transpose(1, 2),
-                               "x a transpose of (B, T, H, D)")):
+                               "case.transposed_x")):
             call = sub.call("merge_heads_transpose", heads)
-            _expect_merge("merge_heads_transpose", call.value, heads, f"{c}, {layout}")
+            _expect_merge("merge_heads_transpose", call.value, heads,
+                          joined([c.label(), msg(layout)]))
     return 1.0
 
 
 def check_rearrange(sub, ctx: Context) -> float:
     gen = ctx.generator("shapes_rearrange")
     for c in SIZES:
-        case = str(c)
+        case = c.label()
         x = randn(gen, c.B, c.T, c.H * c.D, device=ctx.device)
         _expect_split("split_heads_rearrange", sub.call("split_heads_rearrange", x, c.H).value,
                       x, c.H, case)
@@ -109,25 +109,22 @@ def check_view_quiz(sub, ctx: Context) -> float:
     truth = view_quiz_truth()
     if not isinstance(answers, tuple) or len(answers) != len(truth) or not all(
             isinstance(a, bool) for a in answers):
-        raise CheckFailed(f"view_quiz() should return {len(truth)} answers, True or False, one "
-                          f"per expression of VIEW_QUIZ in order; got {answers!r}")
+        raise CheckFailed(msg("shapes.quiz_form", count=len(truth), answers=repr(answers)))
     right = sum(a == t for a, t in zip(answers, truth))
     if right < len(truth):
-        ctx.notes = (f"{right} of {len(truth)} right: test each one with "
-                     "x.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()")
+        ctx.notes = msg("shapes.quiz_score", right=right, count=len(truth))
     return right / len(truth)
 
 
 def check_roundtrip(sub, ctx: Context) -> float:
     gen = ctx.generator("shapes_roundtrip")
     for c in SIZES:
-        case = str(c)
+        case = c.label()
         x = randn(gen, c.B, c.T, c.H * c.D, device=ctx.device)
         heads = sub.call("split_heads_view", x, c.H).value
         expect_tensor("split_heads_view(x, num_heads)", heads, oracle.split_heads(x, c.H), case)
         back = sub.call("merge_heads_transpose", heads).value
         back = expect_tensor("merge_heads_transpose(split_heads_view(x, H))", back, x, case)
         if not torch.equal(back, x):
-            raise CheckFailed("merge_heads_transpose(split_heads_view(x, H)) should give x back "
-                              "exactly: splitting and merging only move numbers", case=case)
+            raise CheckFailed(msg("shapes.roundtrip"), case=case)
     return 1.0

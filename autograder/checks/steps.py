@@ -5,11 +5,19 @@ from __future__ import annotations
 import torch
 
 from .. import oracle
+from ..messages import msg
 from ..runner.protocol import StudentCodeError
 from . import diagnosis
 from .core import TIGHT, CheckFailed, Context, Picture, tolerance
 from .diagnosis import Diagnosis
-from .expect import attempt, expect_close, expect_output_pair, expect_tensor, expect_unchanged
+from .expect import (
+    Label,
+    attempt,
+    expect_close,
+    expect_output_pair,
+    expect_tensor,
+    expect_unchanged,
+)
 from .feedback import describe_mask
 from .inputs import (
     Heads,
@@ -42,9 +50,9 @@ def check_split_heads(sub, ctx: Context) -> float:
                    dtype=c.dtype)
         x = strided(x) if c.strided else x
         mistakes = diagnosis.split_heads(x, c.H)
-        call = attempt(lambda: sub.call("split_heads", x, c.H), str(c), mistakes)
+        call = attempt(lambda: sub.call("split_heads", x, c.H), c.label(), mistakes)
         expect_close("split_heads(x, num_heads)", call.value, oracle.split_heads(x, c.H),
-                     str(c), c.tol, dims=("B", "H", "T", "D"), mistakes=mistakes)
+                     c.label(), c.tol, dims=("B", "H", "T", "D"), mistakes=mistakes)
         expect_unchanged("split_heads", call, (x,))
 
     run_cases(one_case, HEAD_CASES, heads_shapes(), STEP_EXAMPLES)
@@ -57,8 +65,8 @@ def check_merge_heads(sub, ctx: Context) -> float:
                    dtype=c.dtype)
         x = strided(x) if c.strided else x
         mistakes = diagnosis.merge_heads(x)
-        call = attempt(lambda: sub.call("merge_heads", x), str(c), mistakes)
-        expect_close("merge_heads(x)", call.value, oracle.merge_heads(x), str(c), c.tol,
+        call = attempt(lambda: sub.call("merge_heads", x), c.label(), mistakes)
+        expect_close("merge_heads(x)", call.value, oracle.merge_heads(x), c.label(), c.tol,
                      dims=("B", "T", "H*D"), mistakes=mistakes)
         expect_unchanged("merge_heads", call, (x,))
 
@@ -76,7 +84,7 @@ SCORE_CASES = (
 
 
 def check_scaled_scores(sub, ctx: Context) -> float:
-    def compare(q: Tensor, k: Tensor, case: str, tol: dict) -> None:
+    def compare(q: Tensor, k: Tensor, case: Label, tol: dict) -> None:
         mistakes = diagnosis.scaled_scores(q, k)
         call = attempt(lambda: sub.call("scaled_scores", q, k), case, mistakes)
         dims = ("B", "H", "Tq", "Tk")[4 - q.dim():]
@@ -89,14 +97,14 @@ def check_scaled_scores(sub, ctx: Context) -> float:
         q = randn(gen, c.B, c.H, c.T, c.D, device=ctx.device, dtype=c.dtype)
         k = randn(gen, c.B, c.H, c.Tk or c.T, c.D, device=ctx.device, dtype=c.dtype)
         q, k = (strided(q), strided(k)) if c.strided else (q, k)
-        compare(q, k, str(c), c.tol)
+        compare(q, k, c.label(), c.tol)
 
     run_cases(one_case, SCORE_CASES, heads_shapes(tk=True), STEP_EXAMPLES)
     # Leading dims are "...": a plain (B, T, D) input works too.
     gen = ctx.generator("scaled_scores")
     q = randn(gen, 3, 4, 6, device=ctx.device)
     k = randn(gen, 3, 7, 6, device=ctx.device)
-    compare(q, k, "3-d inputs (B, T, D) with Tq=4, Tk=7", TIGHT)
+    compare(q, k, msg("case.three_d"), TIGHT)
     return 1.0
 
 
@@ -110,11 +118,11 @@ def check_causal_mask(sub, ctx: Context) -> float:
         got = expect_tensor(f"causal_mask({seq_len})", call.value, expected, case,
                             dims=("Tq", "Tk"), mistakes=mistakes)
         if not torch.equal(got, expected):
+            wrong, drawing = describe_mask(got, expected)
             raise CheckFailed(
-                f"causal_mask({seq_len}): True marks a *blocked* pair, query i may not look at "
-                f"key j > i; {describe_mask(got, expected)}",
+                msg("mask.blocked_pair", call=f"causal_mask({seq_len})", wrong=wrong),
                 Picture(f"causal_mask({seq_len})", expected, got),
-                diagnosis=Diagnosis(got, mistakes, TIGHT), case=case,
+                diagnosis=Diagnosis(got, mistakes, TIGHT), case=case, drawing=drawing,
             )
 
     from hypothesis import strategies as st
@@ -126,8 +134,8 @@ def check_causal_mask(sub, ctx: Context) -> float:
             err.picture = _larger_mask_picture(sub, ctx) or err.picture
         raise
     call = sub.call("causal_mask", 3)
-    expect_tensor("causal_mask(3) without device", call.value, oracle.causal_mask(3, "cpu"),
-                  "device=None means the default device")
+    expect_tensor(msg("what.without_device", call="causal_mask(3)"), call.value,
+                  oracle.causal_mask(3, "cpu"), msg("case.default_device"))
     return 1.0
 
 
@@ -169,14 +177,15 @@ def check_attend(sub, ctx: Context) -> float:
         tol = tolerance(c.dtype)
         expected_out, expected_w = oracle.attend(scores, v, mask)
         mistakes = diagnosis.attend(scores, v, mask)
-        call = attempt(lambda: sub.call("attend", scores, v, mask), str(c), mistakes)
+        call = attempt(lambda: sub.call("attend", scores, v, mask), c.label(), mistakes)
         out, weights = expect_output_pair("attend", call)
-        expect_close("attend weights", weights, expected_w, str(c), tol,
+        what = msg("what.weights", name="attend")
+        expect_close(what, weights, expected_w, c.label(), tol,
                      dims=("B", "H", "Tq", "Tk"), mistakes=mistakes, part=1)
-        expect_close("attend out", out, expected_out, str(c), tol, dims=("B", "H", "Tq", "D"),
-                     mistakes=mistakes, part=0)
+        expect_close(msg("what.out", name="attend"), out, expected_out, c.label(), tol,
+                     dims=("B", "H", "Tq", "D"), mistakes=mistakes, part=0)
         if mask is not None and bool((weights.masked_select(mask.expand_as(weights)) != 0).any()):
-            raise CheckFailed("attend weights: blocked positions must be exactly 0", case=str(c))
+            raise CheckFailed(msg("attend.blocked_nonzero", what=what), case=c.label())
         expect_unchanged("attend", call, (scores, v) + (() if mask is None else (mask,)))
 
     from hypothesis import strategies as st
@@ -207,10 +216,10 @@ def check_output_projection(sub, ctx: Context) -> float:
         bias = randn(gen, c.d_out, device=ctx.device, dtype=c.dtype) if c.bias else None
         args = (x, weight) if bias is None else (x, weight, bias)
         mistakes = diagnosis.output_projection(x, weight, bias)
-        call = attempt(lambda: sub.call("output_projection", *args), str(c), mistakes)
+        call = attempt(lambda: sub.call("output_projection", *args), c.label(), mistakes)
         tol = tolerance(c.dtype)
         expect_close("output_projection(x, weight, bias)", call.value,
-                     oracle.output_projection(x, weight, bias), str(c), tol,
+                     oracle.output_projection(x, weight, bias), c.label(), tol,
                      dims=("B", "T", "out_features"), mistakes=mistakes)
         expect_unchanged("output_projection", call, args)
 

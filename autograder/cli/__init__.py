@@ -1,16 +1,19 @@
 """`mha-kit`: one module per command, each with `add(subparsers)` and `run(args)`.
 
-Nothing outside this package imports it.
+Nothing outside this package imports it. The command modules import torch, so `main` starts
+`check`'s zygote (runner.zygote) before it imports them: the worker's imports then run beside
+the grader's own, on another core.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import sys
 
-from . import bench, check, grade, release
 from .exits import EXIT_PASS, EXIT_USAGE
 
-COMMANDS = (check, grade, bench, release)
+COMMANDS = ("check", "grade", "bench", "release")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,12 +21,17 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mha-kit", description="Grade multi-head attention exercises against PyTorch."
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
-        command.add(commands)
+    for name in COMMANDS:
+        importlib.import_module(f"{__name__}.{name}").add(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["check"] and not {"-h", "--help"} & set(argv):
+        from ..runner import zygote
+
+        zygote.prestart()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

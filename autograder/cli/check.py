@@ -13,7 +13,7 @@ from ..grading.batch import grade_submission
 from ..grading.files import detect_assignment, readable_submission
 from ..grading.registry import ASSIGNMENTS, CHECKS
 from ..grading.report import format_table, score_line, write_gradescope_json
-from ..i18n import LANG_VARIABLE
+from ..messages import LANG_VARIABLE, msg, render
 from ..runner.worker import WorkerStartError
 from ..runtime import default_device
 from .exits import EXIT_FAIL, EXIT_PASS, EXIT_USAGE
@@ -39,22 +39,22 @@ def add(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = Path(args.path)
-    problem = readable_submission(path)
-    if problem:
-        print(problem, file=sys.stderr)
-        return EXIT_USAGE
     if args.lang:
         os.environ[LANG_VARIABLE] = args.lang  # read by the report, and by the worker's notebook
+    problem = readable_submission(path)
+    if problem:
+        print(render(problem), file=sys.stderr)
+        return EXIT_USAGE
     assignment = args.assignment or detect_assignment(path)
     ids = [spec.id for spec in ASSIGNMENTS[assignment]]
     unknown = [name for name in args.only or [] if name not in ids]
     if unknown:
-        print(f"unknown check id(s) for {assignment}: {', '.join(unknown)}; choose from "
-              f"{', '.join(ids)}", file=sys.stderr)
+        print(render(msg("cli.unknown_checks", assignment=assignment, unknown=", ".join(unknown),
+                         ids=", ".join(ids))), file=sys.stderr)
         return EXIT_USAGE
     device = args.device or default_device()
     started = time.perf_counter()
-    print(f"Grading {path} on {device} ...", flush=True)
+    print(render(msg("cli.grading", path=str(path), device=device)), flush=True)
 
     def progress(result):
         if args.verbose:
@@ -68,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"mha-kit: {err}", file=sys.stderr)
         return EXIT_USAGE
     print(format_table(results, problems))
-    print(f"\n({time.perf_counter() - started:.1f} s)")
+    print("\n" + render(msg("cli.seconds", seconds=time.perf_counter() - started)))
     if args.json:
         write_gradescope_json(args.json, results, problems)
-        print(f"wrote {args.json}")
+        print(render(msg("cli.wrote", path=args.json)))
     return EXIT_PASS if all(r.passed for r in results) else EXIT_FAIL

@@ -12,6 +12,7 @@ from ..grading.batch import Progress, grade_all, safe_name, summary, write_csv
 from ..grading.files import StudentFile, detect_assignment, discover
 from ..grading.registry import ASSIGNMENTS
 from ..grading.report import write_results
+from ..messages import msg, render
 from ..runner.worker import WorkerStartError
 from ..runtime import default_device
 from .exits import EXIT_PASS, EXIT_USAGE
@@ -38,14 +39,14 @@ def add(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     root = Path(args.submissions)
     if args.jobs < 1:
-        print("--jobs must be at least 1", file=sys.stderr)
+        print(render(msg("cli.jobs")), file=sys.stderr)
         return EXIT_USAGE
     if not root.is_dir():
-        print(f"{root}: not a folder", file=sys.stderr)
+        print(render(msg("cli.not_a_folder", path=str(root))), file=sys.stderr)
         return EXIT_USAGE
     entries = discover(root)
     if not entries:
-        print(f"{root}: no submissions (.py, .ipynb or one folder per student)", file=sys.stderr)
+        print(render(msg("cli.no_submissions", path=str(root))), file=sys.stderr)
         return EXIT_USAGE
     notebooks = [e.path for e in entries if e.path is not None and e.path.suffix == ".ipynb"]
     assignment = args.assignment or (detect_assignment(notebooks[0]) if notebooks else "mha")
@@ -68,6 +69,6 @@ def run(args: argparse.Namespace) -> int:
         for student, (_, payload) in rows.items():
             write_results(Path(args.json_dir) / f"{safe_name(student)}.json", payload)
     print(summary(rows, time.perf_counter() - started, args.jobs))
-    print(f"wrote {args.csv}" + (f" and {len(rows)} files in {args.json_dir}"
-                                 if args.json_dir else ""))
+    print(render(msg("cli.wrote_both", path=args.csv, count=len(rows), folder=args.json_dir)
+                 if args.json_dir else msg("cli.wrote", path=args.csv)))
     return EXIT_PASS

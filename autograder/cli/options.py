@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..i18n import LANG_VARIABLE, LANGUAGES
+from ..messages import LANG_VARIABLE, LANGUAGES
 from ..runner.policy import Limits
 
 

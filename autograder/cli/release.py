@@ -7,9 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from ..editions import TranslationError, edition_names, split_name, write_edition
 from ..grading.registry import ASSIGNMENTS
-from ..release import run_nbgrader, sync_points
 from .exits import EXIT_FAIL, EXIT_PASS, EXIT_USAGE
 
 
@@ -26,6 +24,10 @@ def add(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here: they import nbformat, which takes seconds that `check` should not pay.
+    from ..editions import TranslationError, edition_names, split_name, write_edition
+    from ..release import run_nbgrader, sync_points
+
     course = Path(args.course_dir)
     if not (course / "nbgrader_config.py").is_file():
         print(f"{course}: no nbgrader_config.py here; run from the course root", file=sys.stderr)

@@ -29,8 +29,9 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable
 
+from ..checks import search
 from ..checks.core import CheckResult
-from ..i18n import label
+from ..messages import Message, msg, render
 from ..runner.policy import Limits
 from ..runner.worker import WorkerStartError, WorkerSubmission
 from .files import StudentFile, readable_submission
@@ -46,14 +47,16 @@ def grade_submission(path: Path, device: str = "cpu", *, assignment: str = "mha"
     """(results, problems) for one file: its code runs only in a worker process."""
 
     with WorkerSubmission(path, device, limits) as sub:
+        sub.start()
+        search.warm_up()  # while the worker loads the file
         sub.ensure_loaded()
         results = run_checks(sub, only=only, device=device, on_result=on_result,
                              assignment=assignment)
-        printed = [f"{label('your code printed:')} {sub.printed}"] if sub.printed else []
+        printed = [msg("report.printed", printed=sub.printed)] if sub.printed else []
         return results, sub.problems + printed
 
 
-def not_graded(assignment: str, message: str) -> dict:
+def not_graded(assignment: str, message: Message | str) -> dict:
     """Gradescope's results for a submission that could not be graded at all: 0, and why."""
 
     results = [CheckResult(s.id, 0.0, s.points, message) for s in ASSIGNMENTS[assignment]]
@@ -72,15 +75,20 @@ def grade_entry(entry: StudentFile, device: str, assignment: str, limits: Limits
     except WorkerStartError:  # the grader's setup: no submission can be graded, stop
         raise
     except Exception as err:  # the grader's own failure: this row says so, the batch goes on
-        return not_graded(assignment, f"the grader failed: {type(err).__name__}: {err}")
+        return not_graded(assignment, msg("batch.grader_failed", type=type(err).__name__,
+                                          error=str(err)))
 
 
 def _prepare_grader(scratch: str) -> None:
-    """In each grader process: worker folders go into the batch's scratch folder (removed at
-    the end, even those of a grader that was killed), and one torch thread, since the
-    grader's side is small tensors and the workers need the cores."""
+    """In each grader process: its workers' zygote, started at once; worker folders go into
+    the batch's scratch folder (removed at the end, even those of a grader that was killed);
+    and one torch thread, since the grader's side is small tensors and the workers need the
+    cores."""
     import torch
 
+    from ..runner import zygote
+
+    zygote.prestart()
     tempfile.tempdir = scratch
     torch.set_num_threads(1)
 
@@ -96,8 +104,7 @@ def _alone(entry: StudentFile, device: str, assignment: str, limits: Limits, scr
         try:
             return pool.submit(grade_entry, entry, device, assignment, limits).result()
         except BrokenProcessPool:
-            return not_graded(assignment, "the grading process died while grading this "
-                                          "submission (did its code kill the grader?)")
+            return not_graded(assignment, msg("batch.grader_died"))
 
 
 def grade_all(entries: list[StudentFile], jobs: int, device: str, assignment: str,
@@ -179,12 +186,13 @@ class Progress:
 
 
 def summary(rows: dict[str, tuple[StudentFile, dict]], seconds: float, jobs: int) -> str:
+    """The batch in a few lines, in the language of the messages."""
     totals = [payload["score"] for _, payload in rows.values()]
-    lines = [f"graded {len(rows)} submissions in {seconds:.1f} s with {jobs} jobs"]
+    lines = [msg("batch.summary", count=len(rows), seconds=float(seconds), jobs=jobs)]
     if totals:
-        lines.append(f"  total: mean {statistics.mean(totals):.1f}, median "
-                     f"{statistics.median(totals):g}, min {min(totals):g}, max {max(totals):g}")
+        lines.append(msg("batch.totals", mean=float(statistics.mean(totals)),
+                         median=statistics.median(totals), min=min(totals), max=max(totals)))
     missing = sorted(s for s, (entry, _) in rows.items() if entry.path is None)
     if missing:
-        lines.append(f"  no submission file: {', '.join(missing)}")
-    return "\n".join(lines)
+        lines.append(msg("batch.no_file", students=", ".join(missing)))
+    return "\n".join(render(line) for line in lines)

@@ -7,6 +7,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..messages import Message, msg
+from ..runner.loading import notebook_cells
 from .registry import ASSIGNMENTS
 
 SUFFIXES = (".ipynb", ".py")
@@ -18,7 +20,7 @@ class StudentFile:
 
     student: str
     path: Path | None
-    problem: str | None = None
+    problem: Message | None = None
 
 
 # --------------------------------------------------------------------------- finding files
@@ -32,7 +34,8 @@ def find_submission(folder: Path) -> Path:
     """The one notebook (else the one .py file) anywhere in a student's folder.
 
     nbgrader's `submitted/STUDENT/ASSIGNMENT/NOTEBOOK.ipynb` and a Gradescope upload both fit.
-    Raises LookupError with a message for the grade sheet when there is none, or several.
+    Raises LookupError with a message (its one argument) for the grade sheet when there is
+    none, or several.
     """
     for suffix in SUFFIXES:
         found = sorted(p for p in folder.rglob(f"*{suffix}")
@@ -41,8 +44,8 @@ def find_submission(folder: Path) -> Path:
             return found[0]
         if found:
             names = ", ".join(str(p.relative_to(folder)) for p in found)
-            raise LookupError(f"{len(found)} {suffix} files, expected one: {names}")
-    raise LookupError(f"no {' or '.join(SUFFIXES)} file found")
+            raise LookupError(msg("files.several", count=len(found), suffix=suffix, names=names))
+    raise LookupError(msg("files.none", suffixes=" or ".join(SUFFIXES)))
 
 
 def discover(root: Path) -> list[StudentFile]:
@@ -55,36 +58,32 @@ def discover(root: Path) -> list[StudentFile]:
         try:
             entries.append(StudentFile(folder.name, find_submission(folder)))
         except LookupError as err:
-            entries.append(StudentFile(folder.name, None, str(err)))
+            entries.append(StudentFile(folder.name, None, err.args[0]))
     return sorted(entries, key=lambda e: e.student)
 
 
 
-def readable_submission(path: Path) -> str | None:
+def readable_submission(path: Path) -> Message | None:
     """Why a path cannot be graded at all, or None. Reads, never runs, the file."""
     if not path.is_file():
-        return f"{path}: no such file"
+        return msg("files.no_such_file", path=str(path))
     if path.suffix not in (".py", ".ipynb"):
-        return f"{path}: expected a .py file or an .ipynb notebook"
+        return msg("files.not_a_submission", path=str(path))
     try:
         if path.suffix == ".ipynb":
-            import nbformat
-
-            nbformat.read(str(path), as_version=4)
+            notebook_cells(path)
         else:
             path.read_text(encoding="utf-8")
     except Exception as err:  # any parse failure means unreadable
-        return f"{path}: cannot be read ({type(err).__name__}: {err})"
+        return msg("files.unreadable", path=str(path), type=type(err).__name__, error=str(err))
     return None
 
 
 def detect_assignment(path: Path) -> str:
     """The assignment whose check ids name a notebook's nbgrader test cells; else "mha"."""
     if path.suffix == ".ipynb":
-        import nbformat
-
-        cells = nbformat.read(str(path), as_version=4).cells
-        grade_ids = {c.metadata.get("nbgrader", {}).get("grade_id") for c in cells}
+        cells = notebook_cells(path)
+        grade_ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in cells}
         for name, table in ASSIGNMENTS.items():
             if grade_ids & {spec.id for spec in table}:
                 return name

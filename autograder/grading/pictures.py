@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from ..checks.core import Picture
+from ..messages import msg, render
 
 
 def show(picture: Picture) -> None:
@@ -29,15 +30,15 @@ def _masks(plt: Any, picture: Picture) -> Any:
     for ax, mask, name in zip(axes, (picture.got, picture.expected), ("yours", "expected")):
         mask = mask.detach().cpu()
         ax.imshow(mask.int().numpy(), cmap="Greys", vmin=0, vmax=1)
-        ax.set_title(f"{name} (black = blocked)", fontsize=9)
-        ax.set_xlabel("key j")
-        ax.set_ylabel("query i")
+        ax.set_title(render(msg("picture.mask", name=msg(f"mask.{name}"))), fontsize=9)
+        ax.set_xlabel(render(msg("picture.key")))
+        ax.set_ylabel(render(msg("picture.query")))
         wrong = (picture.got.cpu() != picture.expected.cpu()).nonzero().tolist()
         if name == "yours" and wrong:
             i, j = zip(*wrong)
-            ax.scatter(j, i, marker="x", color="red", label="wrong")
+            ax.scatter(j, i, marker="x", color="red", label=render(msg("picture.wrong")))
             ax.legend(loc="lower left", fontsize=7)
-    fig.suptitle(picture.title, fontsize=10)
+    fig.suptitle(render(picture.title), fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -60,15 +61,16 @@ def _heatmaps(plt: Any, picture: Picture) -> Any:
         both = both[both.isfinite()]
         low, high = (float(both.min()), float(both.max())) if both.numel() else (0.0, 1.0)
         for ax, data, name in zip(axes[h], (expected[h], got[h], diff),
-                                  ("expected", "yours", "yours - expected")):
-            if name.startswith("yours -"):
+                                  ("mask.expected", "mask.yours", "picture.difference")):
+            if name == "picture.difference":
                 image = ax.imshow(data.numpy(), cmap="RdBu_r", vmin=-limit, vmax=limit)
             else:  # the same colour scale for both, so equal values look equal
                 image = ax.imshow(data.numpy(), cmap="viridis", vmin=low, vmax=high)
-            ax.set_title(name + (f", head {h}" if heads > 1 else ""), fontsize=9)
+            title = msg("picture.head", name=msg(name), head=h) if heads > 1 else msg(name)
+            ax.set_title(render(title), fontsize=9)
             ax.set_xticks([])
             ax.set_yticks([])
             fig.colorbar(image, ax=ax, fraction=0.046)
-    fig.suptitle(picture.title, fontsize=10)
+    fig.suptitle(render(picture.title), fontsize=10)
     fig.tight_layout()
     return fig

@@ -10,6 +10,7 @@ from typing import Callable
 
 from ..checks import extensions, modules, shapes, steps
 from ..checks.core import CheckFailed, CheckResult, Context
+from ..messages import msg
 from ..runner.protocol import StudentCodeError, Submission
 from ..speed import gate
 
@@ -75,10 +76,7 @@ SPECS: dict[str, CheckSpec] = {c.id: c for table in ASSIGNMENTS.values() for c i
 POINTS: dict[str, int] = {check_id: spec.points for check_id, spec in SPECS.items()}
 
 # The message of a check that waits for the checks it needs.
-GATE_MESSAGES = {
-    "speed_fused_vs_looped": "timed only once MultiHeadAttention matches nn.MultiheadAttention "
-                             "(see fused_mha)",
-}
+GATE_MESSAGES = {"speed_fused_vs_looped": msg("gate.speed")}
 
 
 def run_check(check_id: str, sub: Submission, ctx: Context | None = None) -> CheckResult:
@@ -91,16 +89,16 @@ def run_check(check_id: str, sub: Submission, ctx: Context | None = None) -> Che
     spec = SPECS[check_id]
     failing = [need for need in spec.needs
                if not (ctx.results.get(need) or run_check(need, sub, ctx)).passed]
-    ctx.notes = ""
+    ctx.notes = None
     sub.start_check(check_id)
     picture = None
     try:
         if failing:
             raise CheckFailed(GATE_MESSAGES[check_id])
         fraction = spec.function(sub, ctx)
-        message = ctx.notes or "ok"
+        message = ctx.notes or msg("ok")
     except (CheckFailed, StudentCodeError) as err:
-        fraction, message = 0.0, str(err)
+        fraction, message = 0.0, err.message
         picture = getattr(err, "picture", None)
     result = CheckResult(check_id, round(spec.points * fraction, 2), spec.points, message,
                          picture)

@@ -1,4 +1,5 @@
-"""Presenting results: the terminal table and Gradescope's results.json."""
+"""Presenting results: the terminal table and Gradescope's results.json, in the language of the
+messages (`messages.language()`), rendered here."""
 
 from __future__ import annotations
 
@@ -7,34 +8,38 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..checks.core import CheckResult
-from ..i18n import label, translate
+from ..messages import Message, display_width, msg, pad, render
 
 
 def score_line(result: CheckResult) -> str:
     """One friendly line: a tick or a cross, the check id, points and the message."""
     mark = "✓" if result.passed else "✗"
-    return f"{mark} {result.id}: {result.score:g}/{result.max_score} {translate(result.message)}"
+    return f"{mark} {result.id}: {result.score:g}/{result.max_score} {render(result.message)}"
 
 
-def format_table(results: Iterable[CheckResult], problems: Iterable[str] = ()) -> str:
+def format_table(results: Iterable[CheckResult], problems: Iterable[Message | str] = ()) -> str:
     results = list(results)
-    width = max([len(r.id) for r in results] + [len(label("check"))])
-    lines = [f"  {label('check'):<{width}}  {label('points'):>9}  {label('message')}",
+    check, points, message, total = (render(msg(f"report.{word}"))
+                                     for word in ("check", "points", "message", "total"))
+    width = max([len(r.id) for r in results] + [display_width(check), display_width(total)])
+    lines = [f"  {pad(check, width)}  {pad(points, 9, '>')}  {message}",
              "  " + "-" * (width + 22)]
     for r in results:
         mark = "✓" if r.passed else "✗"
-        points = f"{r.score:g}/{r.max_score}"
-        lines.append(f"{mark} {r.id:<{width}}  {points:>9}  {translate(r.message)}")
-    total = sum(r.score for r in results)
+        score = f"{r.score:g}/{r.max_score}"
+        lines.append(f"{mark} {r.id:<{width}}  {score:>9}  {render(r.message)}")
+    earned = sum(r.score for r in results)
     possible = sum(r.max_score for r in results)
-    lines += ["  " + "-" * (width + 22), f"  {label('total'):<{width}}  {total:>5g}/{possible:<3}"]
+    lines += ["  " + "-" * (width + 22), f"  {pad(total, width)}  {earned:>5g}/{possible:<3}"]
     problems = list(problems)
     if problems:
-        lines += ["", label("While loading your file:")] + [f"  - {p}" for p in problems]
+        lines += ["", render(msg("report.while_loading"))] + [f"  - {render(p)}"
+                                                              for p in problems]
     return "\n".join(lines)
 
 
-def gradescope_results(results: Iterable[CheckResult], problems: Iterable[str] = ()) -> dict:
+def gradescope_results(results: Iterable[CheckResult],
+                       problems: Iterable[Message | str] = ()) -> dict:
     """Gradescope's format: score, max_score and one test per check, named by its id."""
     results = list(results)
     tests = [
@@ -43,7 +48,7 @@ def gradescope_results(results: Iterable[CheckResult], problems: Iterable[str] =
             "score": r.score,
             "max_score": r.max_score,
             "status": "passed" if r.passed else "failed",
-            "output": translate(r.message),
+            "output": render(r.message),
             "visibility": "visible",
         }
         for r in results
@@ -55,7 +60,8 @@ def gradescope_results(results: Iterable[CheckResult], problems: Iterable[str] =
     }
     problems = list(problems)
     if problems:
-        payload["output"] = label("While loading your file:") + "\n" + "\n".join(problems)
+        payload["output"] = "\n".join([render(msg("report.while_loading")),
+                                       *(render(p) for p in problems)])
     return payload
 
 
@@ -66,5 +72,5 @@ def write_results(path: str | Path, payload: dict) -> None:
 
 
 def write_gradescope_json(path: str | Path, results: Iterable[CheckResult],
-                          problems: Iterable[str] = ()) -> None:
+                          problems: Iterable[Message | str] = ()) -> None:
     write_results(path, gradescope_results(results, problems))

@@ -3,14 +3,28 @@
 Code builds `Message(id, params)`; the text is rendered only when it is shown, in the
 language of `MHA_KIT_LANG` (or `mha-kit check --lang`). Templates use `str.format` fields;
 a parameter may itself be a `Message` (rendered in the same language), a list of them (joined
-with the language's separator), or a plain value (code, numbers, shapes: shown as it is).
+with the language's separator), or a plain value (code, numbers, shapes: shown as it is; a
+format spec such as `{ms:.2f}` applies to it).
+
+Rendered text pads by display width in a format spec such as `{label:<8}` (a CJK character
+counts twice), so columns line up in Chinese too; `pad` and `display_width` do the same for
+code that lays out a table. `joined(parts)` lists parts with the language's comma.
+
+Ids are `area.name`: `check.*`, `case.*`, `shape.*`, ... for the checks (en_checks.py),
+`mistake.<id>` for the known mistakes (en_mistakes.py), `runner.*`, `load.*`, `worker.*` for
+the runner (en_runner.py), and `speed.*`, `report.*`, `batch.*`, `cli.*`, ... in en.py. Each
+id has a template in every language, with the same fields (zh*.py).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import unicodedata
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cache
+from string import Formatter
+from typing import Any, Callable
 
 from . import en, zh
 
@@ -19,6 +33,8 @@ LANGUAGES = ("en", "zh")
 TEMPLATES: dict[str, dict[str, str]] = {"en": en.TEMPLATES, "zh": zh.TEMPLATES}
 SEPARATORS = {"en": "; ", "zh": "；"}
 PLAIN = (str, int, float, bool, type(None))
+# What `from_data` accepts: a message read from another process is bounded in every direction.
+MAX_DEPTH, MAX_PARAMS, MAX_ITEMS = 6, 16, 64
 
 
 def language() -> str:
@@ -47,21 +63,77 @@ class Message:
         return {"id": self.id, "params": {k: _to_data(v) for k, v in self.params.items()}}
 
     @classmethod
-    def from_data(cls, data: Any) -> Message:
-        """A message read back from `to_data`; anything malformed raises ValueError."""
-        if not isinstance(data, dict) or data.get("id") not in TEMPLATES["en"]:
-            raise ValueError("not a message")
-        params = data.get("params")
-        if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
-            raise ValueError("malformed message parameters")
-        return cls(data["id"], {k: _from_data(v) for k, v in params.items()})
+    def from_data(cls, data: Any, text: Callable[[str], str] | None = None,
+                  keep: int | None = None) -> Message:
+        """A message read back from `to_data`; anything malformed raises ValueError: an unknown
+        id, other values than `to_data` writes, too deep or too many of them, parameters that
+        do not render in every language, or (with `keep`) a text longer than `keep`
+        characters. `text`, if given, rewrites every string parameter first (to make text
+        from another process safe to show)."""
+        message = _message_from_data(data, 0, text or str)
+        for lang in LANGUAGES:
+            try:
+                shown = message.render(lang)
+            except (KeyError, IndexError, ValueError, TypeError, AttributeError) as err:
+                raise ValueError(f"message {message.id!r} does not render: {err!r}") from None
+            if keep is not None and len(shown) > keep:
+                raise ValueError(f"message {message.id!r} is longer than {keep} characters")
+        return message
 
 
 def msg(message_id: str, **params: Any) -> Message:
-    """A message; an unknown id fails at once, where it is written."""
+    """A message; an unknown id or a missing field fails at once, where it is written."""
     if message_id not in TEMPLATES["en"]:
         raise KeyError(f"no message {message_id!r} in messages/en.py")
+    missing = fields(TEMPLATES["en"][message_id]) - set(params)
+    if missing:
+        raise KeyError(f"message {message_id!r} needs {', '.join(sorted(missing))}")
     return Message(message_id, params)
+
+
+def joined(parts: list[Any]) -> Any:
+    """Parts (messages or plain text) in one message, separated by the language's comma; empty
+    parts are left out, and one part is itself."""
+    parts = [p for p in parts if p not in ("", None)]
+    if not parts:
+        return ""
+    result = parts[0]
+    for part in parts[1:]:
+        result = Message("join.comma", {"first": result, "second": part})
+    return result
+
+
+@cache
+def fields(template: str) -> frozenset[str]:
+    """The names of a template's fields, those nested in a format spec included."""
+    names: set[str] = set()
+    for _, name, spec, _ in Formatter().parse(template):
+        if name is not None:
+            names.add(re.split(r"[.\[]", name, maxsplit=1)[0])
+        if spec:
+            names |= fields(spec)
+    return frozenset(names)
+
+
+def display_width(text: str) -> int:
+    """Columns a terminal gives `text`: two for each wide (CJK) character."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+class Shown(str):
+    """Rendered text: a width in its format spec counts display columns, not characters."""
+
+    def __format__(self, spec: str) -> str:
+        found = re.fullmatch(r"(.?[<>^])?(\d+)", spec)
+        if found:
+            width = int(found[2]) - (display_width(self) - len(self))
+            spec = f"{found[1] or ''}{max(width, 0)}"
+        return str.__format__(self, spec)
+
+
+def pad(text: str, width: int, align: str = "<") -> str:
+    """`text` padded to `width` display columns: `align` is "<", ">" or "^"."""
+    return format(Shown(text), f"{align}{width}")
 
 
 def render(text: Message | str, lang: str | None = None) -> str:
@@ -71,25 +143,37 @@ def render(text: Message | str, lang: str | None = None) -> str:
 
 def _render_value(value: Any, lang: str) -> Any:
     if isinstance(value, Message):
-        return value.render(lang)
+        return Shown(value.render(lang))
     if isinstance(value, list):
-        return SEPARATORS[lang].join(str(_render_value(v, lang)) for v in value)
-    return value
+        return Shown(SEPARATORS[lang].join(str(_render_value(v, lang)) for v in value))
+    return Shown(value) if isinstance(value, str) else value
 
 
 def _to_data(value: Any) -> Any:
     if isinstance(value, Message):
         return value.to_data()
-    if isinstance(value, (list, tuple)):
-        return [_to_data(v) for v in value]
-    return value if isinstance(value, PLAIN) else str(value)
-
-
-def _from_data(value: Any) -> Any:
-    if isinstance(value, dict):
-        return Message.from_data(value)
     if isinstance(value, list):
-        return [_from_data(v) for v in value]
-    if not isinstance(value, PLAIN):
+        return [_to_data(v) for v in value]
+    return value if isinstance(value, PLAIN) else str(value)  # a tuple (a shape): its text
+
+
+def _message_from_data(data: Any, depth: int, text: Callable[[str], str]) -> Message:
+    if depth > MAX_DEPTH or not isinstance(data, dict) or set(data) != {"id", "params"}:
+        raise ValueError("not a message")
+    message_id, params = data["id"], data["params"]
+    if type(message_id) is not str or message_id not in TEMPLATES["en"]:
+        raise ValueError("not a message")
+    if type(params) is not dict or len(params) > MAX_PARAMS or not all(
+            type(k) is str for k in params):
+        raise ValueError("malformed message parameters")
+    return Message(message_id, {k: _from_data(v, depth + 1, text) for k, v in params.items()})
+
+
+def _from_data(value: Any, depth: int, text: Callable[[str], str]) -> Any:
+    if isinstance(value, dict):
+        return _message_from_data(value, depth, text)
+    if type(value) is list and len(value) <= MAX_ITEMS:
+        return [_from_data(v, depth + 1, text) for v in value]
+    if type(value) not in PLAIN:
         raise ValueError("malformed message parameter")
-    return value
+    return text(value) if type(value) is str else value

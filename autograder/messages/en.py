@@ -1,6 +1,85 @@
-"""English templates, by message id (see `messages`)."""
+"""English templates, by message id (see `messages`): the shared ones, the speed check and the
+grading front ends here; the checks, the known mistakes and the runner in `en_*.py`."""
+
+from .en_checks import TEMPLATES as CHECKS
+from .en_mistakes import TEMPLATES as MISTAKES
+from .en_runner import TEMPLATES as RUNNER
 
 TEMPLATES: dict[str, str] = {
     "ok": "ok",
     "text": "{text}",  # text that comes from elsewhere as it is: printed output, a file name
+    "quote": "{text}",  # text as it was written elsewhere (Python's, a program's output)
+    "join.comma": "{first}, {second}",  # see messages.joined
+
+    # The speed check (speed.score, speed.gate) and its gate (grading.registry)
+    "speed.line": "your fused: {student:.2f} ms, looped baseline: {looped:.2f} ms → "
+                  "{speedup:.1f}× faster (needed ≥ {needed:g}×; the kit's fused: {fused:.2f} ms, "
+                  "on {device})",
+    "speed.no_faster": "{line}. No faster than looping over heads: do all heads in one batched "
+                       "matmul",
+    "speed.far_from_kit": "{line}. {ratio:.1f}× the kit's fused time: look for per-head Python "
+                          "work",
+    "speed.not_scored": "speed not scored: {reason}",
+    "speed.not_scored_spot": "speed not scored: {reason} (is forward caching or skipping work?)",
+    "speed.no_measurement": "the timing run sent no measurement",
+    "speed.other_config": "the timing run used another config or seed than the grader asked for",
+    "speed.malformed_times": "the timing run sent malformed times",
+    "speed.no_outputs": "the timing run sent no outputs",
+    "speed.wrong_output": "the output of call {call} in timing round {round} is not the right "
+                          "answer",
+    "speed.over_wall": "the reported times add up to more than the {wall:.2f} s the measurement "
+                       "took",
+    "speed.under_cpu": "the reported times add up to {reported:.2f} s but the timing run used "
+                       "{cpu:.2f} s of CPU time (a slow constructor or first call, or a patched "
+                       "clock?)",
+    "gate.speed": "timed only once MultiHeadAttention matches nn.MultiheadAttention (see "
+                  "fused_mha)",
+
+    # The score table and Gradescope (grading.report), batches (grading.batch, grading.files)
+    "report.check": "check",
+    "report.points": "points",
+    "report.message": "message",
+    "report.total": "total",
+    "report.while_loading": "While loading your file:",
+    "report.printed": "your code printed: {printed}",
+    "batch.grader_failed": "the grader failed: {type}: {error}",
+    "batch.grader_died": "the grading process died while grading this submission (did its code "
+                         "kill the grader?)",
+    "batch.summary": "graded {count} submissions in {seconds:.1f} s with {jobs} jobs",
+    "batch.totals": "  total: mean {mean:.1f}, median {median:g}, min {min:g}, max {max:g}",
+    "batch.no_file": "  no submission file: {students}",
+    "files.no_such_file": "{path}: no such file",
+    "files.not_a_submission": "{path}: expected a .py file or an .ipynb notebook",
+    "files.unreadable": "{path}: cannot be read ({type}: {error})",
+    "files.several": "{count} {suffix} files, expected one: {names}",
+    "files.none": "no {suffixes} file found",
+    "files.upload": "{problem}: upload your notebook (.ipynb) or .py file",
+
+    # Pictures (grading.pictures)
+    "picture.mask": "{name} (black = blocked)",
+    "picture.key": "key j",
+    "picture.query": "query i",
+    "picture.wrong": "wrong",
+    "picture.difference": "yours - expected",
+    "picture.head": "{name}, head {head}",
+
+    # The command line (cli) and the notebook API (notebook)
+    "cli.grading": "Grading {path} on {device} ...",
+    "cli.seconds": "({seconds:.1f} s)",
+    "cli.wrote": "wrote {path}",
+    "cli.wrote_both": "wrote {path} and {count} files in {folder}",
+    "cli.unknown_checks": "unknown check id(s) for {assignment}: {unknown}; choose from {ids}",
+    "cli.jobs": "--jobs must be at least 1",
+    "cli.not_a_folder": "{path}: not a folder",
+    "cli.no_submissions": "{path}: no submissions (.py, .ipynb or one folder per student)",
+    "notebook.unknown_check": "unknown check {check!r}; choose from {ids}",
+    "training.yours": "your {name}",
+    "training.losses": "{name}: loss {first:.3f} -> {last:.3f} after {steps} steps",
+    "training.step": "training step",
+    "training.loss": "loss (MSE)",
+    "training.title": "Does it train? Same weights, same batches",
+
+    **CHECKS,
+    **MISTAKES,
+    **RUNNER,
 }

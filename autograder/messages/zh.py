@@ -1,6 +1,80 @@
-"""Chinese templates, by message id (see `messages`). Every id of en.py has one here."""
+"""Chinese templates, by message id (see `messages`). Every id of en.py has one here, with the
+same fields; code, shapes and names stay as they are, in `code` spans where they stand alone."""
+
+from .zh_checks import TEMPLATES as CHECKS
+from .zh_mistakes import TEMPLATES as MISTAKES
+from .zh_runner import TEMPLATES as RUNNER
 
 TEMPLATES: dict[str, str] = {
     "ok": "通过",
     "text": "{text}",
+    "quote": "`{text}`",
+    "join.comma": "{first}，{second}",
+
+    # The speed check and its gate
+    "speed.line": "你的融合实现：{student:.2f} ms，逐头循环的基线：{looped:.2f} ms → 快 "
+                  "{speedup:.1f} 倍（满分需要 ≥ {needed:g} 倍；本套件的融合实现：{fused:.2f} ms，"
+                  "设备：{device}）",
+    "speed.no_faster": "{line}。并不比逐头循环快：请用一次批量矩阵乘法算完所有的头",
+    "speed.far_from_kit": "{line}。用时是本套件融合实现的 {ratio:.1f} 倍：找找还有没有逐头的 "
+                          "Python 循环",
+    "speed.not_scored": "速度未计分：{reason}",
+    "speed.not_scored_spot": "速度未计分：{reason}（forward 是不是缓存了结果或跳过了计算？）",
+    "speed.no_measurement": "计时运行没有发回测量结果",
+    "speed.other_config": "计时运行使用的配置或随机种子与评分程序要求的不同",
+    "speed.malformed_times": "计时运行发回的时间格式不对",
+    "speed.no_outputs": "计时运行没有发回输出",
+    "speed.wrong_output": "第 {round} 轮计时中第 {call} 次调用的输出不对",
+    "speed.over_wall": "报告的时间加起来超过了测量实际花费的 {wall:.2f} 秒",
+    "speed.under_cpu": "报告的时间加起来是 {reported:.2f} 秒，但计时运行用了 {cpu:.2f} 秒 CPU 时间"
+                       "（构造函数或第一次调用太慢，还是时钟被改过？）",
+    "gate.speed": "MultiHeadAttention 的结果与 nn.MultiheadAttention 一致（见 fused_mha）"
+                  "之后才计时",
+
+    # The score table, Gradescope and batches
+    "report.check": "检查项",
+    "report.points": "得分",
+    "report.message": "说明",
+    "report.total": "总分",
+    "report.while_loading": "加载文件时：",
+    "report.printed": "你的代码打印了：{printed}",
+    "batch.grader_failed": "评分程序出错：{type}：`{error}`",
+    "batch.grader_died": "评分进程在给这份提交评分时退出了（是不是它的代码杀死了评分程序？）",
+    "batch.summary": "用 {jobs} 个并行任务在 {seconds:.1f} 秒内评完 {count} 份提交",
+    "batch.totals": "  总分：平均 {mean:.1f}，中位数 {median:g}，最低 {min:g}，最高 {max:g}",
+    "batch.no_file": "  没有提交文件：{students}",
+    "files.no_such_file": "{path}：文件不存在",
+    "files.not_a_submission": "{path}：应当是 .py 文件或 .ipynb 笔记本",
+    "files.unreadable": "{path}：无法读取（{type}：`{error}`）",
+    "files.several": "有 {count} 个 {suffix} 文件，应当只有一个：{names}",
+    "files.none": "没有找到 {suffixes} 文件",
+    "files.upload": "{problem}：请上传你的笔记本（.ipynb）或 .py 文件",
+
+    # Pictures
+    "picture.mask": "{name}（黑色 = 屏蔽）",
+    "picture.key": "键 j",
+    "picture.query": "查询 i",
+    "picture.wrong": "错误",
+    "picture.difference": "你的 - 应当是",
+    "picture.head": "{name}，头 {head}",
+
+    # The command line and the notebook API
+    "cli.grading": "正在 {device} 上评分 {path} ……",
+    "cli.seconds": "（{seconds:.1f} 秒）",
+    "cli.wrote": "已写入 {path}",
+    "cli.wrote_both": "已写入 {path}，以及 {folder} 中的 {count} 个文件",
+    "cli.unknown_checks": "{assignment} 没有这些检查项：{unknown}；可选：{ids}",
+    "cli.jobs": "--jobs 至少为 1",
+    "cli.not_a_folder": "{path}：不是文件夹",
+    "cli.no_submissions": "{path}：没有提交（.py、.ipynb，或每个学生一个文件夹）",
+    "notebook.unknown_check": "没有检查项 {check!r}；可选：{ids}",
+    "training.yours": "你的 {name}",
+    "training.losses": "{name}：损失 {first:.3f} -> {last:.3f}（训练 {steps} 步）",
+    "training.step": "训练步数",
+    "training.loss": "损失 (MSE)",
+    "training.title": "能训练吗？相同的初始权重，相同的批次",
+
+    **CHECKS,
+    **MISTAKES,
+    **RUNNER,
 }

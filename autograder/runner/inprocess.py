@@ -19,7 +19,8 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from ..contract import ENTRIES, signature_of
-from .loading import load_source, student_line
+from ..messages import Message, msg
+from .loading import at_line, load_source
 from .policy import forbidden_functions
 from .protocol import Call, ModuleRun, StudentCodeError
 
@@ -42,19 +43,19 @@ def plain(value: Any, name: str, depth: int = 0) -> Any:
     kind = type(value)
     if kind in (torch.Tensor, nn.Parameter):
         if value.layout != torch.strided or value.device.type == "meta":
-            raise StudentCodeError("bad_return", f"`{name}` returned a {value.layout} tensor on "
-                                   f"{value.device}; return an ordinary dense tensor")
+            raise StudentCodeError("bad_return", msg("runner.bad_layout", name=name,
+                                                     layout=str(value.layout),
+                                                     device=str(value.device)))
         return value.detach()  # a fresh plain tensor: no subclass, no attributes, no graph
     if issubclass(kind, torch.Tensor):
-        raise StudentCodeError("bad_return", f"`{name}` returned a tensor subclass, "
-                               f"{kind.__name__}; return a plain torch.Tensor")
+        raise StudentCodeError("bad_return", msg("runner.subclass", name=name,
+                                                 type=kind.__name__))
     if kind in (tuple, list) and depth < MAX_DEPTH:
         return tuple(plain(v, name, depth + 1) for v in value)
     if value is None or kind in (bool, int, float, str):
         return value
-    what = ("lists or tuples nested too deeply" if kind in (tuple, list)
-            else f"a value of type {kind.__name__}")
-    raise StudentCodeError("bad_return", f"`{name}` returned {what}; return a torch.Tensor")
+    raise StudentCodeError("bad_return", msg("runner.too_deep", name=name) if kind in (tuple, list)
+                           else msg("runner.bad_type", name=name, type=kind.__name__))
 
 
 def _clone(values: tuple) -> tuple:
@@ -80,15 +81,13 @@ _UNITS = {"bytes": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 def _out_of_memory(name: str, err: BaseException, limit_gib: float | None) -> StudentCodeError:
     """torch's allocator failures and MemoryError, in one plain sentence."""
     found = _ALLOCATION.search(_first_line(err))
-    size = ""
+    size: Message | str = ""
     if found:
         gib = float(found.group(1)) * _UNITS[found.group(2).lower()] / 2**30
-        size = f" (it asked for {gib:,.1f} GiB at once)"
-    limit = f"; the grader allows {limit_gib:g} GiB" if limit_gib else ""
-    return StudentCodeError(
-        "memory", f"`{name}` ran out of memory{size}{limit}: tensors the size of the inputs "
-        "are all this exercise needs", type(err).__name__,
-    )
+        size = msg("runner.asked_for", gib=gib)
+    limit = msg("runner.memory_limit", gib=float(limit_gib)) if limit_gib else ""
+    return StudentCodeError("memory", msg("runner.out_of_memory", name=name, size=size,
+                                          limit=limit), type(err).__name__)
 
 
 def _describe_failure(name: str, err: BaseException,
@@ -96,19 +95,17 @@ def _describe_failure(name: str, err: BaseException,
     if isinstance(err, StudentCodeError):
         return err
     if isinstance(err, NotImplementedError):
-        return StudentCodeError(
-            "not_implemented", f"`{name}` is not implemented yet", "NotImplementedError"
-        )
+        return StudentCodeError("not_implemented", msg("runner.not_implemented", name=name),
+                                "NotImplementedError")
     text = _first_line(err)
     if isinstance(err, MemoryError) or "can't allocate memory" in text or (
         "out of memory" in text.lower() and isinstance(err, RuntimeError)
     ):
         return _out_of_memory(name, err, memory_limit_gib)
-    return StudentCodeError(
-        "raised",
-        f"`{name}` raised {type(err).__name__}{student_line(err)}: {text}".rstrip(": "),
-        type(err).__name__,
-    )
+    line, exc_type = at_line(err), type(err).__name__
+    message = (msg("runner.raised_text", name=name, type=exc_type, line=line, error=text) if text
+               else msg("runner.raised", name=name, type=exc_type, line=line))
+    return StudentCodeError("raised", message, exc_type)
 
 
 class _Watch(TorchFunctionMode):
@@ -133,7 +130,7 @@ class InProcessSubmission:
     (default: `policy.forbidden_functions()`, which instructors configure).
     """
 
-    def __init__(self, namespace: dict[str, Any], problems: list[str] | None = None,
+    def __init__(self, namespace: dict[str, Any], problems: list[Message] | None = None,
                  forbidden: dict[Callable, str] | None = None):
         self.namespace = namespace
         self.problems = list(problems or [])
@@ -158,10 +155,8 @@ class InProcessSubmission:
 
     def lookup(self, name: str) -> Any:
         if name not in self.namespace:
-            after = " (and your file had problems loading: see below)" if self.problems else ""
-            raise StudentCodeError(
-                "missing", f"`{name}` is not defined: expected {signature_of(name)}{after}"
-            )
+            which = "runner.missing_after_problems" if self.problems else "runner.missing"
+            raise StudentCodeError("missing", msg(which, name=name, signature=signature_of(name)))
         return self.namespace[name]
 
     def guard(self, name: str, action: Callable[[], Any], *, watch: bool = True) -> Any:
@@ -175,10 +170,8 @@ class InProcessSubmission:
         except BaseException as err:  # SystemExit, KeyboardInterrupt and the like included
             failure = _describe_failure(name, err, self.memory_limit_gib)
         if watcher is not None and watcher.used:
-            raise StudentCodeError(
-                "forbidden", f"`{name}` uses {watcher.used}, which this exercise asks you to write "
-                "yourself: graded code may not call it",
-            )
+            raise StudentCodeError("forbidden", msg("runner.forbidden", name=name,
+                                                    api=watcher.used))
         if failure is not None:
             raise failure
         return value
@@ -194,7 +187,7 @@ class InProcessSubmission:
         cls = self.lookup(name)
         module = self.guard(name, lambda: cls(*args, **kwargs))
         if not isinstance(module, nn.Module):
-            raise StudentCodeError("bad_return", f"`{name}(...)` is not an nn.Module")
+            raise StudentCodeError("bad_return", msg("runner.not_module", name=name))
         return module
 
     def check_constructor(self, name: str, *args: Any, **kwargs: Any) -> None:
@@ -222,7 +215,7 @@ class InProcessSubmission:
             )
         return Call(plain(value, f"{run.class_name}.forward"), _tensors(args))
 
-    def run_job(self, job: str, what: str, **kwargs: Any) -> Any:
+    def run_job(self, job: str, what: Message | str, **kwargs: Any) -> Any:
         """Run the kit function `job` ("module:function" under JOB_PACKAGE) with this
         submission as its first argument. The runner names jobs, it never imports them."""
         module_name, _, function = job.partition(":")
@@ -238,28 +231,21 @@ def load_weights(module: nn.Module, owner: str, params: dict[str, torch.Tensor |
         try:
             holder = module.get_submodule(holder_name) if holder_name else module
         except AttributeError:
-            raise StudentCodeError(
-                "bad_module",
-                f"`{owner}` has no submodule `{holder_name}`: the grader reads and writes "
-                f"weights through it ({ENTRIES[owner].signature})",
-            ) from None
+            raise StudentCodeError("bad_module", msg(
+                "runner.no_submodule", owner=owner, holder=holder_name,
+                signature=ENTRIES[owner].signature)) from None
         current = getattr(holder, attr, None)
         if value is None:
             if current is not None:
-                raise StudentCodeError(
-                    "bad_module", f"`{owner}.{dotted}` should be None when bias=False"
-                )
+                raise StudentCodeError("bad_module", msg("runner.not_none", owner=owner,
+                                                         param=dotted))
             continue
         if not isinstance(current, torch.Tensor):
-            raise StudentCodeError(
-                "bad_module", f"`{owner}.{dotted}` is missing: expected a parameter of shape "
-                f"{tuple(value.shape)}"
-            )
+            raise StudentCodeError("bad_module", msg("runner.no_param", owner=owner, param=dotted,
+                                                     shape=tuple(value.shape)))
         if tuple(current.shape) != tuple(value.shape):
-            raise StudentCodeError(
-                "bad_module",
-                f"`{owner}.{dotted}` has shape {tuple(current.shape)}, expected "
-                f"{tuple(value.shape)}",
-            )
+            raise StudentCodeError("bad_module", msg("runner.param_shape", owner=owner,
+                                                     param=dotted, got=tuple(current.shape),
+                                                     expected=tuple(value.shape)))
         current.copy_(value.to(current.device))
 

@@ -8,10 +8,14 @@ fatal.
 from __future__ import annotations
 
 import ast
+import json
+import re
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ..messages import Message, msg
 
 SUBMISSION_MODULE = "submission"
 
@@ -21,7 +25,7 @@ class LoadedSource:
     """A student's namespace and the problems met while running their file."""
 
     namespace: dict[str, Any]
-    problems: list[str]
+    problems: list[Message]
 
 
 class _QuietIPython:
@@ -50,18 +54,37 @@ def is_test_cell(cell: Any) -> bool:
     return bool(meta.get("grade")) and not meta.get("solution")
 
 
+def notebook_cells(path: str | Path) -> list[dict[str, Any]]:
+    """A notebook's cells, as plain dicts whose `source` is one string.
+
+    Format 4 (Jupyter's since 2015) is read as JSON: importing nbformat takes a second or more
+    (its schema checkers), on the way of every `mha-kit check`. nbformat reads anything else:
+    it converts older formats, and refuses what is not a notebook with its own error.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except ValueError:
+        data = None
+    if not (isinstance(data, dict) and data.get("nbformat") == 4
+            and isinstance(data.get("cells"), list)
+            and all(isinstance(cell, dict) for cell in data["cells"])):
+        import nbformat
+
+        data = nbformat.read(str(path), as_version=4)
+    return [{**cell, "source": "".join(cell.get("source") or "")} for cell in data["cells"]]
+
+
 def _notebook_chunks(path: Path) -> list[tuple[str, str]]:
-    import nbformat
+    """(label, source) for each code cell that runs; the label is "cell N", its file name."""
     from IPython.core.inputtransformer2 import TransformerManager
 
-    notebook = nbformat.read(str(path), as_version=4)
     to_python = TransformerManager().transform_cell
     chunks = []
-    for number, cell in enumerate(notebook.cells, start=1):
-        if (cell.cell_type != "code" or is_test_cell(cell) or not cell.source.strip()
+    for number, cell in enumerate(notebook_cells(path), start=1):
+        if (cell.get("cell_type") != "code" or is_test_cell(cell) or not cell["source"].strip()
                 or SKIP_TAG in cell.get("metadata", {}).get("tags", ())):
             continue
-        chunks.append((f"cell {number}", to_python(cell.source)))
+        chunks.append((f"cell {number}", to_python(cell["source"])))
     return chunks
 
 
@@ -102,27 +125,45 @@ def load_source(path: str | Path) -> LoadedSource:
     else:
         raise ValueError(f"{path}: expected a .py file or an .ipynb notebook")
     namespace: dict[str, Any] = {"__name__": SUBMISSION_MODULE, "get_ipython": _QuietIPython}
-    problems = []
+    problems: list[Message] = []
     for label, source in chunks:
+        cell = _CELL.fullmatch(label) if path.suffix == ".ipynb" else None
+        where = msg("load.cell", number=int(cell[1])) if cell else label
         try:
             code = compile(source, label, "exec")
         except SyntaxError as err:
-            problems.append(f"{label}: syntax error at line {err.lineno}: {err.msg}")
+            problems.append(msg("load.syntax", where=where, line=err.lineno, error=err.msg))
             continue
         except ValueError as err:
-            problems.append(f"{label}: cannot be compiled: {err}")
+            problems.append(msg("load.not_compiled", where=where, error=str(err)))
             continue
         try:
             exec(code, namespace)
         except BaseException as err:  # a failing cell is reported, never fatal
-            where = student_line(err, label)
-            problems.append(f"{label}{where} raised {type(err).__name__}: {err}")
+            problems.append(msg("load.raised", where=where, line=at_line(err, label),
+                                type=type(err).__name__, error=_text(err)))
     namespace["get_ipython"] = _QuietIPython
     return LoadedSource(namespace, problems)
 
 
-def student_line(err: BaseException, filename: str | None = None) -> str:
-    """', line N' for the deepest frame of the student's own code in a traceback."""
+_CELL = re.compile(r"cell (\d+)")
+
+
+def _text(err: BaseException) -> str:
+    try:
+        return str(err)
+    except BaseException:  # a student's exception whose __str__ fails
+        return ""
+
+
+def at_line(err: BaseException, filename: str | None = None) -> Message | str:
+    """", line N" (`runner.at_line`) for the student's line in a traceback, or ""."""
+    line = student_line(err, filename)
+    return msg("runner.at_line", line=line) if line else ""
+
+
+def student_line(err: BaseException, filename: str | None = None) -> int | None:
+    """The line of the deepest frame of the student's own code in a traceback, or None."""
     student_files = {filename} if filename else None
     line = None
     for frame in traceback.extract_tb(err.__traceback__):
@@ -132,5 +173,5 @@ def student_line(err: BaseException, filename: str | None = None) -> str:
         )
         if in_student:
             line = frame.lineno
-    return f", line {line}" if line else ""
+    return line
 

@@ -2,9 +2,9 @@
 
 A submission offers a few operations (call a function, build and run a module, run a kit job
 beside the student's code) and turns anything that goes wrong in student code into a
-`StudentCodeError` with a plain message. `InProcessSubmission` (runner.inprocess) runs the
-code in this interpreter; `WorkerSubmission` (runner.worker) runs the same operations in a
-separate process.
+`StudentCodeError` with a message (`messages.Message`). `InProcessSubmission`
+(runner.inprocess) runs the code in this interpreter; `WorkerSubmission` (runner.worker)
+runs the same operations in a separate process.
 """
 
 from __future__ import annotations
@@ -15,14 +15,22 @@ from typing import Any, Callable, Protocol
 import torch
 from torch import nn
 
+from ..messages import Message, msg
+
 
 class StudentCodeError(Exception):
-    """Student code could not produce a value. `kind` is a stable tag; str() is the message."""
+    """Student code could not produce a value. `kind` is a stable tag, `message` says what
+    happened (a plain string is taken as it is); str() renders it in the current language."""
 
-    def __init__(self, kind: str, message: str, exc_type: str | None = None):
+    def __init__(self, kind: str, message: Message | str, exc_type: str | None = None):
+        message = message if isinstance(message, Message) else msg("text", text=message)
         super().__init__(message)
         self.kind = kind
+        self.message = message
         self.exc_type = exc_type
+
+    def __str__(self) -> str:
+        return str(self.message)
 
 
 @dataclass
@@ -56,7 +64,7 @@ class ModuleRun:
 class Submission(Protocol):
     """Where student code runs, as the checks see it."""
 
-    problems: list[str]  # what went wrong while loading the file
+    problems: list[Message]  # what went wrong while loading the file
 
     def ensure_loaded(self) -> None:
         """Ready to answer at once (a worker may need starting: not part of any timing)."""
@@ -76,7 +84,7 @@ class Submission(Protocol):
     def check_constructor(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Build a module and throw it away (to see which error a bad config raises)."""
 
-    def run_job(self, job: str, what: str, **kwargs: Any) -> Any:
+    def run_job(self, job: str, what: Message | str, **kwargs: Any) -> Any:
         """Run a kit function ("module:function" under `autograder.speed`) beside the student's
         code, with the submission as its first argument; its result. `what` names the student
         code it runs, for messages."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checks.core import CheckFailed, Context
+from ..messages import msg
 from ..runner.inprocess import plain
 from ..runner.protocol import Submission
 from . import measure
@@ -35,8 +36,8 @@ def timed_run(sub: Submission, device: str, seed: int) -> TimedRun:
     sub.ensure_loaded()  # a worker restarted after an earlier check: not part of the timing
     cpu_before = sub.cpu_seconds()
     started = time.perf_counter()
-    measurement = sub.run_job(measure.JOB, "MultiHeadAttention (timing)", device=device,
-                              seed=seed)
+    measurement = sub.run_job(measure.JOB, msg("worker.timing", name="MultiHeadAttention"),
+                              device=device, seed=seed)
     wall = time.perf_counter() - started
     cpu_after = sub.cpu_seconds()
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
@@ -55,11 +56,10 @@ def check_speed(sub: Submission, ctx: Context) -> float:
         raise CheckFailed(message)
     reported = total_measured(run.measurement)
     if reported > run.wall * 1.05:
-        raise CheckFailed(f"speed not scored: the reported times add up to more than the "
-                          f"{run.wall:.2f} s the measurement took")
+        raise CheckFailed(msg("speed.not_scored", reason=msg("speed.over_wall",
+                                                             wall=float(run.wall))))
     if ctx.device == "cpu" and run.cpu is not None and reported < MIN_TIMED_SHARE * run.cpu:
-        raise CheckFailed(f"speed not scored: the reported times add up to {reported:.2f} s "
-                          f"but the timing run used {run.cpu:.2f} s of CPU time "
-                          "(a slow constructor or first call, or a patched clock?)")
+        raise CheckFailed(msg("speed.not_scored", reason=msg(
+            "speed.under_cpu", reported=float(reported), cpu=float(run.cpu))))
     ctx.notes = message
     return fraction

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from .. import oracle
+from ..messages import Message, msg
 from .config import SpeedConfig, config_for, speed_input, speed_params, spot_indices
 
 Tensor = torch.Tensor
@@ -51,25 +52,25 @@ def speed_fraction(speedup: float, ref_ratio: float) -> float:
     return round(max(0.0, min(1.0, by_speedup, by_reference)), 2)
 
 
-def malformed(measurement: Any, cfg: SpeedConfig, seed: int) -> str | None:
+def malformed(measurement: Any, cfg: SpeedConfig, seed: int) -> Message | None:
     """What is wrong with a measurement's form, or None: the grader trusts none of it."""
     if not isinstance(measurement, dict):
-        return "the timing run sent no measurement"
+        return msg("speed.no_measurement")
     if measurement.get("config") != asdict(cfg) or measurement.get("seed") != seed:
-        return "the timing run used another config or seed than the grader asked for"
+        return msg("speed.other_config")
     times = measurement.get("times")
     if not isinstance(times, dict) or set(times) != {"student", "looped", "fused"} or any(
         not isinstance(ts, list) or len(ts) != cfg.rounds
         or not all(isinstance(t, float) and 0 < t < math.inf for t in ts)
         for ts in times.values()
     ):
-        return "the timing run sent malformed times"
+        return msg("speed.malformed_times")
     if not isinstance(measurement.get("outputs"), dict):
-        return "the timing run sent no outputs"
+        return msg("speed.no_outputs")
     return None
 
 
-def spot_check(outputs: dict[int, Any], cfg: SpeedConfig, seed: int) -> str | None:
+def spot_check(outputs: dict[int, Any], cfg: SpeedConfig, seed: int) -> Message | None:
     """Compare the student's outputs of the seed's spot-checked calls with nn.MultiheadAttention."""
     params = {k: v.double() for k, v in speed_params(cfg, seed).items()}
     mha = oracle.torch_mha(params, cfg.E, cfg.H)
@@ -81,34 +82,32 @@ def spot_check(outputs: dict[int, Any], cfg: SpeedConfig, seed: int) -> str | No
             got.double(), expected, **SPOT_TOLERANCE
         ):
             r, c = divmod(i, cfg.calls)
-            return f"the output of call {c + 1} in timing round {r + 1} is not the right answer"
+            return msg("speed.wrong_output", call=c + 1, round=r + 1)
     return None
 
 
-def speed_message(med: dict[str, float], speedup: float, device: str) -> str:
-    return (
-        f"your fused: {med['student'] * 1e3:.2f} ms, looped baseline: {med['looped'] * 1e3:.2f}"
-        f" ms → {speedup:.1f}× faster (needed ≥ {FULL_SPEEDUP:g}×; the kit's fused: "
-        f"{med['fused'] * 1e3:.2f} ms, on {device})"
-    )
+def speed_message(med: dict[str, float], speedup: float, device: str) -> Message:
+    return msg("speed.line", student=med["student"] * 1e3, looped=med["looped"] * 1e3,
+               speedup=float(speedup), needed=FULL_SPEEDUP, fused=med["fused"] * 1e3,
+               device=device)
 
 
-def score_speed(measurement: Any, device: str, seed: int) -> tuple[float, str]:
+def score_speed(measurement: Any, device: str, seed: int) -> tuple[float, Message]:
     """(fraction of the points, message) from what `measure_speed` sent for this device and seed."""
     cfg = config_for(device)
     problem = malformed(measurement, cfg, seed)
     if problem:
-        return 0.0, f"speed not scored: {problem}"
+        return 0.0, msg("speed.not_scored", reason=problem)
     problem = spot_check(measurement["outputs"], cfg, seed)
     if problem:
-        return 0.0, f"speed not scored: {problem} (is forward caching or skipping work?)"
+        return 0.0, msg("speed.not_scored_spot", reason=problem)
     speedup, ref_ratio = speed_ratios(measurement["times"])
     fraction = speed_fraction(speedup, ref_ratio)
     message = speed_message(medians(measurement["times"]), speedup, device)
     if fraction <= 0:
-        message += ". No faster than looping over heads: do all heads in one batched matmul"
+        message = msg("speed.no_faster", line=message)
     elif ref_ratio > MAX_REF_RATIO:
-        message += f". {ref_ratio:.1f}× the kit's fused time: look for per-head Python work"
+        message = msg("speed.far_from_kit", line=message, ratio=float(ref_ratio))
     return fraction, message
 
 

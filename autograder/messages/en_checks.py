@@ -1,0 +1,130 @@
+"""English templates of the checks (`autograder.checks`): verdicts, what is compared, case labels,
+shapes, values and masks. Ids are `area.name`; see `messages` for the fields."""
+
+TEMPLATES: dict[str, str] = {
+    # How a verdict is put together (checks.core.CheckFailed)
+    "check.mistake": "{mistake} {text}",
+    "check.case": "{text} ({case})",
+    "check.drawing": "{text}\n{drawing}",
+    "check.what": "{what}: {detail}",
+
+    # What is compared: the `what` of expect_*
+    "what.attention_weights": "{name} attention weights",
+    "what.weights": "{name} weights",
+    "what.weights_dims": "{name} weights {dims}",
+    "what.output": "{name} output",
+    "what.output_dims": "{name} output {dims}",
+    "what.out": "{name} out",
+    "what.without_device": "{call} without device",
+
+    # Case labels (checks.inputs, checks.extensions and literal cases)
+    "case.non_contiguous_input": "non-contiguous input",
+    "case.non_contiguous_inputs": "non-contiguous inputs",
+    "case.non_contiguous_x": "non-contiguous x",
+    "case.contiguous_x": "contiguous x",
+    "case.transposed_x": "x a transpose of (B, T, H, D)",
+    "case.no_mask": "no mask",
+    "case.causal_mask": "causal mask (T, T)",
+    "case.random_mask": "random mask (Tq, Tk)",
+    "case.padding_mask": "padding mask (B, 1, 1, Tk)",
+    "case.causal_kind": "causal",
+    "case.random_kind": "random",
+    "case.attn_mask_kind": "{kind} attn_mask",
+    "case.large_logits": "logits around 1e3",
+    "case.without_bias": "without bias",
+    "case.value_defaults_to_key": "forward(query, key): value defaults to key",
+    "case.grader_mask": "the grader's own pattern in the `mask` buffer: slice self.mask, don't "
+                        "build a new mask in forward",
+    "case.three_d": "3-d inputs (B, T, D) with Tq=4, Tk=7",
+    "case.default_device": "device=None means the default device",
+    "case.searched": "{case}; the smallest failing case of a shape search",
+    "case.query_alone": "forward(query) alone: key and value default to query",
+    "case.attn_mask_only": "attn_mask only",
+    "case.is_causal_only": "is_causal=True only",
+    "case.both_masks": "attn_mask and is_causal=True: blocked if either blocks",
+    "case.eval_dropout": "dropout={p:g} in eval mode",
+    "case.train_dropout": "dropout={p:g} in training mode",
+    "case.training": "dropout={p:g}, training",
+    "case.dropped_out": "{case}: out must use the dropped-out weights",
+
+    # Type, dtype and device (checks.expect)
+    "tensor.not_tensor": "should be a tensor of shape {shape}, got {type}",
+    "tensor.bool_dtype": "has dtype {dtype}, expected torch.bool (True = blocked): build it with "
+                         "dtype=torch.bool or finish with .bool()",
+    "tensor.dtype": "has dtype {dtype} for {expected} inputs: keep the input's dtype (avoid "
+                    "torch.tensor(...) constants that force float32)",
+    "tensor.device": "is on {device} but the inputs are on {expected}: create new tensors with "
+                     "device=x.device",
+    "check.in_place": "`{name}` modified its input in place: use out-of-place ops (masked_fill "
+                      "rather than masked_fill_, x = x * s rather than x *= s)",
+    "check.not_pair": "`{name}` should return a pair (out, weights), got {type}",
+    "check.no_value_error": "{call} should raise ValueError: {why}",
+    "check.other_error": "{call} should raise ValueError ({why}), but: {error}",
+    "why.heads_divide": "{dim} is not divisible by {heads} heads",
+    "why.features_split": "{dim} features do not split into {heads} heads",
+    "why.qk_default": "qk_head_dim defaults to query_dim // num_heads, and {heads} does not "
+                      "divide {dim}",
+
+    # Shapes (checks.feedback)
+    "shape.wrong": "got shape {got}, expected {expected}: {cause}",
+    "shape.wrong_named": "got shape {got}, expected {expected} = {dims}: {cause}",
+    "shape.dim": "dim {i}",
+    "shape.dims": "({dims})",
+    "shape.transposed": "that looks like {yours}: did you forget to transpose {a} and {b}?",
+    "shape.permuted": "that looks like {yours}: check the order in your permute",
+    "shape.size": "{dim} is {got} instead of {expected}",
+    "shape.flattened": "{a} and {b} are flattened into one dim",
+    "shape.split": "{dim} is split into two dims ({a}, {b})",
+    "shape.missing": "the {dim} dim is missing",
+    "shape.ndim": "{got} dims instead of {expected}",
+
+    # Values (checks.feedback)
+    "values.wrong": "wrong values: at index {index} expected {expected:.6g}, got {got:.6g} (max "
+                    "abs error {error:.3g})",
+    "values.wrong_heads": "wrong values: at index {index} expected {expected:.6g}, got {got:.6g} "
+                          "(max abs error {error:.3g}); heads {heads} of {count} differ",
+    "nonfinite.nan_rows": "NaN in your result (first at {first}) on whole rows: a softmax row is "
+                          "all NaN when it divides 0 by 0 (every key blocked: every query here "
+                          "keeps at least one, so check that your mask is not inverted or "
+                          "shifted) or inf by inf (exp overflowing on large logits: use "
+                          "torch.softmax)",
+    "nonfinite.nan": "NaN in your result (first at {first}) where the expected values are "
+                     "finite: either 0 * inf (multiplying -inf scores by a 0/1 mask; use "
+                     "masked_fill), or exp overflowing in a softmax written by hand (use "
+                     "torch.softmax)",
+    "nonfinite.inf": "inf in your result (first at {first}) where the expected values are "
+                     "finite: exp overflows above about 709 in float64 (88 in float32), and -inf "
+                     "must only fill scores before the softmax, never reach the weights or the "
+                     "output",
+
+    # Masks (checks.feedback, checks.steps)
+    "mask.yours": "yours",
+    "mask.expected": "expected",
+    "mask.header": "{yours:<{width}}   {expected:<{width}}   (x = blocked, . = allowed; row i = "
+                   "query i)",
+    "mask.drawing": "    {header}\n{rows}",  # rows: the drawn masks, as they are
+    "mask.drawing_corner": "    {header}\n{rows}\n    {corner}",
+    "mask.corner": "(the top-left {n}x{n} corner of {shape})",
+    "mask.wrong_entries": "{wrong} of {total} entries wrong, the first at {first}",
+    "mask.blocked_pair": "{call}: True marks a *blocked* pair, query i may not look at key j > i; "
+                         "{wrong}",
+    "attend.blocked_nonzero": "{what}: blocked positions must be exactly 0",
+
+    # Modules, dropout, the warm-up and the extension track
+    "modules.need_weights": "with need_weights=False, forward should return (out, None)",
+    "dropout.none_dropped": "dropout={p:g} in training mode dropped no attention weight: apply "
+                            "nn.Dropout to the weights (it is active only in train())",
+    "dropout.not_used": "dropout in training mode: the weights you return should be the ones "
+                        "you used, each either 0 or softmax / (1 - p)",
+    "shapes.copy": "split_heads_view returned a copy: view and transpose never copy, so the "
+                   "result should share x's memory (avoid contiguous(), clone() and torch.stack "
+                   "here)",
+    "shapes.quiz_form": "view_quiz() should return {count} answers, True or False, one per "
+                        "expression of VIEW_QUIZ in order; got {answers}",
+    "shapes.quiz_score": "{right} of {count} right: test each one with "
+                         "x.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()",
+    "shapes.roundtrip": "merge_heads_transpose(split_heads_view(x, H)) should give x back "
+                        "exactly: splitting and merging only move numbers",
+    "ext.should_work": "{call} should work: with the head sizes given, nothing needs to divide. "
+                       "It failed: {error}",
+}

@@ -1,0 +1,68 @@
+"""English templates of the runner (`autograder.runner`): what student code did wrong, loading
+problems, and the worker's timeouts, crashes and caps. `{error}` and `{text}` hold text that
+comes from the student's code or from Python, shown as it is."""
+
+TEMPLATES: dict[str, str] = {
+    # Calling student code (runner.inprocess)
+    "runner.not_implemented": "`{name}` is not implemented yet",
+    "runner.missing": "`{name}` is not defined: expected {signature}",
+    "runner.missing_after_problems": "`{name}` is not defined: expected {signature} (and your "
+                                     "file had problems loading: see below)",
+    "runner.at_line": ", line {line}",
+    "runner.raised": "`{name}` raised {type}{line}",
+    "runner.raised_text": "`{name}` raised {type}{line}: {error}",
+    "runner.out_of_memory": "`{name}` ran out of memory{size}{limit}: tensors the size of the "
+                            "inputs are all this exercise needs",
+    "runner.asked_for": " (it asked for {gib:,.1f} GiB at once)",
+    "runner.memory_limit": "; the grader allows {gib:g} GiB",
+    "runner.forbidden": "`{name}` uses {api}, which this exercise asks you to write yourself: "
+                        "graded code may not call it",
+    "runner.bad_layout": "`{name}` returned a {layout} tensor on {device}; return an ordinary "
+                         "dense tensor",
+    "runner.subclass": "`{name}` returned a tensor subclass, {type}; return a plain torch.Tensor",
+    "runner.too_deep": "`{name}` returned lists or tuples nested too deeply; return a "
+                       "torch.Tensor",
+    "runner.bad_type": "`{name}` returned a value of type {type}; return a torch.Tensor",
+    "runner.not_module": "`{name}(...)` is not an nn.Module",
+    "runner.no_submodule": "`{owner}` has no submodule `{holder}`: the grader reads and writes "
+                           "weights through it ({signature})",
+    "runner.not_none": "`{owner}.{param}` should be None when bias=False",
+    "runner.no_param": "`{owner}.{param}` is missing: expected a parameter of shape {shape}",
+    "runner.param_shape": "`{owner}.{param}` has shape {got}, expected {expected}",
+
+    # Loading the file (runner.loading)
+    "load.cell": "cell {number}",
+    "load.syntax": "{where}: syntax error at line {line}: {error}",
+    "load.not_compiled": "{where}: cannot be compiled: {error}",
+    "load.raised": "{where}{line} raised {type}: {error}",
+    "load.unreadable": "{path} could not be read: {type}: {error}",
+
+    # The worker process (runner.worker)
+    "worker.cap": "not run: grading this submission reached its overall limit of {limit:g} s",
+    "worker.load_timeout": "loading your file did not finish within {limit:g} s (an infinite "
+                           "loop at top level?)",
+    "worker.load_crash": "your file ended the grading process while loading ({status})",
+    "worker.no_answer": "it stopped answering",
+    "worker.killed": "killed by {signal}",
+    "worker.killed_oom": "killed by {signal} (out of memory?)",
+    "worker.killed_abort": "killed by {signal} (a crash in native code, or out of memory)",
+    "worker.killed_crash": "killed by {signal} (a crash in native code)",
+    "worker.exit_code": "exit code {code}: sys.exit or os._exit in student code?",
+    "worker.check_cap": "`{what}` was stopped: the check {check} reached its limit of {limit:g} "
+                        "s (is your code very slow?)",
+    "worker.total_cap": "`{what}` was stopped: grading this submission reached its overall "
+                        "limit of {limit:g} s",
+    "worker.timeout": "`{what}` timed out after {limit:g} s (an infinite loop?)",
+    "worker.crash": "`{what}` ended the grading process ({status})",
+    "worker.unreadable_reply": "`{what}` sent back something other than plain tensors and values "
+                               "({error}), which the grader does not read",
+    "worker.malformed_reply": "`{what}`: the worker sent a malformed reply",
+    "worker.unsendable": "`{what}` returned something that cannot be sent back ({type}): return "
+                         "plain tensors",
+    "worker.grader_error": "{type}: {error}",  # the grader's own code failed in the worker
+    "worker.cannot_start": "the grading worker could not start{user}: {error}",
+    "worker.as_user": " as user {user!r} (MHA_KIT_WORKER_USER chooses another)",
+    "worker.printed": "{text}",
+    "worker.printed_more": "{text} ... ({count:,} characters in all)",
+    "worker.timing": "{name} (timing)",
+}

@@ -1,0 +1,121 @@
+"""Chinese templates of the checks (see en_checks.py, which has the same ids and fields)."""
+
+TEMPLATES: dict[str, str] = {
+    # How a verdict is put together
+    "check.mistake": "{mistake}{text}",
+    "check.case": "{text}（{case}）",
+    "check.drawing": "{text}\n{drawing}",
+    "check.what": "{what}：{detail}",
+
+    # What is compared
+    "what.attention_weights": "{name} 的注意力权重",
+    "what.weights": "{name} 的权重",
+    "what.weights_dims": "{name} 的权重 {dims}",
+    "what.output": "{name} 的输出",
+    "what.output_dims": "{name} 的输出 {dims}",
+    "what.out": "{name} 的 out",
+    "what.without_device": "不传 device 的 {call}",
+
+    # Case labels
+    "case.non_contiguous_input": "非连续的输入",
+    "case.non_contiguous_inputs": "非连续的输入",
+    "case.non_contiguous_x": "非连续的 x",
+    "case.contiguous_x": "连续的 x",
+    "case.transposed_x": "x 由 (B, T, H, D) 转置而来",
+    "case.no_mask": "无掩码",
+    "case.causal_mask": "因果掩码 (T, T)",
+    "case.random_mask": "随机掩码 (Tq, Tk)",
+    "case.padding_mask": "填充掩码 (B, 1, 1, Tk)",
+    "case.causal_kind": "因果",
+    "case.random_kind": "随机",
+    "case.attn_mask_kind": "{kind} attn_mask",
+    "case.large_logits": "logit 约为 1e3",
+    "case.without_bias": "无偏置",
+    "case.value_defaults_to_key": "forward(query, key)：value 默认等于 key",
+    "case.grader_mask": "`mask` 缓冲区里是评分程序自己的模式：请切片 self.mask，不要在 forward "
+                        "里新建掩码",
+    "case.three_d": "三维输入 (B, T, D)，Tq=4，Tk=7",
+    "case.default_device": "device=None 表示默认设备",
+    "case.searched": "{case}；形状搜索找到的最小出错用例",
+    "case.query_alone": "只传 forward(query)：key 和 value 默认等于 query",
+    "case.attn_mask_only": "只有 attn_mask",
+    "case.is_causal_only": "只有 is_causal=True",
+    "case.both_masks": "attn_mask 加 is_causal=True：任一掩码屏蔽即屏蔽",
+    "case.eval_dropout": "dropout={p:g}，评估模式",
+    "case.train_dropout": "dropout={p:g}，训练模式",
+    "case.training": "dropout={p:g}，训练模式",
+    "case.dropped_out": "{case}：out 必须使用经过 dropout 的权重",
+
+    # Type, dtype and device
+    "tensor.not_tensor": "应当是形状为 {shape} 的张量，实际得到 {type}",
+    "tensor.bool_dtype": "的 dtype 是 {dtype}，应当是 torch.bool（True = 屏蔽）：创建时用 "
+                         "dtype=torch.bool，或最后调用 .bool()",
+    "tensor.dtype": "的 dtype 是 {dtype}，但输入是 {expected}：请保持输入的 dtype（不要用会强制成 "
+                    "float32 的 torch.tensor(...) 常量）",
+    "tensor.device": "在 {device} 上，但输入在 {expected} 上：新建张量时请用 device=x.device",
+    "check.in_place": "`{name}` 原地修改了输入：请用非原地的运算（用 masked_fill 而不是 "
+                      "masked_fill_，用 x = x * s 而不是 x *= s）",
+    "check.not_pair": "`{name}` 应当返回 (out, weights) 二元组，实际得到 {type}",
+    "check.no_value_error": "{call} 应当抛出 ValueError：{why}",
+    "check.other_error": "{call} 应当抛出 ValueError（{why}），但实际：{error}",
+    "why.heads_divide": "{dim} 不能被 {heads} 个头整除",
+    "why.features_split": "{dim} 个特征不能平分给 {heads} 个头",
+    "why.qk_default": "qk_head_dim 默认为 query_dim // num_heads，而 {heads} 不能整除 {dim}",
+
+    # Shapes
+    "shape.wrong": "得到的形状是 {got}，应当是 {expected}：{cause}",
+    "shape.wrong_named": "得到的形状是 {got}，应当是 {expected} = {dims}：{cause}",
+    "shape.dim": "第 {i} 维",
+    "shape.dims": "({dims})",
+    "shape.transposed": "看起来是 {yours}：是不是忘了交换 {a} 和 {b}？",
+    "shape.permuted": "看起来是 {yours}：请检查 permute 的维度顺序",
+    "shape.size": "{dim} 是 {got}，应当是 {expected}",
+    "shape.flattened": "{a} 和 {b} 被合成了一维",
+    "shape.split": "{dim} 被拆成了两维 ({a}, {b})",
+    "shape.missing": "缺少 {dim} 这一维",
+    "shape.ndim": "有 {got} 个维度，应当是 {expected} 个",
+
+    # Values
+    "values.wrong": "数值不对：在下标 {index} 处应当是 {expected:.6g}，实际是 {got:.6g}"
+                    "（最大绝对误差 {error:.3g}）",
+    "values.wrong_heads": "数值不对：在下标 {index} 处应当是 {expected:.6g}，实际是 {got:.6g}"
+                          "（最大绝对误差 {error:.3g}；{count} 个头中 {heads} 不对）",
+    "nonfinite.nan_rows": "结果里有整行的 NaN（第一个在 {first}）：softmax 的一行全是 NaN，"
+                          "要么是 0 除以 0（所有键都被屏蔽；这里每个查询至少留有一个键，"
+                          "请检查掩码是否取反或错位），要么是 inf 除以 inf（logit 很大时 exp "
+                          "溢出：请用 torch.softmax）",
+    "nonfinite.nan": "结果里有 NaN（第一个在 {first}），而期望的值都是有限的：要么是 0 * inf（把 "
+                     "-inf 分数乘以 0/1 掩码；请用 masked_fill），要么是手写 softmax 时 exp 溢出"
+                     "（请用 torch.softmax）",
+    "nonfinite.inf": "结果里有 inf（第一个在 {first}），而期望的值都是有限的：float64 下 exp "
+                     "超过约 709 就会溢出（float32 下约 88），-inf 只能在 softmax 之前用来填充"
+                     "分数，绝不能出现在权重或输出里",
+
+    # Masks
+    "mask.yours": "你的",
+    "mask.expected": "应当是",
+    "mask.header": "{yours:<{width}}   {expected:<{width}}   （x = 屏蔽，. = 允许；"
+                   "第 i 行 = 查询 i）",
+    "mask.drawing": "    {header}\n{rows}",  # rows: the drawn masks, as they are
+    "mask.drawing_corner": "    {header}\n{rows}\n    {corner}",
+    "mask.corner": "（{shape} 左上角的 {n}x{n} 部分）",
+    "mask.wrong_entries": "{total} 个元素中有 {wrong} 个不对，第一个在 {first}",
+    "mask.blocked_pair": "{call}：True 表示这一对被*屏蔽*，查询 i 不能看键 j > i；{wrong}",
+    "attend.blocked_nonzero": "{what}：被屏蔽的位置必须恰好为 0",
+
+    # Modules, dropout, the warm-up and the extension track
+    "modules.need_weights": "need_weights=False 时，forward 应当返回 (out, None)",
+    "dropout.none_dropped": "dropout={p:g} 在训练模式下一个注意力权重也没有丢弃：请对权重使用 "
+                            "nn.Dropout（它只在 train() 模式下起作用）",
+    "dropout.not_used": "训练模式下的 dropout：返回的权重应当就是你实际使用的权重，每个要么是 0，"
+                        "要么是 softmax / (1 - p)",
+    "shapes.copy": "split_heads_view 返回的是副本：view 和 transpose 从不复制，结果应与 x 共享内存"
+                   "（这里不要用 contiguous()、clone() 或 torch.stack）",
+    "shapes.quiz_form": "view_quiz() 应当按 VIEW_QUIZ 的顺序，对每个表达式给出一个 True 或 False，"
+                        "共 {count} 个答案；实际得到 {answers}",
+    "shapes.quiz_score": "答对 {right}/{count} 题：逐个用这个式子验证 "
+                         "x.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()",
+    "shapes.roundtrip": "merge_heads_transpose(split_heads_view(x, H)) 应当原样还原 x："
+                        "拆分与合并只是移动数字",
+    "ext.should_work": "{call} 应当能正常创建：给定了各头的大小，就不需要整除。实际失败：{error}",
+}

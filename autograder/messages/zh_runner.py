@@ -1,0 +1,61 @@
+"""Chinese templates of the runner (see en_runner.py, which has the same ids and fields). Text
+from the student's code or from Python (`{error}`, `{text}`) is quoted as code: it stays as it
+was written."""
+
+TEMPLATES: dict[str, str] = {
+    # Calling student code
+    "runner.not_implemented": "`{name}` 还没有实现",
+    "runner.missing": "`{name}` 没有定义，应当是 `{signature}`",
+    "runner.missing_after_problems": "`{name}` 没有定义，应当是 `{signature}`（加载文件时出了问题，"
+                                     "见下文）",
+    "runner.at_line": "（第 {line} 行）",
+    "runner.raised": "`{name}` 抛出了 {type}{line}",
+    "runner.raised_text": "`{name}` 抛出了 {type}{line}：`{error}`",
+    "runner.out_of_memory": "`{name}` 内存不足{size}{limit}：这个练习只需要与输入同样大小的张量",
+    "runner.asked_for": "（一次申请了 {gib:,.1f} GiB）",
+    "runner.memory_limit": "；评分程序允许 {gib:g} GiB",
+    "runner.forbidden": "`{name}` 调用了 {api}，而这个练习要求你自己实现它：被评分的代码不能调用它",
+    "runner.bad_layout": "`{name}` 返回了 {device} 上的 {layout} 张量；请返回普通的稠密张量",
+    "runner.subclass": "`{name}` 返回了张量子类 {type}；请返回普通的 torch.Tensor",
+    "runner.too_deep": "`{name}` 返回的列表或元组嵌套太深；请返回 torch.Tensor",
+    "runner.bad_type": "`{name}` 返回了类型为 {type} 的值；请返回 torch.Tensor",
+    "runner.not_module": "`{name}(...)` 不是 nn.Module",
+    "runner.no_submodule": "`{owner}` 没有子模块 `{holder}`：评分程序要通过它读写权重"
+                           "（`{signature}`）",
+    "runner.not_none": "bias=False 时 `{owner}.{param}` 应当是 None",
+    "runner.no_param": "缺少 `{owner}.{param}`：应当是形状为 {shape} 的参数",
+    "runner.param_shape": "`{owner}.{param}` 的形状是 {got}，应当是 {expected}",
+
+    # Loading the file
+    "load.cell": "第 {number} 个单元格",
+    "load.syntax": "{where}：第 {line} 行有语法错误：`{error}`",
+    "load.not_compiled": "{where}：无法编译：`{error}`",
+    "load.raised": "{where}{line}抛出了 {type}：`{error}`",
+    "load.unreadable": "无法读取 {path}：{type}：`{error}`",
+
+    # The worker process
+    "worker.cap": "没有运行：这份提交的评分用时达到了总上限 {limit:g} 秒",
+    "worker.load_timeout": "加载文件超过 {limit:g} 秒仍未完成（顶层代码是不是有死循环？）",
+    "worker.load_crash": "加载文件时你的代码让评分进程退出了（{status}）",
+    "worker.no_answer": "它不再响应",
+    "worker.killed": "被 {signal} 终止",
+    "worker.killed_oom": "被 {signal} 终止（内存不足？）",
+    "worker.killed_abort": "被 {signal} 终止（原生代码崩溃，或内存不足）",
+    "worker.killed_crash": "被 {signal} 终止（原生代码崩溃）",
+    "worker.exit_code": "退出码 {code}：学生代码里是不是调用了 sys.exit 或 os._exit？",
+    "worker.check_cap": "`{what}` 被中止：检查项 {check} 用时达到上限 {limit:g} 秒"
+                        "（代码是不是太慢了？）",
+    "worker.total_cap": "`{what}` 被中止：这份提交的评分用时达到了总上限 {limit:g} 秒",
+    "worker.timeout": "`{what}` 运行超过 {limit:g} 秒被中止（是不是死循环？）",
+    "worker.crash": "`{what}` 让评分进程退出了（{status}）",
+    "worker.unreadable_reply": "`{what}` 返回的不只是普通的张量和值（`{error}`），"
+                               "评分程序不读取这样的结果",
+    "worker.malformed_reply": "`{what}`：评分子进程发回的回复格式不对",
+    "worker.unsendable": "`{what}` 返回的东西无法传回（{type}）：请返回普通的张量",
+    "worker.grader_error": "{type}：`{error}`",
+    "worker.cannot_start": "评分子进程无法启动{user}：{error}",
+    "worker.as_user": "（以用户 {user!r} 运行；可用 MHA_KIT_WORKER_USER 换一个）",
+    "worker.printed": "`{text}`",
+    "worker.printed_more": "`{text}` ……（共 {count:,} 个字符）",
+    "worker.timing": "{name}（计时）",
+}

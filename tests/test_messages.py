@@ -1,0 +1,222 @@
+"""Messages by id: every id in both languages, what crosses the worker's pipe, and no English
+prose left under `zh` in what the grader says about the kit's own mutants, the stubs and the
+hostile submissions."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import CORPUS, DETERMINISTIC, HOSTILE, STUBS
+
+from autograder.checks.core import CheckResult
+from autograder.grading.batch import grade_submission
+from autograder.grading.registry import run_checks
+from autograder.grading.report import format_table, gradescope_results
+from autograder.messages import (
+    LANG_VARIABLE,
+    TEMPLATES,
+    Message,
+    display_width,
+    fields,
+    joined,
+    msg,
+    pad,
+)
+from autograder.runner.inprocess import InProcessSubmission
+from autograder.runner.policy import Limits, worker_user
+
+sys.path.insert(0, str(CORPUS))
+from mutants import MUTANTS  # noqa: E402
+
+# --------------------------------------------------------------------------- English prose
+
+# Code as the grader writes it: `spans`, and tokens with any of these characters or a digit
+# (identifiers with _ or ., calls, dims like B=2, shapes, numbers, operators).
+CODE_SPAN = re.compile(r"`[^`]*`")
+CODE_CHARS = re.compile(r"[_.()\[\]{}=/*@'\"<>|~^→×≥\d-]")
+WORD = re.compile(r"[A-Za-z]{3,}")
+
+
+def english_prose(text: str) -> list[str]:
+    """Runs of two or more English words of three letters or more, outside code.
+
+    Code spans (`...`) are removed first; what is left is cut at every non-ASCII character
+    (Chinese text and punctuation end a run), then into tokens at white space. A token, its
+    trailing , ; : ! ? removed, is a word if it is letters only, at least three of them; a
+    token with a digit or a code character (_ . ( ) = / * ...) is code and ends a run."""
+    found = []
+    for segment in re.split(r"[^\x00-\x7f]+", CODE_SPAN.sub(" ", text)):
+        run: list[str] = []
+        for token in segment.split():
+            token = token.strip(",;:!?")
+            if WORD.fullmatch(token) and not CODE_CHARS.search(token):
+                run.append(token)
+                continue
+            if len(run) >= 2:
+                found.append(" ".join(run))
+            run = []
+        if len(run) >= 2:
+            found.append(" ".join(run))
+    return found
+
+
+def test_the_prose_detector_finds_english_and_leaves_code_alone():
+    assert english_prose("speed not scored: the run sent no outputs") == [
+        "speed not scored the run sent"]  # "no" is too short to count
+    assert english_prose("`split_heads` 还没有实现 (is your code very slow?)") == [
+        "your code very"]  # "(is" and "slow?)" hold code characters
+    assert english_prose("形状是 (2, 5)，应当是 x.transpose(1, 2) 而不是 B=2, T=5 float32") == []
+    assert english_prose("`name 'x' is not defined` 抛出了 NameError（第 3 行）") == []
+    assert english_prose("inf / inf 得到 NaN：请用 torch.softmax") == []
+
+
+def rendered(results: list[CheckResult], problems: list, lang: str,
+             monkeypatch: pytest.MonkeyPatch) -> str:
+    """Everything a student reads: the table, its notes and Gradescope's outputs."""
+    monkeypatch.setenv(LANG_VARIABLE, lang)
+    payload = gradescope_results(results, problems)
+    outputs = [t["output"] for t in payload["tests"]] + [payload.get("output", "")]
+    return "\n".join([format_table(results, problems), *outputs])
+
+
+def assert_chinese(results: list[CheckResult], problems: list,
+                   monkeypatch: pytest.MonkeyPatch) -> None:
+    zh = rendered(results, problems, "zh", monkeypatch)
+    assert english_prose(zh) == [], zh
+    # The same messages in English are prose: what the test sees is what a student reads.
+    assert english_prose(rendered(results, problems, "en", monkeypatch))
+
+
+# --------------------------------------------------------------------------- the corpus
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.mistake for m in MUTANTS])
+def test_mutant_messages_are_chinese(mutant, tmp_path: Path, monkeypatch):
+    path = tmp_path / "mutant.py"
+    path.write_text(mutant.source())
+    sub = InProcessSubmission.from_path(path)
+    results = run_checks(sub, only=sorted(mutant.fails))  # the passing checks say "ok"
+    assert not any(r.passed for r in results)
+    assert_chinese(results, sub.problems, monkeypatch)
+
+
+def test_stub_messages_are_chinese(monkeypatch):
+    sub = InProcessSubmission.from_path(STUBS)
+    results = run_checks(sub)
+    assert [r.id for r in results if r.id in DETERMINISTIC] == DETERMINISTIC
+    assert_chinese(results, sub.problems, monkeypatch)
+
+
+DROPPED = worker_user() is not None  # student code runs as another account (the grader is root)
+HOSTILE_FILES = sorted(p.name for p in HOSTILE.iterdir() if p.suffix in (".py", ".ipynb"))
+
+
+@pytest.mark.parametrize("name", HOSTILE_FILES)
+def test_hostile_messages_are_chinese(name: str, tiny, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # some write fake grade sheets where the grader works
+    if name == "kills_grader.py" and not DROPPED:  # it would kill this process: its row only
+        results = [CheckResult("split_heads", 0, 7, msg("batch.grader_died"))]
+        assert_chinese(results, [msg("batch.grader_died")], monkeypatch)
+        return
+    limits = Limits(call_s=2, load_s=4, total_s=20)
+    results, problems = grade_submission(HOSTILE / name, limits=limits)
+    if all(r.passed for r in results) and not problems:
+        pytest.fail(f"{name} gets full marks")
+    zh = rendered(results, problems, "zh", monkeypatch)
+    assert english_prose(zh) == [], zh
+
+
+# --------------------------------------------------------------------------- the catalogue
+
+
+def test_every_id_has_a_chinese_template_with_the_same_fields():
+    english, chinese = TEMPLATES["en"], TEMPLATES["zh"]
+    assert set(chinese) == set(english)
+    for message_id, template in english.items():
+        assert fields(chinese[message_id]) == fields(template), message_id
+        assert re.fullmatch(r"[a-z]+(\.[a-z0-9_]+)?", message_id), message_id
+
+
+def test_a_message_checks_its_fields_where_it_is_written():
+    with pytest.raises(KeyError, match="no message"):
+        msg("no.such_message")
+    with pytest.raises(KeyError, match="needs name"):
+        msg("runner.not_implemented")
+
+
+def test_messages_cross_the_pipe_as_plain_data():
+    message = msg("runner.raised_text", name="f", type="KeyError",
+                  line=msg("runner.at_line", line=3), error="boom")
+    data = message.to_data()
+    assert data == {"id": "runner.raised_text", "params": {
+        "name": "f", "type": "KeyError", "line": {"id": "runner.at_line", "params": {"line": 3}},
+        "error": "boom"}}
+    assert Message.from_data(data) == message
+    shapes = msg("runner.param_shape", owner="M", param="w", got=(2, 3), expected=(3, 2))
+    assert str(Message.from_data(shapes.to_data())).endswith("(2, 3), expected (3, 2)")
+    upper = Message.from_data(data, text=str.upper)
+    assert upper.render("en") == "`F` raised KEYERROR, line 3: BOOM"
+
+
+def nested(depth: int) -> dict:
+    data: dict = {"id": "text", "params": {"text": "x"}}
+    for _ in range(depth):
+        data = {"id": "text", "params": {"text": data}}
+    return data
+
+
+@pytest.mark.parametrize("junk", [
+    None, "ok", ["ok"], {"id": "ok"}, {"id": "no.such_id", "params": {}},
+    {"id": ["ok"], "params": {}}, {"id": "ok", "params": []}, {"id": "ok", "params": {1: "x"}},
+    {"id": "ok", "params": {}, "extra": 1},
+    {"id": "runner.not_implemented", "params": {}},  # a field is missing
+    {"id": "text", "params": {"text": {1, 2}}},  # not a value to_data writes
+    {"id": "text", "params": {"text": ("a", "b")}},
+    {"id": "worker.cap", "params": {"limit": "a while"}},  # {limit:g} on a string
+    {"id": "text", "params": {"text": ["x"] * 1000}},
+    {"id": "text", "params": {f"p{i}": "x" for i in range(100)} | {"text": "x"}},
+    nested(50),
+])
+def test_from_data_rejects_junk(junk):
+    with pytest.raises(ValueError):
+        Message.from_data(junk)
+
+
+def test_from_data_bounds_the_length_it_accepts():
+    data = msg("text", text="x" * 100).to_data()
+    assert Message.from_data(data, keep=100)
+    with pytest.raises(ValueError, match="longer"):
+        Message.from_data(data, keep=99)
+
+
+# --------------------------------------------------------------------------- layout
+
+
+def test_chinese_pads_by_display_width():
+    assert display_width("检查项") == 6 and pad("检查项", 8) == "检查项  "
+    header = msg("mask.header", yours=msg("mask.yours"), expected=msg("mask.expected"), width=9)
+    assert display_width(header.render("zh").split("（")[0]) == 9 + 3 + 9 + 3
+
+
+def test_the_chinese_table_lines_up(monkeypatch):
+    results = [CheckResult("split_heads", 0, 7, msg("runner.not_implemented", name="x")),
+               CheckResult("attend", 10, 10, msg("ok"))]
+    monkeypatch.setenv(LANG_VARIABLE, "zh")
+    header, _, first, *_ = format_table(results).splitlines()
+    assert header.startswith("  检查项")
+    # The points column ends at the same screen column in the header and in each row.
+    assert display_width(header[:header.index("得分") + 2]) == display_width(first[:first.index(
+        "0/7") + 3])
+
+
+def test_lists_and_parts_are_joined_in_each_language():
+    parts = joined(["B=2, T=5", msg("case.no_mask"), "", "float32"])
+    assert parts.render("en") == "B=2, T=5, no mask, float32"
+    assert parts.render("zh") == "B=2, T=5，无掩码，float32"
+    sizes = msg("shape.wrong", got=(2, 3), expected=(2, 4), cause=[
+        msg("shape.size", dim="T", got=3, expected=4)] * 2)
+    assert sizes.render("en").endswith("T is 3 instead of 4; T is 3 instead of 4")
+    assert sizes.render("zh").endswith("T 是 3，应当是 4；T 是 3，应当是 4")
