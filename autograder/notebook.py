@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 
-from .checks.core import Context
+from .checks.core import HIDDEN_SALT, Context
 from .grading.pictures import show
 from .grading.registry import POINTS, run_check
 from .grading.report import score_line
@@ -23,7 +23,6 @@ from .training import plot_losses, shown, train_side_by_side
 
 __all__ = ["check", "compare", "train"]
 
-HIDDEN_SALT = "hidden"  # nbgrader's hidden tests: the same check on another fixed set of inputs
 
 
 def check(check_id: str, *, hidden: bool = False) -> float:

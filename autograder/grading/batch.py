@@ -43,7 +43,8 @@ from .report import gradescope_results
 
 def grade_submission(path: Path, device: str = "cpu", *, assignment: str = "mha",
                      only: list[str] | None = None, limits: Limits | None = None,
-                     on_result: Callable | None = None) -> tuple[list, list[str]]:
+                     on_result: Callable | None = None, salt: str = ""
+                     ) -> tuple[list, list[str]]:
     """(results, problems) for one file: its code runs only in a worker process."""
 
     with WorkerSubmission(path, device, limits) as sub:
@@ -51,7 +52,7 @@ def grade_submission(path: Path, device: str = "cpu", *, assignment: str = "mha"
         search.warm_up()  # while the worker loads the file
         sub.ensure_loaded()
         results = run_checks(sub, only=only, device=device, on_result=on_result,
-                             assignment=assignment)
+                             assignment=assignment, salt=salt)
         printed = [msg("report.printed", printed=sub.printed)] if sub.printed else []
         return results, sub.problems + printed
 

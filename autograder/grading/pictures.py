@@ -14,14 +14,20 @@ from ..checks.core import Picture
 from ..messages import msg, render
 
 
-def show(picture: Picture) -> None:
-    """Draw the picture with matplotlib (the figure stays current: `plt.gcf()`)."""
+def draw(picture: Picture) -> Any:
+    """The picture as a matplotlib figure."""
     import matplotlib.pyplot as plt
 
     if picture.expected.dtype == torch.bool:
-        _masks(plt, picture)
-    else:
-        _heatmaps(plt, picture)
+        return _masks(plt, picture)
+    return _heatmaps(plt, picture)
+
+
+def show(picture: Picture) -> None:
+    """Draw the picture and show it (in a notebook: below the cell)."""
+    import matplotlib.pyplot as plt
+
+    draw(picture)
     plt.show()
 
 

@@ -108,9 +108,10 @@ def run_check(check_id: str, sub: Submission, ctx: Context | None = None) -> Che
 
 def run_checks(sub: Submission, only: list[str] | None = None, device: str = "cpu",
                on_result: Callable[[CheckResult], None] | None = None,
-               assignment: str = "mha") -> list[CheckResult]:
-    """Run an assignment's checks in points-table order (all of them, or those in `only`)."""
-    ctx = Context(device=device)
+               assignment: str = "mha", salt: str = "") -> list[CheckResult]:
+    """Run an assignment's checks in points-table order (all of them, or those in `only`),
+    on the inputs of `salt` (see `Context`)."""
+    ctx = Context(device=device, salt=salt)
     results = []
     for spec in ASSIGNMENTS[assignment]:
         if only and spec.id not in only:

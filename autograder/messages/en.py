@@ -78,6 +78,7 @@ TEMPLATES: dict[str, str] = {
     "training.step": "training step",
     "training.loss": "loss (MSE)",
     "training.title": "Does it train? Same weights, same batches",
+    "trusted.problem": "while grading the submitted notebook in the kit's worker: {problem}",
 
     **CHECKS,
     **MISTAKES,

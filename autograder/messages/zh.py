@@ -73,6 +73,7 @@ TEMPLATES: dict[str, str] = {
     "training.step": "训练步数",
     "training.loss": "损失 (MSE)",
     "training.title": "能训练吗？相同的初始权重，相同的批次",
+    "trusted.problem": "在评分工具包的工作进程中评分提交的 notebook 时：{problem}",
 
     **CHECKS,
     **MISTAKES,

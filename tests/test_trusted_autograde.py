@@ -1,0 +1,80 @@
+"""`TrustedGrades`: the points nbgrader records come from the kit's isolated grading of the
+notebook, never from what the student's kernel printed or returned.
+
+Each hostile notebook is the release with one cell added; its test cells carry the outputs a
+kernel running that code would give (a ✓ and the full points). nbgrader's own
+`determine_grade` then reads the cells that `TrustedGrades` rewrote.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import nbformat
+import pytest
+from conftest import SPEED
+from nbgrader.utils import determine_grade
+from notebook_helpers import RELEASE, read, solved
+
+from autograder.grading.registry import POINTS
+from autograder.runner.loading import is_test_cell
+from autograder.trusted_autograde import TrustedGrades
+
+HOSTILE_CELLS = {
+    "defines_check": 'def check(check_id, hidden=False):\n'
+                     '    print(f"✓ {check_id}: full marks")\n'
+                     '    return 100\n',
+    "patches_run_check": "import autograder.grading.registry as registry\n"
+                         "import autograder.notebook as notebook\n"
+                         "fake = lambda check_id, *a, **k: registry.CheckResult(\n"
+                         "    check_id, 100, 100, 'ok')\n"
+                         "registry.run_check = notebook.run_check = fake\n",
+    "swallows_exceptions": "get_ipython().set_custom_exc((BaseException,), "
+                           "lambda *args, **kwargs: None)\n",
+}
+
+
+def claimed_full_marks(nb: nbformat.NotebookNode) -> None:
+    """The outputs a kernel gives when the notebook's own code claims every point."""
+    for cell in nb.cells:
+        if is_test_cell(cell):
+            check_id = cell.metadata["nbgrader"]["grade_id"]
+            cell.outputs = [
+                nbformat.v4.new_output("stream", name="stdout", text=f"✓ {check_id}: ok\n"),
+                nbformat.v4.new_output("execute_result", data={"text/plain": "100"},
+                                       execution_count=1)]
+
+
+def trusted_points(nb: nbformat.NotebookNode) -> dict[str, float]:
+    nb, _ = TrustedGrades().preprocess(nb, {})
+    return {cell.metadata["nbgrader"]["grade_id"]: determine_grade(cell)[0]
+            for cell in nb.cells if is_test_cell(cell)}
+
+
+@pytest.fixture
+def tiny_speed(monkeypatch):
+    monkeypatch.setenv("MHA_KIT_SPEED_CONFIG", "tiny")
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_CELLS))
+def test_code_in_the_notebook_does_not_decide_its_points(name, tiny_speed):
+    nb = read(RELEASE)  # every function a stub
+    nb.cells.insert(1, nbformat.v4.new_code_cell(HOSTILE_CELLS[name], id="hostile"))
+    claimed_full_marks(nb)
+    points = trusted_points(nb)
+    assert set(points) == set(POINTS) & set(points) and SPEED in points
+    assert points == dict.fromkeys(points, 0)
+    outputs = next(c for c in nb.cells if is_test_cell(c)).outputs
+    assert [o.output_type for o in outputs][-1] == "error"
+    assert "not implemented yet" in outputs[0].text
+
+
+def test_an_honest_notebook_keeps_its_points_and_shows_a_tick(tiny_speed):
+    nb = solved(read(RELEASE))
+    claimed = copy.deepcopy(nb)
+    claimed_full_marks(claimed)
+    points = trusted_points(claimed)
+    points.pop(SPEED)  # timed at the tiny size, where fused need not beat looped
+    assert points == {check_id: POINTS[check_id] for check_id in points}
+    first = next(c for c in claimed.cells if is_test_cell(c))
+    assert first.outputs[0].text.startswith("✓ ")
