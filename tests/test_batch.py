@@ -120,7 +120,8 @@ def hostile_batch(tmp_path_factory):
     writes fake grade sheets into the grader's working folder)."""
     where = tmp_path_factory.mktemp("batch")
     run = run_cli("grade", str(HOSTILE), "--jobs", "2", "--csv", "grades.csv",
-                  "--json-dir", "json", env=LIMITS, cwd=where, timeout=900)  # a hang guard only
+                  "--json-dir", "json", "--report", "class", env=LIMITS, cwd=where,
+                  timeout=900)  # a hang guard only
     assert run.returncode == 0, run.stdout + run.stderr
     return where, run
 

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..grading import class_report
 from ..grading.batch import Progress, grade_all, safe_name, summary, write_csv
 from ..grading.files import StudentFile, detect_assignment, discover
 from ..grading.registry import ASSIGNMENTS
@@ -27,6 +28,9 @@ def add(commands: Any) -> None:
     grade.add_argument("submissions", help="the folder of submissions")
     grade.add_argument("--jobs", "-j", type=int, default=2, help="submissions graded at once")
     grade.add_argument("--csv", default="grades.csv", help="where to write the grade sheet")
+    grade.add_argument("--report", metavar="PREFIX",
+                       help="also write a class report: PREFIX.csv and PREFIX.png (score "
+                            "histogram, pass rate per check, the mistakes named most often)")
     grade.add_argument("--json-dir", metavar="DIR",
                        help="also write one Gradescope results.json per student here")
     grade.add_argument("--assignment", choices=tuple(ASSIGNMENTS),
@@ -68,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json_dir:
         for student, (_, payload) in rows.items():
             write_results(Path(args.json_dir) / f"{safe_name(student)}.json", payload)
+    if args.report:
+        report = class_report.summarise([payload for _, payload in rows.values()])
+        table, picture = class_report.write(report, Path(args.report))
+        print(render(msg("report.class_written", table=str(table), picture=str(picture))))
     print(summary(rows, time.perf_counter() - started, args.jobs))
     print(render(msg("cli.wrote_both", path=args.csv, count=len(rows), folder=args.json_dir)
                  if args.json_dir else msg("cli.wrote", path=args.csv)))

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..checks.core import CheckResult
+from ..checks.diagnosis import named_in
 from ..messages import Message, display_width, msg, pad, render
 
 
@@ -50,6 +51,7 @@ def gradescope_results(results: Iterable[CheckResult],
             "status": "passed" if r.passed else "failed",
             "output": render(r.message),
             "visibility": "visible",
+            "extra_data": {"mistakes": named_in(r.message) if not r.passed else []},
         }
         for r in results
     ]

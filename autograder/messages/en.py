@@ -78,6 +78,12 @@ TEMPLATES: dict[str, str] = {
     "training.step": "training step",
     "training.loss": "loss (MSE)",
     "training.title": "Does it train? Same weights, same batches",
+    "report.class_mistake": "{share:.0f}% {mistake}",
+    "report.class_histogram": "total scores of {students} students",
+    "report.class_total": "total (out of {max:g})",
+    "report.class_pass_rates": "students with full points, per check (%)",
+    "report.class_mistakes": "the {top} mistakes named most often (% of students)",
+    "report.class_written": "wrote the class report: {table} and {picture}",
     "trusted.problem": "while grading the submitted notebook in the kit's worker: {problem}",
 
     **CHECKS,

@@ -73,6 +73,12 @@ TEMPLATES: dict[str, str] = {
     "training.step": "训练步数",
     "training.loss": "损失 (MSE)",
     "training.title": "能训练吗？相同的初始权重，相同的批次",
+    "report.class_mistake": "{share:.0f}% {mistake}",
+    "report.class_histogram": "{students} 名学生的总分分布",
+    "report.class_total": "总分（满分 {max:g}）",
+    "report.class_pass_rates": "每个检查项拿到满分的学生比例（%）",
+    "report.class_mistakes": "最常被指出的 {top} 个错误（占学生的 %）",
+    "report.class_written": "已写出班级报告：{table} 和 {picture}",
     "trusted.problem": "在评分工具包的工作进程中评分提交的 notebook 时：{problem}",
 
     **CHECKS,

@@ -1,0 +1,49 @@
+"""The class report: score histogram, pass rate per check, the mistakes named most often."""
+
+from __future__ import annotations
+
+import csv
+import sys
+
+import matplotlib.image
+from conftest import CORPUS, DETERMINISTIC, TEMPLATE
+
+from autograder.grading import class_report
+from autograder.grading.registry import run_checks
+from autograder.grading.report import gradescope_results
+from autograder.runner.inprocess import InProcessSubmission
+
+sys.path.insert(0, str(CORPUS))
+from mutants import MUTANTS  # noqa: E402
+
+SCALE = [m for m in MUTANTS if m.mistake == "scale_by_embed_dim"][:1]
+MASK = [m for m in MUTANTS if m.mistake == "mask_inverted"][:1]
+
+
+def payload(path):
+    return gradescope_results(run_checks(InProcessSubmission.from_path(path),
+                                         only=DETERMINISTIC))
+
+
+def test_a_class_of_three(tmp_path):
+    files = []
+    for i, mutant in enumerate(SCALE + MASK):
+        files.append(tmp_path / f"m{i}.py")
+        files[-1].write_text(mutant.source())
+    payloads = [payload(TEMPLATE), *map(payload, files)]
+    report = class_report.summarise(payloads)
+    assert report.students == 3 and sum(report.histogram) == 3
+    assert report.histogram[-1] == 1  # the template: 90 of the 90 points graded here
+    named = dict(report.mistakes)
+    assert named["scale_by_embed_dim"] == 1 and named["mask_inverted"] == 1
+    for check in DETERMINISTIC:  # the template passes all; each mutant fails its own set
+        passing = 1 + sum(check not in m.fails for m in SCALE + MASK)
+        assert report.pass_rates[check] == passing / 3, check
+    assert class_report.mistake_label("scale_by_embed_dim", 1 / 3) == "33% scale_by_embed_dim"
+
+    table, picture = class_report.write(report, tmp_path / "class")
+    rows = list(csv.DictReader(table.open(encoding="utf-8")))
+    assert {"score", "check passed", "mistake named"} == {r["section"] for r in rows}
+    assert {"section": "mistake named", "item": "mask_inverted", "students": "1",
+            "share": "0.33"} in rows
+    assert matplotlib.image.imread(picture).shape[1] > 1000
