@@ -10,12 +10,14 @@ as the cell's partial credit.
 from __future__ import annotations
 
 import inspect
+import re
+import textwrap
 
 from .checks.core import HIDDEN_SALT, Context
 from .grading.pictures import show
 from .grading.registry import POINTS, run_check
 from .grading.report import score_line
-from .messages import msg, render
+from .messages import language, msg, render
 from .runner.inprocess import InProcessSubmission
 from .runtime import default_device
 from .speed.bench import compare_in_notebook as compare
@@ -33,12 +35,64 @@ def check(check_id: str, *, hidden: bool = False) -> float:
     namespace = inspect.currentframe().f_back.f_globals
     context = Context(device=default_device(), salt=HIDDEN_SALT if hidden else "")
     result = run_check(check_id, InProcessSubmission(namespace), context)
-    print(score_line(result))
+    print(wrap(score_line(result)))
     if result.picture is not None:
         show(result.picture)
     if result.score <= 0:
-        raise AssertionError(render(result.message))
+        raise CheckFailedHere(render(result.message), render(msg(
+            "notebook.failed", check=check_id, points=result.max_score)))
     return result.score
+
+
+class CheckFailedHere(AssertionError):
+    """A check that earned nothing, raised in a test cell: nbgrader sees an error and gives 0.
+    The ✗ line printed above says why, so IPython shows one short line (`_render_traceback_`)
+    instead of a traceback into the kit; str() is the whole message."""
+
+    def __init__(self, message: str, short: str):
+        super().__init__(message)
+        self.short = short
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"\x1b[0;31mAssertionError\x1b[0m: {self.short}"]
+
+
+# The error output's name stays "AssertionError", as before and as `trusted_autograde` writes it.
+CheckFailedHere.__name__ = CheckFailedHere.__qualname__ = "AssertionError"
+
+
+WIDTH = {"en": 100, "zh": 60}  # characters per line of a message in a notebook
+_GLUED = "\ue000"  # a space inside code, while wrapping
+# Code that stays on one line: `spans`, calls such as torch.triu(..., diagonal=1) (one level of
+# nested parentheses, and the assignment before it: scores = scores.masked_fill(...)), and
+# shapes such as (B, H, T, D).
+_CODE = re.compile(r"`[^`]*`|(?:\w+ = )?[\w.\]]+\((?:[^()]|\([^()]*\))*\)"
+                   r"|\((?:[^()\s]+, )+[^()\s]+\)")
+_CJK = "\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef"
+
+
+class _Wrapper(textwrap.TextWrapper):
+    """Breaks at spaces, and between Chinese characters, which have none (never before
+    Chinese punctuation)."""
+
+    def _split(self, text: str) -> list[str]:
+        return [c for c in re.split(rf"(\s+)|(?<=[{_CJK}])|(?=[\u4e00-\u9fff])", text) if c]
+
+
+def wrap(text: str, width: int | None = None) -> str:
+    """`text` in lines of at most `width` characters, broken at word boundaries, code kept
+    whole; continuation lines are indented. Lines that start with a space (a drawn mask)
+    stay as they are."""
+    wrapper = _Wrapper(width or WIDTH[language()], subsequent_indent="  ",
+                       break_long_words=False, break_on_hyphens=False)
+    lines = []
+    for line in text.splitlines() or [""]:
+        if line.startswith(" ") or len(line) <= wrapper.width:
+            lines.append(line)
+            continue
+        glued = _CODE.sub(lambda code: code.group(0).replace(" ", _GLUED), line)
+        lines += [part.replace(_GLUED, " ") for part in wrapper.wrap(glued)]
+    return "\n".join(lines)
 
 
 def train(module_cls: type, *, steps: int = 60) -> dict[str, list[float]]:

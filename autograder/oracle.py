@@ -146,3 +146,74 @@ def multi_head_attention(
             need_weights=True,
             average_attn_weights=False,
         )
+
+
+# --------------------------------------------------------------------------- gradients
+
+
+def _vjp(outputs: tuple[Tensor, ...], cotangents: tuple[Tensor, ...],
+         wrt: list[Tensor]) -> tuple[Tensor | None, ...]:
+    """The gradients of Σ_i (outputs[i] · cotangents[i]).sum() with respect to `wrt`."""
+    loss = sum((o * c).sum() for o, c in zip(outputs, cotangents))
+    return torch.autograd.grad(loss, wrt, allow_unused=True)
+
+
+def gradients(fn, args: tuple, wrt: dict[int, str],
+              cotangents: tuple[Tensor, ...]) -> dict[str, Tensor | None]:
+    """Autograd through `fn(*args)` (one output or a tuple): the gradients of
+    Σ_i (output_i · cotangents[i]).sum() with respect to the positional args named in `wrt`."""
+    leaves = _leaves(args, wrt)
+    with torch.enable_grad():
+        outputs = fn(*(leaves.get(wrt.get(i, ""), a) for i, a in enumerate(args)))
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        grads = _vjp(outputs, cotangents, list(leaves.values()))
+    return dict(zip(leaves, grads))
+
+
+def _leaves(args: tuple, names: dict[int, str]) -> dict[str, Tensor]:
+    """A leaf requiring grad per name; positions with one name share it (self-attention)."""
+    leaves: dict[str, Tensor] = {}
+    for i, name in names.items():
+        leaves.setdefault(name, args[i].detach().clone().requires_grad_())
+    return leaves
+
+
+def attention_head_gradients(params: dict[str, Tensor | None], inputs: tuple[Tensor, ...],
+                             names: dict[int, str], attn_mask: Tensor | None,
+                             cotangents: tuple[Tensor, ...]) -> dict[str, Tensor | None]:
+    """`attention_head`'s gradients: the inputs by `names` (position → name; one name for
+    query, key and value in self-attention), then each parameter given."""
+    leaves = _leaves(inputs, names)
+    weights = {k: v.detach().clone().requires_grad_() for k, v in params.items()
+               if v is not None}
+    with torch.enable_grad():
+        outputs = attention_head(weights, *(leaves[names[i]] for i in range(3)), attn_mask)
+        grads = _vjp(outputs, cotangents, [*leaves.values(), *weights.values()])
+    return dict(zip([*leaves, *weights], grads))
+
+
+def mha_gradients(params: dict[str, Tensor | None], embed_dim: int, num_heads: int,
+                  kdim: int | None, vdim: int | None, inputs: tuple[Tensor, Tensor, Tensor],
+                  names: dict[int, str], attn_mask: Tensor | None,
+                  cotangents: tuple[Tensor, ...]) -> dict[str, Tensor | None]:
+    """Autograd through `nn.MultiheadAttention` holding `params` (`torch_mha`): the gradients
+    of the inputs by `names` (one name for query, key and value in self-attention: one tensor
+    passed three times, as in real use), then those of the weights in the fused naming
+    (q_proj.weight, ..., out_proj.bias; a packed in_proj split in three)."""
+    mha = torch_mha(params, embed_dim, num_heads, kdim, vdim)
+    leaves = _leaves(inputs, names)
+    named = dict(mha.named_parameters())
+    with torch.enable_grad():
+        outputs = mha(*(leaves[names[i]] for i in range(3)), attn_mask=attn_mask,
+                      need_weights=True, average_attn_weights=False)
+        grads = _vjp(outputs, cotangents, [*leaves.values(), *named.values()])
+    found = dict(zip([*leaves, *named], grads))
+    result = {name: found[name] for name in leaves}
+    for kind in ("weight", "bias"):
+        packed = found.get(f"in_proj_{kind}")
+        parts = packed.chunk(3) if packed is not None else [
+            found.get(f"{n}_proj_{kind}") for n in "qkv"]
+        for n, part in zip("qkv", parts):
+            result[f"{n}_proj.{kind}"] = part
+        result[f"out_proj.{kind}"] = found.get(f"out_proj.{kind}")
+    return {k: v for k, v in result.items() if k in leaves or params.get(k) is not None}

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from autograder.grading.registry import CHECKS, POINTS
+from autograder import editions
+from autograder.grading.registry import ASSIGNMENTS, CHECKS, POINTS
 from autograder.speed import config as speed_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,3 +50,57 @@ def assert_full_marks(found: dict[str, tuple[bool, float]], check_ids) -> None:
 def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CPU speed check at the TINY size."""
     monkeypatch.setenv(speed_config.SPEED_CONFIG_ENV, "tiny")
+
+
+# --------------------------------------------------------------------------- nbgrader
+
+# Every assignment and every edition: the one nbgrader cycle of the suite goes through them all.
+COURSE_ASSIGNMENTS = (*ASSIGNMENTS, *editions.edition_names(ROOT))
+# Who submits what: the core assignment gets four students, every other one two.
+MHA_STUDENTS = ("complete", "empty", "partial", "tampered")
+STUDENTS = ("complete", "empty")
+
+
+@pytest.fixture(scope="session")
+def course(tmp_path_factory) -> Path:
+    """The suite's one real nbgrader cycle, on a temporary copy of the course. Nothing is mocked.
+
+    `mha-kit release mha` releases the core assignment from a source whose points drifted;
+    four students submit it: the release with every answer pasted in ("complete"), as
+    released ("empty"), with three steps answered ("partial"), and that with one test cell
+    edited and another deleted ("tampered"). Every other assignment and edition gets its
+    solution ("complete") and its committed release ("empty"). tests/nbgrader_cycle.py then
+    runs nbgrader's generate_assignment for each, autograde and generate_feedback for every
+    submission, and exports grades.csv.
+    """
+    import nbformat  # here: notebook_helpers imports this module
+    from notebook_helpers import PARTIAL, SOLUTION, is_test_cell, kernel_env, read, solved, tampered
+
+    course = tmp_path_factory.mktemp("course")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    source = course / "solutions" / "mha" / SOLUTION.name
+    shutil.copytree(SOLUTION.parent, source.parent)
+    nb = read(source)
+    next(filter(is_test_cell, nb.cells)).metadata.nbgrader.points = 1
+    nbformat.write(nb, str(source))
+    run = run_cli("release", "mha", "--course-dir", str(course))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "points updated" in run.stdout
+
+    release = read(course / "assignments" / "mha" / SOLUTION.name)
+    for student, nb in zip(MHA_STUDENTS, (solved(release), release, solved(release, PARTIAL),
+                                          tampered(solved(release, PARTIAL)))):
+        folder = course / "submitted" / student / "mha"
+        folder.mkdir(parents=True)
+        nbformat.write(nb, str(folder / SOLUTION.name))
+    for name in COURSE_ASSIGNMENTS:
+        if name != "mha":
+            shutil.copytree(ROOT / "solutions" / name, course / "solutions" / name)
+            for student, folder in zip(STUDENTS, ("solutions", "assignments")):
+                shutil.copytree(ROOT / folder / name, course / "submitted" / student / name)
+
+    run = subprocess.run([sys.executable, str(ROOT / "tests" / "nbgrader_cycle.py"), str(course),
+                          *COURSE_ASSIGNMENTS], capture_output=True, text=True, env=kernel_env(),
+                         timeout=1200)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return course

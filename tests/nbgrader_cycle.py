@@ -4,9 +4,10 @@
 
 In the course directory COURSE (with nbgrader_config.py, solutions/<assignment>/ and the
 students' files under submitted/<student>/<assignment>/), this runs `generate_assignment` for
-each assignment, then `autograde` and `generate_feedback` for every submission, then exports
-grades.csv, all through nbgrader's own Python API: the same apps as the `nbgrader` commands,
-without paying nbgrader's import time once per command.
+each assignment not released yet (one `mha-kit release` has released is left as it is), then
+`autograde` and `generate_feedback` for every submission, then exports grades.csv, all through
+nbgrader's own Python API: the same apps as the `nbgrader` commands, without paying nbgrader's
+import time once per command.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def main(course: Path, assignments: list[str]) -> None:
     coursedir = CourseDirectory(config=config, root=str(course))
     api = NbGraderAPI(coursedir=coursedir, config=config)
     for assignment in assignments:
-        _ok(f"generate_assignment {assignment}", api.generate_assignment(assignment))
+        if not (course / "assignments" / assignment).is_dir():
+            _ok(f"generate_assignment {assignment}", api.generate_assignment(assignment))
     for assignment in assignments:
         for student in sorted(p.parent.name for p in course.glob(f"submitted/*/{assignment}")):
             _ok(f"autograde {assignment} {student}", api.autograde(assignment, student))

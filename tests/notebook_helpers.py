@@ -47,6 +47,19 @@ def solved(release: nbformat.NotebookNode, check_ids: tuple[str, ...] | None = N
     return nb
 
 
+EDITED, DELETED = "attend", "scaled_scores"  # the tampered submission's two test cells
+
+
+def tampered(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """One test cell replaced by `pass` (full marks if it ran), another deleted."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if nbgrader_meta(cell).get("grade_id") == EDITED:
+            cell.source = "pass"
+    nb.cells = [c for c in nb.cells if nbgrader_meta(c).get("grade_id") != DELETED]
+    return nb
+
+
 def kernel_env() -> dict[str, str]:
     """The environment of a student's kernel: matplotlib's inline backend, not CI's Agg."""
     return {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}

@@ -1,4 +1,5 @@
-"""`mha-kit bench`, the reliability run and the notebook comparison, at tiny sizes."""
+"""`mha-kit bench`, the calibration and reliability runs and the notebook comparison, at
+tiny sizes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from conftest import TEMPLATE, TINY
 from autograder.cli import bench as bench_command
 from autograder.cli import build_parser
 from autograder.runner.loading import load_source
-from autograder.speed import bench
+from autograder.speed import bench, reliability, styleset
 from autograder.speed import config as speed_config
 from autograder.speed.baselines import BENCH_ROWS
 
@@ -42,6 +43,24 @@ def test_bench_tables_with_a_submission_and_a_plot(tiny_bench, tmp_path, capsys)
     assert image.shape[0] > 200 and image.shape[1] > 600
 
 
+def test_the_plot_says_which_config_is_graded_and_why_larger_may_show_no_gain(tmp_path):
+    import matplotlib.pyplot as plt
+
+    figures = []
+    tables = {"graded config: B=2, T=16, E=128, H=32 (cpu, 1 thread)": {"looped": 4.0, "a": 1.0},
+              "larger config: B=8, T=128, E=256, H=8 (cpu, 1 thread)": {"looped": 2.0, "a": 2.0}}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plt, "close", figures.append)
+        bench.plot_tables(tables, "looped", tmp_path / "bench.png")
+    (caption,) = [t.get_text() for t in figures[0].texts if "Graded" in t.get_text()]
+    caption = " ".join(caption.split())
+    assert "the 'B=2, T=16, E=128, H=32' sizes only" in caption
+    assert "larger config is for comparison, not graded" in caption
+    assert "can show little or no gain there" in caption  # on a CPU
+    assert "no gain" not in bench.bench_caption(["graded config: B=8 (cuda:0, 1 thread)"])
+    assert bench.bench_caption(["B=2, T=16, E=128, H=32, cpu"]) == ""  # compare: one table
+
+
 def test_a_failing_submission_is_left_out(tiny_bench, tmp_path, capsys) -> None:
     broken = tmp_path / "broken.py"
     broken.write_text(TEMPLATE.read_text() + "\nMultiHeadAttention.forward = lambda *a, **k: 1/0\n")
@@ -61,9 +80,9 @@ def test_compare_in_notebook(tiny, capsys) -> None:
     assert "B=2, T=5, E=8, H=4, cpu" in out and "your MultiHeadAttention" in out
 
 
-def test_reliability_reports_every_case_and_stops_its_busy_process(tiny_bench, monkeypatch) -> None:
+def test_reliability_reports_every_case_and_stops_its_busy_process(tiny, monkeypatch) -> None:
     started: list[subprocess.Popen] = []
-    original = bench.busy_core
+    original = reliability.busy_core
 
     @contextlib.contextmanager
     def recorded(busy: bool = True):
@@ -71,13 +90,49 @@ def test_reliability_reports_every_case_and_stops_its_busy_process(tiny_bench, m
             started.append(hog)
             yield hog
 
-    monkeypatch.setattr(bench, "busy_core", recorded)
-    report, met = bench.reliability(1, "cpu")
+    def batch(names: list[str], n: int, device: str) -> dict[str, list[float]]:
+        return {name: [float(styleset.must_earn(name))] * n for name in names}
+
+    monkeypatch.setattr(reliability, "busy_core", recorded)
+    report, met = reliability.reliability(1, "cpu", batch)
     lines = report.splitlines()
-    for name in ("fused reference", "loop in disguise"):
-        for load in ("no other load", "one core busy"):
-            assert sum(line.startswith(f"{name}, {load}") for line in lines) == 1
-    assert lines[-1].startswith("reliability on cpu, N=1: fused reference full points")
+    for name in styleset.RELIABILITY:
+        for condition in ("alone", "one core busy", "grade --jobs 2"):
+            assert sum(line.startswith(name) and f" {condition} " in line for line in lines) == 1
+    assert lines[-1].startswith("reliability on cpu, N=1 (alone ")
     assert lines[-1].endswith("target met" if met else "TARGET MISSED")
     hogs = [hog for hog in started if hog is not None]
     assert len(started) == 2 and len(hogs) == 1 and hogs[0].poll() is not None
+
+
+def test_calibration_prints_each_style_and_the_band(tiny) -> None:
+    names = ["einsum", "per-head: cat of slices in merge", "loop: softmax only",
+             "loop: column slices"]
+    report, ok = reliability.calibrate(1, "cpu", {n: styleset.STYLES[n] for n in names})
+    lines = report.splitlines()
+    assert lines[0] == "calibration on cpu (B=2, T=5, E=8, H=4): 1 checks per style"
+    for name in names:
+        row = next(line for line in lines if line.startswith(name + " "))
+        assert f" {styleset.kind(name)} " in row
+        assert ("compute 1/1" in row) == (not styleset.must_earn(name))  # the count decides
+    assert any(line.startswith("dead band: ") for line in lines)
+    assert lines[-1].startswith("calibration on cpu, N=1, 4 styles")
+    assert lines[-1].endswith(": ok" if ok else ": CHECK THE MARGINS")
+
+
+def test_bench_calibrate_and_reliability_options(monkeypatch, capsys) -> None:
+    assert bench_args("--calibrate").calibrate == bench_command.CALIBRATE_N
+    assert bench_args("--calibrate", "3").calibrate == 3
+    calls = []
+    monkeypatch.setattr(reliability, "calibrate", lambda n, device: calls.append(n) or ("t", True))
+    monkeypatch.setattr(reliability, "reliability",
+                        lambda n, device, batch: calls.append((n, batch)) or ("r", False))
+    assert bench_command.run(bench_args("--calibrate", "--device", "cpu")) == 0
+    assert bench_command.run(bench_args("--reliability", "5", "--device", "cpu")) == 1
+    assert calls == [bench_command.CALIBRATE_N, (5, bench_command.grade_batch)]
+
+
+def test_styles_graded_inside_a_batch(tiny) -> None:
+    """The grade condition: the styles as submissions, graded by `mha-kit grade`'s pool."""
+    assert bench_command.grade_batch(["loop: softmax only"], 1, "cpu") == {
+        "loop: softmax only": [0.0]}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -188,3 +189,130 @@ def test_a_dropout_that_drops_nothing_is_told_so(tmp_path):
     assert result.score == 0
     assert str(result.message).startswith(
         "dropout=0.5 in training mode dropped no attention weight")
+
+
+# --------------------------------------------------------------------------- one explanation
+
+
+def _template_with(old: str, new: str) -> str:
+    text = TEMPLATE.read_text()
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+def grade_template(tmp_path, check_id: str, old: str, new: str):
+    path = tmp_path / "mutant.py"
+    path.write_text(_template_with(old, new))
+    return run_check(check_id, InProcessSubmission.from_path(path), Context())
+
+
+TRIL = ("torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool, device=device), diagonal=1)",
+        "torch.tril(torch.ones(seq_len, seq_len, dtype=torch.bool, device=device))")
+
+
+@pytest.mark.parametrize("check_id", ["causal_mask", "fused_mha_masks"])
+def test_a_tril_causal_mask_is_told_the_fix_in_causal_mask(tmp_path, check_id):
+    message = render(grade_template(tmp_path, check_id, *TRIL).message, "en")
+    assert "in causal_mask True marks a *blocked* pair" in message
+    assert "torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)" in message
+    assert "masked_fill(mask, float('-inf')), not ~mask" not in message  # the attend-side fix
+
+
+def test_an_ambiguous_shape_gets_no_guess():
+    dims = ("B", "H", "Tq", "Tk")
+    # (1, 1, 1) is any dim missing, or any two flattened: no guess, only the shapes.
+    assert str(describe_shape((1, 1, 1), (1, 1, 1, 1), dims)) == (
+        "got shape (1, 1, 1), expected (1, 1, 1, 1) = (B, H, Tq, Tk)")
+    # Repeated sizes: several orders fit, so no "did you forget to transpose".
+    assert "transpose" not in str(describe_shape((1, 2, 1, 1), (1, 1, 1, 2), dims))
+    assert str(describe_shape((2, 5, 5), (2, 4, 5, 5))).endswith(": dim 1 is missing")
+
+
+def test_weights_averaged_over_heads_get_one_explanation(tmp_path):
+    averaged = ("return out, weights if need_weights else None",
+                "return out, weights.mean(dim=1) if need_weights else None")
+    for check_id in ("fused_mha", "fused_mha_contract"):
+        message = str(grade_template(tmp_path, check_id, *averaged).message)
+        assert message.startswith("This matches the attention weights averaged over the heads")
+        assert "flattened" not in message and "dim 1 dim" not in message, message
+    assert "the H dim is missing (dropout=0.5 in eval mode)" in message
+
+
+def test_k_dot_T_on_4d_tensors_is_explained_by_torchs_warning(tmp_path):
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        result = grade_template(tmp_path, "scaled_scores", "k.transpose(-2, -1)) / math",
+                                "k.T) / math")
+    message = str(result.message)
+    assert message.startswith("PyTorch warned at line 21 of your code (`return torch.matmul(q, "
+                              "k.T) / math.sqrt(q.shape[-1])`): x.T on a tensor of more than 2 "
+                              "dims reverses all its dims"), message
+    assert "did you forget to transpose" not in message
+    assert not [w for w in shown if "autograder" in w.filename]  # none blamed on the kit
+
+
+def test_the_missing_bias_names_its_projection(tmp_path):
+    result = grade_template(tmp_path, "fused_mha",
+                            "self.out_proj(merge_heads(torch.matmul(weights, v)))",
+                            "merge_heads(torch.matmul(weights, v)) @ self.out_proj.weight.t()")
+    assert str(result.message).startswith("This matches out_proj without its bias")
+    assert render(result.message, "zh").startswith("这与“out_proj 漏掉了偏置”的结果一致")
+
+
+# --------------------------------------------------------------------------- several causes
+
+
+def test_each_cause_is_told_the_most_informative_first(tmp_path):
+    result = grade_template(
+        tmp_path, "fused_mha", "        scores = scaled_scores(q, k)\n",
+        "        if key.shape[1] != query.shape[1] or key.shape[2] != query.shape[2]:\n"
+        "            raise NotImplementedError('self-attention only')\n"
+        "        scores = q @ k.transpose(-2, -1) / math.sqrt(query.shape[-1])\n")
+    message = str(result.message)
+    assert message.startswith("2 different problems: (1) on cross-attention (key and value "
+                              "other than the query): `MultiHeadAttention.forward` raises "
+                              "NotImplementedError"), message
+    assert ("(2) on self-attention (key = value = query): This matches scaling by √embed_dim "
+            "instead of √d_head") in message
+    assert "is not implemented yet" not in message
+    assert result.picture is not None  # the wrong values, pictured
+
+
+def test_a_mistake_is_named_only_when_it_reproduces_every_failing_case(tmp_path):
+    # Divides by d when B = 1 (as scale_by_d would) and by d + 1 otherwise (no known mistake).
+    result = grade_one(tmp_path, "scaled_scores", (
+        "def scaled_scores(q, k):\n"
+        "    d = q.shape[-1]\n"
+        "    return q @ k.transpose(-2, -1) / (d if q.shape[0] == 1 else d + 1)\n"))
+    assert result.score == 0
+    assert "This matches" not in str(result.message), result.message
+
+
+# --------------------------------------------------------------------------- pictures
+
+
+def test_split_heads_is_pictured_with_labelled_cells(tmp_path):
+    result = grade_template(tmp_path, "split_heads",
+                            "x.reshape(b, t, num_heads, e // num_heads).permute(0, 2, 1, 3)",
+                            "x.reshape(b, num_heads, t, e // num_heads)")
+    picture = result.picture
+    assert picture.cells and tuple(picture.source.shape) == (1, 6, 6)
+    assert picture.got.shape == picture.expected.shape == (1, 2, 6, 3)
+    assert float(picture.expected[0, 1, 2, 0]) == 210  # token 2, head 1, feature 0
+    pictures.show(picture)
+    texts = [t.get_text() for ax in plt.gcf().axes for t in ax.texts]
+    assert "t2\nh1 f0" in texts
+
+
+@pytest.mark.parametrize("check_id", ["attend", "fused_mha"])
+def test_a_mask_ignored_is_pictured_as_masks_on_eight_tokens(tmp_path, check_id):
+    if check_id == "attend":
+        old = '        scores = scores.masked_fill(mask, float("-inf"))\n    weights'
+    else:
+        old = '            scores = scores.masked_fill(mask, float("-inf"))\n        weights'
+    result = grade_template(tmp_path, check_id, old, old.replace("scores = scores.", "scores."))
+    assert "the mask ignored (the result of masked_fill is never assigned)" in str(result.message)
+    picture = result.picture
+    assert picture.expected.dtype == torch.bool and picture.expected.shape == (8, 8)
+    assert torch.equal(picture.expected, torch.ones(8, 8, dtype=torch.bool).triu(1))
+    assert not picture.got.any()  # no weight is 0: nothing blocked

@@ -62,6 +62,7 @@ def test_setup_cell_installs_the_kit_in_a_fresh_environment(tmp_path, monkeypatc
     nb.cells.append(probe)
     execute(nb, tmp_path, kernel_name="fresh", timeout=600)
 
+    assert all(c.execution_count is not None for c in nb.cells if c.cell_type == "code")
     assert not errors(setup), errors(setup)
     installed = "".join(o.get("text", "") for o in probe.outputs)
     assert installed.startswith(str(venv)), installed

@@ -121,7 +121,7 @@ def test_hostile_messages_are_chinese(name: str, tiny, monkeypatch, tmp_path):
         results = [CheckResult("split_heads", 0, 7, msg("batch.grader_died"))]
         assert_chinese(results, [msg("batch.grader_died")], monkeypatch)
         return
-    limits = Limits(call_s=2, load_s=4, total_s=20)
+    limits = Limits(call_s=1, load_s=2, total_s=5)  # a hang costs a second, the cap 5 s
     results, problems = grade_submission(HOSTILE / name, limits=limits)
     if all(r.passed for r in results) and not problems:
         pytest.fail(f"{name} gets full marks")

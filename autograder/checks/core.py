@@ -18,11 +18,17 @@ Tensor = torch.Tensor
 
 @dataclass
 class Picture:
-    """Tensors worth looking at beside a failure: what was expected and what the student gave."""
+    """Tensors worth looking at beside a failure: what was expected and what the student gave.
+
+    With `cells`, each number is a label, token·100 + head·10 + feature (`grading.pictures`
+    writes "t2 h1 f0" in its cell), and `source` is the labelled input: how numbers moved.
+    """
 
     title: Message | str
     expected: Tensor
     got: Tensor
+    cells: bool = False
+    source: Tensor | None = None
 
 
 class CheckFailed(AssertionError):
@@ -36,24 +42,34 @@ class CheckFailed(AssertionError):
 
     def __init__(self, text: Message | str, picture: Picture | None = None, *,
                  diagnosis: Diagnosis | None = None, case: Message | str = "",
-                 drawing: Message | None = None):
+                 drawing: Message | None = None, exc_type: str | None = None):
         super().__init__(text)
         self.text = text
         self.picture = picture
         self.diagnosis = diagnosis
         self.case = case
         self.drawing = drawing
+        self.exc_type = exc_type  # the student's code raised this (`expect.attempt`)
+        self.warnings: list[Message] = []  # what PyTorch warned about in the student's code
 
     @property
     def message(self) -> Message | str:
+        message = self.summary
+        if self.drawing is not None:
+            message = msg("check.drawing", text=message, drawing=self.drawing)
+        return message
+
+    @property
+    def summary(self) -> Message | str:
+        """The message without its drawing: the mistake, what is wrong, the case."""
         mistake = self.diagnosis.mistake if self.diagnosis else None
         message = self.text if mistake is None else msg("check.mistake",
                                                         mistake=mistake.sentence(),
                                                         text=self.text)
         if self.case:
             message = msg("check.case", text=message, case=self.case)
-        if self.drawing is not None:
-            message = msg("check.drawing", text=message, drawing=self.drawing)
+        for warned in self.warnings:
+            message = msg("check.warned", text=message, warned=warned)
         return message
 
     def __str__(self) -> str:

@@ -27,13 +27,28 @@ Tensor = torch.Tensor
 @dataclass(frozen=True)
 class Mistake:
     """One classic mistake. Its sentence, "This matches <the mistake>: <what to do>.", is the
-    message `mistake.<id>` (messages/en_mistakes.py, and each language's)."""
+    message `mistake.<id>` (messages/en_mistakes.py, and each language's); a variant (which
+    projection lacks its bias, the function the mistake is in) has its own sentence,
+    `mistake.<id>_<variant>`, when one is written."""
 
     id: str
+    variant: str = ""
 
     def sentence(self) -> Message:
-        return msg(f"mistake.{self.id}")
+        specific = f"mistake.{self.id}_{self.variant}"
+        return msg(specific) if self.variant in VARIANTS.get(self.id, ()) else msg(
+            f"mistake.{self.id}")
 
+    def sentences(self) -> list[Message]:
+        """Every sentence that names this mistake: its own and its variants'."""
+        return [Mistake(self.id, v).sentence() for v in ("", *VARIANTS.get(self.id, ()))]
+
+
+# The variants with a sentence of their own (a candidate's id is "<mistake>:<variant>").
+VARIANTS: dict[str, tuple[str, ...]] = {
+    "mask_inverted": ("causal_mask",),  # the fix is in causal_mask, not on the attend side
+    "bias_ignored": ("qkvo", "qkv", "q", "v", "o"),  # which projections lack their bias
+}
 
 CATALOGUE: tuple[Mistake, ...] = tuple(Mistake(mistake_id) for mistake_id in (
     # splitting and merging heads
@@ -44,6 +59,13 @@ CATALOGUE: tuple[Mistake, ...] = tuple(Mistake(mistake_id) for mistake_id in (
     "softmax_wrong_dim", "unstable_softmax",
     # the causal mask
     "mask_inverted", "mask_shifted", "mask_transposed", "mask_after_softmax", "mask_fill_zero",
+    # `scores.masked_fill(mask, ...)` on a line of its own: masked_fill returns a new tensor,
+    # so every mask is ignored. Seen in published code: lucidrains/flamingo-pytorch issue #10
+    # (github.com/lucidrains/flamingo-pytorch/issues/10, "zeroing out attention not
+    # working"), facebookresearch/ParlAI pull request #3068 ("Fix masked_fill no-op"), and in
+    # many tutorial copies of the Annotated Transformer's `attention` with
+    # `scores.masked_fill(mask == 0, -1e9)` left unassigned.
+    "mask_ignored",
     "is_causal_ignored", "attn_mask_ignored", "masks_and",
     # projections
     "bias_ignored", "weight_not_transposed", "k_proj_on_value", "q_proj_on_key",
@@ -53,19 +75,29 @@ CATALOGUE: tuple[Mistake, ...] = tuple(Mistake(mistake_id) for mistake_id in (
 ))
 MISTAKES: dict[str, Mistake] = {m.id: m for m in CATALOGUE}
 
-Candidate = tuple[str, Callable[[], Any]]  # a mistake id and its (lazy) result
+# A mistake id, or "<id>:<variant>", and its (lazy) result
+Candidate = tuple[str, Callable[[], Any]]
+
+
+def mistake_of(key: str) -> Mistake:
+    """The mistake a candidate's id names: "bias_ignored:o" is bias_ignored, variant "o"."""
+    mistake_id, _, variant = key.partition(":")
+    return Mistake(MISTAKES[mistake_id].id, variant)
 
 
 def named_in(message: Message | str) -> list[str]:
     """The ids of the mistakes a message names (read in English), in catalogue order."""
     text = render(message, "en")
-    return [m.id for m in CATALOGUE if m.sentence().render("en") in text]
+    return [m.id for m in CATALOGUE if any(s.render("en") in text for s in m.sentences())]
 
 
 # --------------------------------------------------------------------------- matching
 
 
 def _reproduces(got: Any, value: Any, tol: dict) -> bool:
+    if isinstance(got, tuple):  # both parts of an answer, (weights, out) say
+        return (isinstance(value, tuple) and len(value) == len(got)
+                and all(_reproduces(g, v, tol) for g, v in zip(got, value)))
     if isinstance(got, BaseException):  # the student's code raised: the same error?
         first_line = str(value).strip().splitlines()[0] if isinstance(value, Exception) else ""
         return bool(first_line) and first_line in str(got)
@@ -84,31 +116,36 @@ class Diagnosis:
         self.got = got  # a tensor, or the error the student's code raised
         self.candidates = candidates
         self.tol = tol
-        self.among: tuple[str, ...] = ()  # evidence from another failing case, if any
+        # The matches that also reproduce every other failing case of the same cause (set by
+        # `search.run_cases`); None: this case alone decides.
+        self.agreed: tuple[str, ...] | None = None
+        self._tried: dict[str, bool] = {}
 
     @cached_property
     def matches(self) -> tuple[str, ...]:
         with one_thread():
-            return self._matches()
+            return tuple(key for key in dict.fromkeys(k for k, _ in self.candidates)
+                         if self.reproduces(key))
 
-    def _matches(self) -> tuple[str, ...]:
-        found: list[str] = []
-        for mistake_id, make in self.candidates:
-            if mistake_id in found:
-                continue
-            try:
-                value = make()
-            except Exception as err:  # a mistake may well raise: compare the error then
-                value = err
-            if _reproduces(self.got, value, self.tol):
-                found.append(mistake_id)
-        return tuple(found)
+    def reproduces(self, key: str) -> bool:
+        """Whether the candidates of this key (a mistake, maybe with its variant) reproduce
+        the answer; each key's candidates run once, and only when asked."""
+        if key not in self._tried:
+            self._tried[key] = any(self._one(make) for k, make in self.candidates if k == key)
+        return self._tried[key]
+
+    def _one(self, make: Callable[[], Any]) -> bool:
+        try:
+            value = make()
+        except Exception as err:  # a mistake may well raise: compare the error then
+            value = err
+        return _reproduces(self.got, value, self.tol)
 
     @property
     def mistake(self) -> Mistake | None:
-        """The first match, preferring one that also explains the other failing case."""
-        agreed = [m for m in self.matches if m in self.among] or list(self.matches)
-        return MISTAKES[agreed[0]] if agreed else None
+        """The first match that every failing case of its cause agrees on."""
+        keys = [m for m in self.matches if self.agreed is None or m in self.agreed]
+        return mistake_of(keys[0]) if keys else None
 
 
 # --------------------------------------------------------------------------- step functions
@@ -150,7 +187,7 @@ def scaled_scores(q: Tensor, k: Tensor) -> list[Candidate]:
 def causal_mask(seq_len: int, device: Any = None) -> list[Candidate]:
     ones = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device)
     return [
-        ("mask_inverted", lambda: ones.tril()),
+        ("mask_inverted:causal_mask", lambda: ones.tril()),
         ("mask_shifted", lambda: ones.triu(0)),
         ("mask_shifted", lambda: ones.triu(2)),
         ("mask_transposed", lambda: ones.tril(-1)),
@@ -167,7 +204,7 @@ def _softmax(scores: Tensor, how: str = "", dim: int = -1) -> Tensor:
 def _masked_weights(scores: Tensor, mask: Tensor | None, how: str = "", softmax: str = "",
                     dim: int = -1) -> Tensor:
     """Softmax weights with the mask applied correctly, or in one of the classic wrong ways."""
-    if mask is not None and how in ("", "inverted", "fill_zero"):
+    if mask is not None and how in ("", "inverted", "fill_zero"):  # "ignored": no mask at all
         blocked = ~mask if how == "inverted" else mask
         scores = scores.masked_fill(blocked, 0.0 if how == "fill_zero" else -math.inf)
     weights = _softmax(scores, softmax, dim)
@@ -191,7 +228,7 @@ def attend(scores: Tensor, v: Tensor, mask: Tensor | None = None) -> list[Candid
     candidates.append(("unstable_softmax", with_weights(softmax="exp")))
     if mask is not None:
         candidates += [(f"mask_{how}", with_weights(how=how))
-                       for how in ("inverted", "after_softmax", "fill_zero")]
+                       for how in ("inverted", "after_softmax", "fill_zero", "ignored")]
     return candidates
 
 
@@ -218,7 +255,7 @@ class Knobs:
     qk_swapped: bool = False
     softmax: str = ""  # "exp": by hand
     softmax_dim: int = -1
-    mask: str = ""  # "inverted", "after_softmax", "fill_zero"
+    mask: str = ""  # "inverted", "after_softmax", "fill_zero", "ignored"
     no_bias: str = ""  # the projections without their bias, among "qkvo"
     out_not_transposed: bool = False
     k_from: str = "k"  # which projection makes k from the key
@@ -248,8 +285,9 @@ MHA_VARIANTS: tuple[tuple[str, Knobs], ...] = (
     ("mask_inverted", Knobs(mask="inverted")),
     ("mask_after_softmax", Knobs(mask="after_softmax")),
     ("mask_fill_zero", Knobs(mask="fill_zero")),
+    ("mask_ignored", Knobs(mask="ignored")),
     # Without the key bias alone the weights do not change: q.b_k is the same for every key.
-    *(("bias_ignored", Knobs(no_bias=which)) for which in ("qkvo", "qkv", "q", "v", "o")),
+    *((f"bias_ignored:{which}", Knobs(no_bias=which)) for which in VARIANTS["bias_ignored"]),
     ("weight_not_transposed", Knobs(out_not_transposed=True)),
     ("k_proj_on_value", Knobs(v_from="k")),
     ("q_proj_on_key", Knobs(k_from="q")),

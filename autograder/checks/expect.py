@@ -20,20 +20,22 @@ Tensor = torch.Tensor
 
 
 Label = Message | str  # what is compared, or a case: a message, or code as it is
+_ALONE: Any = object()  # no other part of the answer to compare
 
 
 def expect_tensor(what: Label, got: Any, expected: Tensor, case: Label, *,
                   dims: Dims | None = None, mistakes: list[Candidate] | None = None,
-                  tol: dict = TIGHT) -> Tensor:
+                  tol: dict = TIGHT, answer: Any = _ALONE) -> Tensor:
     """Type, shape, dtype and device, each with its own message.
 
     `what` names the value compared (code such as "split_heads(x, num_heads)", or a message
     such as `msg("what.output", name=...)`); `dims` names the expected dims for shape messages;
-    `mistakes` are the known mistakes to try when the answer is wrong (see `diagnosis`).
+    `mistakes` are the known mistakes to try when the answer is wrong (see `diagnosis`), on
+    `answer` (default: `got`).
     """
 
     def fail(detail: Message) -> CheckFailed:
-        found = Diagnosis(got, mistakes, tol) if mistakes else None
+        found = Diagnosis(got if answer is _ALONE else answer, mistakes, tol) if mistakes else None
         return CheckFailed(msg("check.what", what=what, detail=detail), diagnosis=found,
                            case=case)
 
@@ -53,23 +55,46 @@ def expect_tensor(what: Label, got: Any, expected: Tensor, case: Label, *,
 
 def expect_close(what: Label, got: Any, expected: Tensor, case: Label, tol: dict, *,
                  dims: Dims | None = None, mistakes: list[Candidate] | None = None,
-                 part: int | None = None) -> None:
+                 part: int | None = None, beside: Any = _ALONE) -> None:
     """As `expect_tensor`, then the values within `tol`; a mismatch comes with a picture.
 
-    `part` picks the element to compare of mistakes that give (out, weights) pairs.
+    `part` picks the element to compare of mistakes that give (out, weights) pairs; `beside`,
+    the student's other element: a mistake is then named only if it reproduces both (the
+    weights alone cannot tell a missing q bias from every bias missing).
     """
+    answer: Any = got
     if mistakes and part is not None:
-        mistakes = [(m, _element(make, part)) for m, make in mistakes]
-    got = expect_tensor(what, got, expected, case, dims=dims, mistakes=mistakes, tol=tol)
+        if beside is _ALONE:
+            mistakes = [(m, _element(make, part)) for m, make in mistakes]
+        else:
+            mistakes = [(m, _both(make, part)) for m, make in mistakes]
+            answer = (got, beside)
+    got = expect_tensor(what, got, expected, case, dims=dims, mistakes=mistakes, tol=tol,
+                        answer=answer)
     expected_64, got_64 = expected.double(), got.double()
     close = torch.isclose(got_64, expected_64, equal_nan=True, **tol)
     if not bool(close.all()):
+        picture = Picture(msg("check.case", text=what, case=case), expected, got)
         raise CheckFailed(
             msg("check.what", what=what, detail=describe_mismatch(got_64, expected_64, close,
                                                                   dims)),
-            Picture(msg("check.case", text=what, case=case), expected, got),
-            diagnosis=Diagnosis(got, mistakes, tol) if mistakes else None, case=case,
+            _blocked(picture) if dims and dims[-2:] == ("Tq", "Tk") else picture,
+            diagnosis=Diagnosis(answer, mistakes, tol) if mistakes else None, case=case,
         )
+
+
+def _blocked(picture: Picture) -> Picture:
+    """Attention weights whose zeros (the blocked keys) are not where they should be: a
+    picture of both masks, for the first head that differs; else the weights themselves. A
+    row of NaN (every key blocked, 0 / 0) counts as blocked."""
+    expected, got = (picture.expected == 0) | picture.expected.isnan(), (
+        picture.got == 0) | picture.got.isnan()
+    if torch.equal(expected, got):
+        return picture
+    while expected.dim() > 2:
+        first = int((expected != got).flatten(1).any(1).nonzero()[0])
+        expected, got = expected[first], got[first]
+    return Picture(msg("picture.blocked", title=picture.title), expected, got)
 
 
 def float64(params: dict[str, Tensor | None]) -> dict[str, Tensor | None]:
@@ -79,6 +104,14 @@ def float64(params: dict[str, Tensor | None]) -> dict[str, Tensor | None]:
 
 def _element(make: Callable[[], Any], index: int) -> Callable[[], Any]:
     return lambda: make()[index]
+
+
+def _both(make: Callable[[], Any], index: int) -> Callable[[], Any]:
+    """A pair's element `index`, then the other one."""
+    def run() -> tuple[Any, Any]:
+        pair = make()
+        return pair[index], pair[1 - index]
+    return run
 
 
 def attempt(action: Callable[[], Call], case: Label,
@@ -94,7 +127,7 @@ def attempt(action: Callable[[], Call], case: Label,
         if err.kind != "raised":
             raise
         raise CheckFailed(err.message, diagnosis=Diagnosis(err, mistakes, TIGHT) if mistakes
-                          else None, case=case) from None
+                          else None, case=case, exc_type=err.exc_type or "Exception") from None
 
 
 def expect_unchanged(name: str, call: Call, originals: tuple[Tensor, ...]) -> None:
@@ -132,7 +165,7 @@ def expect_dropout(name: str, out: Any, weights: Any, expected_weights: Tensor, 
     either dropped (0) or scaled by 1 / (1 - p), some are dropped, and `out` mixes the values
     v (B, H, Tk, Dv) with the weights returned, then applies out_proj from `params`."""
     weights = expect_tensor(msg("what.attention_weights", name=name), weights, expected_weights,
-                            case)
+                            case, dims=("B", "H", "Tq", "Tk"))
     kept = weights != 0
     if bool(kept[expected_weights != 0].all()):
         raise CheckFailed(msg("dropout.none_dropped", p=p), case=case)

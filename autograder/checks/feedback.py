@@ -26,24 +26,31 @@ def _named(dims: tuple[Any, ...]) -> Message:
 
 def describe_shape(got: tuple[int, ...], expected: tuple[int, ...],
                    dims: Dims | None = None) -> Message:
-    """A wrong shape, named dim by dim, with its likely cause."""
+    """A wrong shape, named dim by dim, with its cause when only one explains it."""
     if dims is None:
         cause = _shape_cause(got, expected, tuple(msg("shape.dim", i=i)
-                                                  for i in range(len(expected))))
-        return msg("shape.wrong", got=got, expected=expected, cause=cause)
-    return msg("shape.wrong_named", got=got, expected=expected, dims=_named(dims),
-               cause=_shape_cause(got, expected, dims))
+                                                  for i in range(len(expected))), named=False)
+        return (msg("shape.wrong_bare", got=got, expected=expected) if cause is None
+                else msg("shape.wrong", got=got, expected=expected, cause=cause))
+    cause = _shape_cause(got, expected, dims)
+    if cause is None:
+        return msg("shape.wrong_named_bare", got=got, expected=expected, dims=_named(dims))
+    return msg("shape.wrong_named", got=got, expected=expected, dims=_named(dims), cause=cause)
 
 
-def _shape_cause(got: tuple[int, ...], expected: tuple[int, ...],
-                 dims: tuple[Any, ...]) -> Message | list[Message]:
+def _shape_cause(got: tuple[int, ...], expected: tuple[int, ...], dims: tuple[Any, ...],
+                 named: bool = True) -> Message | list[Message] | None:
+    """Why `got` is not `expected`, or None when several explanations fit (sizes that repeat,
+    1s): a guess then would as likely mislead as help."""
     n = len(expected)
     if len(got) == n:
-        # The right sizes in another order: the reordering that moves the fewest dims.
+        # The right sizes in another order: named only when no other order fits.
         orders = [p for p in permutations(range(n)) if all(got[i] == expected[p[i]]
                                                              for i in range(n))]
+        if len(orders) > 1:
+            return None
         if orders:
-            order = min(orders, key=lambda p: sum(p[i] != i for i in range(n)))
+            order = orders[0]
             moved = [dims[order[i]] for i in range(n) if order[i] != i]
             yours = _named(tuple(dims[j] for j in order))
             if len(moved) == 2:
@@ -51,16 +58,19 @@ def _shape_cause(got: tuple[int, ...], expected: tuple[int, ...],
             return msg("shape.permuted", yours=yours)
         return [msg("shape.size", dim=dims[i], got=got[i], expected=expected[i])
                 for i in range(n) if got[i] != expected[i]]
-    for i in range(n - 1):  # two dims flattened into one, or one still split in two
+    causes = []  # two dims flattened into one, one still split in two, or one missing
+    for i in range(n - 1):
         if got == expected[:i] + (expected[i] * expected[i + 1],) + expected[i + 2:]:
-            return msg("shape.flattened", a=dims[i], b=dims[i + 1])
+            causes.append(msg("shape.flattened", a=dims[i], b=dims[i + 1]))
     for i in range(len(got) - 1):
         if got[:i] + (got[i] * got[i + 1],) + got[i + 2:] == expected:
-            return msg("shape.split", dim=dims[i], a=got[i], b=got[i + 1])
+            causes.append(msg("shape.split", dim=dims[i], a=got[i], b=got[i + 1]))
     for i in range(n):
         if got == expected[:i] + expected[i + 1:]:
-            return msg("shape.missing", dim=dims[i])
-    return msg("shape.ndim", got=len(got), expected=n)
+            causes.append(msg("shape.missing" if named else "shape.missing_index", dim=dims[i]))
+    if len(causes) > 1:
+        return None
+    return causes[0] if causes else msg("shape.ndim", got=len(got), expected=n)
 
 
 def explain_nonfinite(got: torch.Tensor, expected: torch.Tensor) -> Message | None:

@@ -59,6 +59,22 @@ def allowed_somewhere(gen: torch.Generator, *shape: int, device: str) -> Tensor:
 
 
 
+_MASKS = {None: "case.no_mask", "causal": "case.causal_mask", "random": "case.random_mask",
+          "padding": "case.padding_mask"}
+
+
+def _dtype(dtype: torch.dtype) -> tuple[str, Message]:
+    return "dtype", msg("trait.dtype", dtype=str(dtype).removeprefix("torch."))
+
+
+def _contiguity(strided: bool) -> tuple[str, Message]:
+    return "strided", msg("case.non_contiguous_inputs" if strided else "trait.contiguous")
+
+
+def _logits(scale: float) -> tuple[str, Message]:
+    return "logits", msg("case.large_logits" if scale > 1 else "trait.usual_logits")
+
+
 @dataclass(frozen=True)
 class Heads:
     """Sizes of one test case, B batch, T (and Tk) tokens, H heads of D features."""
@@ -74,6 +90,10 @@ class Heads:
     @property
     def tol(self) -> dict:
         return tolerance(self.dtype)
+
+    def traits(self) -> list[tuple[str, Message | str]]:
+        """What sets this case apart, for telling failures apart by cause (`causes`)."""
+        return [_contiguity(self.strided), _dtype(self.dtype)]
 
     def label(self) -> Message | str:
         tk = "" if self.Tk is None else f", Tk={self.Tk}"
@@ -108,9 +128,11 @@ class Scores:
     logit_scale: float = 1.0
     dtype: torch.dtype = torch.float64
 
+    def traits(self) -> list[tuple[str, Message | str]]:
+        return [("mask", msg(_MASKS[self.mask])), _logits(self.logit_scale), _dtype(self.dtype)]
+
     def label(self) -> Message | str:
-        mask = {None: "case.no_mask", "causal": "case.causal_mask", "random": "case.random_mask",
-                "padding": "case.padding_mask"}[self.mask]
+        mask = _MASKS[self.mask]
         return joined([f"B={self.B}, H={self.H}, Tq={self.Tq}, Tk={self.Tk}, D={self.D}",
                        msg(mask), msg("case.large_logits") if self.logit_scale > 1 else "",
                        "float32" if self.dtype == torch.float32 else ""])
@@ -140,6 +162,11 @@ class Projection:
     bias: bool = True
     strided: bool = False
     dtype: torch.dtype = torch.float64
+
+    def traits(self) -> list[tuple[str, Message | str]]:
+        return [("square", msg("trait.square" if self.d_in == self.d_out else "trait.not_square")),
+                ("bias", msg("trait.bias" if self.bias else "case.without_bias")),
+                _contiguity(self.strided), _dtype(self.dtype)]
 
     def label(self) -> Message | str:
         return joined([f"B={self.B}, T={self.T}, {self.d_in} -> {self.d_out}",
@@ -176,6 +203,13 @@ class Attn:
     @property
     def tol(self) -> dict:
         return tolerance(self.dtype, self.logit_scale)
+
+    def traits(self) -> list[tuple[str, Message | str]]:
+        mask = (msg("case.attn_mask_kind", kind=msg(f"case.{self.mask}_kind")) if self.mask
+                else msg("case.no_mask"))
+        return [("attention", msg("trait.cross" if self.cross else "trait.self")),
+                ("mask", mask), ("bias", msg("trait.bias" if self.bias else "case.without_bias")),
+                _logits(self.logit_scale), _contiguity(self.strided), _dtype(self.dtype)]
 
     def label(self) -> Message | str:
         parts = [f"B={self.B}", f"Tq={self.Tq}" if self.cross else f"T={self.Tq}",

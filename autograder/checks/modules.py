@@ -9,9 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from .. import oracle
-from ..messages import joined, msg
-from ..runner.protocol import Call, ModuleRun
-from ..runtime import one_thread
+from ..messages import joined, msg, render
+from ..runner.protocol import Backward, Call, ModuleRun
 from . import diagnosis
 from .core import TIGHT, CheckFailed, Context
 from .diagnosis import Candidate
@@ -25,8 +24,9 @@ from .expect import (
     expect_value_error,
     float64,
 )
+from .gradients import backward_for, expect_gradients, expect_on_meta, loaded, moved
 from .inputs import Attn, Inputs, attn_shapes, draw_inputs, per_head_params
-from .search import run_cases
+from .search import pictured, run_cases
 
 Tensor = torch.Tensor
 
@@ -44,6 +44,10 @@ MODULE_CASES = (
     Attn(2, 5, 16, 4, mask="causal", logit_scale=1e3),
     Attn(2, 5, 16, 4, mask="causal", dtype=torch.float32),
 )
+# A failure is pictured on these, where a pattern shows (2 heads of 8 tokens, causal).
+PICTURED_MODULE = Attn(1, 8, 8, 2, mask="causal")
+PICTURED_HEAD = Attn(1, 8, 8, 1, mask="causal")
+META_CASE = MODULE_CASES[4]  # the device check's case: a causal mask
 
 
 
@@ -81,7 +85,7 @@ def _compare_module(name: str, call: Call, c: Attn, expected: tuple[Tensor, Tens
     case, tol = case or c.label(), tol or c.tol
     out, weights = expect_output_pair(f"{name}.forward", call)
     expect_close(msg("what.attention_weights", name=name), weights, expected[1], case, tol,
-                 dims=("B", "H", "Tq", "Tk"), mistakes=mistakes, part=1)
+                 dims=("B", "H", "Tq", "Tk"), mistakes=mistakes, part=1, beside=out)
     expect_close(msg("what.output", name=name), out, expected[0], case, tol,
                  dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
 
@@ -97,69 +101,134 @@ def check_attention_head(sub, ctx: Context) -> float:
     def one_case(c: Attn, head_dim: int | None = None) -> None:
         head_dim = head_dim or (3 if c.E % 3 == 0 else 4)
         case = joined([c.label(), f"head_dim={head_dim}"])
-        inp = draw_inputs(c, ctx.generator(f"attention_head {c}, head_dim={head_dim}"),
-                          ctx.device)
-        params = {k: v[:head_dim] for k, v in inp.params.items()
-                  if k.startswith(("q_", "k_", "v_")) and v is not None}
-        params.update({f"{n}.bias": None for n in ("q_proj", "k_proj", "v_proj")
-                       if not c.bias})
+        gen = ctx.generator(f"attention_head {c}, head_dim={head_dim}")
+        inp = draw_inputs(c, gen, ctx.device)
+        params = _head_params(c, inp, head_dim)
         args = (inp.query, inp.key, inp.value)
         p64 = float64(params)
         args64 = tuple(a.double() for a in args)
         mistakes = diagnosis.mha(p64, *args64, 1, inp.mask)
+        out, weights = oracle.attention_head(p64, *args64, inp.mask)
+        backward = backward_for(gen, c.dtype, (out, weights), ("out", "weights"),
+                                _inputs(c), loaded(params))
         call = attempt(lambda: sub.run_module(ModuleRun(
             "AttentionHead", (c.E, head_dim), _module_kwargs(c), params,
-            args, {"attn_mask": inp.mask}, dtype=c.dtype,
+            args, {"attn_mask": inp.mask}, dtype=c.dtype, backward=backward,
         )), case, mistakes)
-        out, weights = oracle.attention_head(p64, *args64, inp.mask)
         got_out, got_w = expect_output_pair("AttentionHead.forward", call)
         expect_close(msg("what.weights", name="AttentionHead"), got_w, weights.to(c.dtype), case,
-                     c.tol, dims=("B", "Tq", "Tk"), mistakes=mistakes, part=1)
+                     c.tol, dims=("B", "Tq", "Tk"), mistakes=mistakes, part=1, beside=got_out)
         expect_close(msg("what.output", name="AttentionHead"), got_out, out.to(c.dtype), case,
                      c.tol,
                      dims=("B", "Tq", "head_dim"), mistakes=mistakes, part=0)
+        expect_gradients("AttentionHead", call, backward, lambda: oracle.attention_head_gradients(
+            p64, args64, backward.inputs, inp.mask, backward.cotangents), case, c.tol)
 
     from hypothesis import strategies as st
 
     shapes = attn_shapes(single_head=True).flatmap(
         lambda c: st.tuples(st.just(c), st.integers(1, c.E)))
     run_cases(lambda pair: one_case(*pair), [(c, None) for c in HEAD_MODULE_CASES], shapes,
-              MODULE_EXAMPLES)
+              MODULE_EXAMPLES, pictured(lambda pair: one_case(*pair), (PICTURED_HEAD, 4)))
+    c = HEAD_MODULE_CASES[3]  # a causal mask
+
+    def meta_run(device: str) -> Call:
+        inp = moved(draw_inputs(c, ctx.generator("attention_head"), "cpu"), device)
+        return sub.run_module(ModuleRun("AttentionHead", (c.E, 4), _module_kwargs(c),
+                                        _head_params(c, inp, 4), (inp.query, inp.key, inp.value),
+                                        {"attn_mask": inp.mask}, dtype=c.dtype))
+
+    expect_on_meta(ctx, "AttentionHead.forward", meta_run, joined([c.label(), "head_dim=4"]))
     return 1.0
 
 
-def _run_mha(sub, class_name: str, c: Attn, inp: Inputs, **forward: Any) -> Call:
-    params = per_head_params(inp.params, c.H) if class_name.startswith("Looped") else inp.params
+def _inputs(c: Attn) -> dict[int, str]:
+    """The inputs whose gradients are compared: query, key and value; in self-attention one
+    tensor passed three times, as in real use, so its gradient sums the three paths (a
+    module that projects the key as the value trains as well there: it fails on cross-
+    attention, as its forward does)."""
+    return {0: "query", 1: "key", 2: "value"} if c.cross else dict.fromkeys(range(3), "query")
+
+
+def _head_params(c: Attn, inp: Inputs, head_dim: int) -> dict[str, Tensor | None]:
+    """One head's weights: the first head_dim rows of the fused q, k and v projections."""
+    params = {k: v[:head_dim] for k, v in inp.params.items()
+              if k.startswith(("q_", "k_", "v_")) and v is not None}
+    params.update({f"{n}.bias": None for n in ("q_proj", "k_proj", "v_proj") if not c.bias})
+    return params
+
+
+def _mha_backward(gen: torch.Generator, c: Attn, expected: tuple[Tensor, Tensor],
+                  params: dict[str, Tensor | None]) -> Backward | None:
+    return backward_for(gen, c.dtype, expected, ("out", "weights"), _inputs(c), loaded(params))
+
+
+def _mha_gradients(c: Attn, inp: Inputs, mask: Tensor | None, backward: Backward,
+                   looped: bool) -> dict[str, Tensor | None]:
+    """nn.MultiheadAttention's gradients for this case; sliced per head for a looped module."""
+    grads = oracle.mha_gradients(float64(inp.params), c.E, c.H, c.kdim, c.vdim,
+                                 (inp.query.double(), inp.key.double(), inp.value.double()),
+                                 backward.inputs, mask, backward.cotangents)
+    inputs = set(backward.inputs.values())
+    if looped:
+        weights = per_head_params({k: grads.get(k) for k in inp.params}, c.H)
+        grads = {**{k: grads[k] for k in inputs}, **weights}
+    return {k: v for k, v in grads.items() if k in inputs or k in backward.params}
+
+
+def _module_params(class_name: str, c: Attn, inp: Inputs) -> dict[str, Tensor | None]:
+    return per_head_params(inp.params, c.H) if class_name.startswith("Looped") else inp.params
+
+
+def _run_mha(sub, class_name: str, c: Attn, inp: Inputs, backward: Backward | None = None,
+             **forward: Any) -> Call:
     forward.setdefault("attn_mask", inp.mask)
     return sub.run_module(ModuleRun(
-        class_name, (c.E, c.H), _module_kwargs(c), params,
-        (inp.query, inp.key, inp.value), forward, dtype=c.dtype,
+        class_name, (c.E, c.H), _module_kwargs(c), _module_params(class_name, c, inp),
+        (inp.query, inp.key, inp.value), forward, dtype=c.dtype, backward=backward,
     ))
+
+
+def _meta_run(sub, ctx: Context, check_id: str, class_name: str, c: Attn,
+              **forward: Any) -> None:
+    """The device check of a module, on case `c` drawn on meta."""
+    expect_on_meta(ctx, f"{class_name}.forward", lambda device: _run_mha(
+        sub, class_name, c, moved(draw_inputs(c, ctx.generator(check_id), "cpu"), device),
+        **forward), c.label())
 
 
 def _module_case(sub, ctx: Context, check_id: str, class_name: str) -> Callable[[Attn], None]:
     """One case of a module check: build, load the weights, run, compare with torch."""
 
     def one_case(c: Attn) -> None:
-        inp = draw_inputs(c, ctx.generator(f"{check_id} {c}"), ctx.device)
+        gen = ctx.generator(f"{check_id} {c}")
+        inp = draw_inputs(c, gen, ctx.device)
         mistakes = _mha_mistakes(c, inp)
-        call = attempt(lambda: _run_mha(sub, class_name, c, inp), c.label(), mistakes)
-        _compare_module(class_name, call, c, expected_mha(c, inp), inp, mistakes)
+        expected = expected_mha(c, inp)
+        backward = _mha_backward(gen, c, expected, _module_params(class_name, c, inp))
+        call = attempt(lambda: _run_mha(sub, class_name, c, inp, backward), c.label(), mistakes)
+        _compare_module(class_name, call, c, expected, inp, mistakes)
         originals = (inp.query, inp.key, inp.value) + (() if inp.mask is None else (inp.mask,))
         expect_unchanged(f"{class_name}.forward", call, originals)
+        expect_gradients(class_name, call, backward, lambda: _mha_gradients(
+            c, inp, inp.mask, backward, class_name.startswith("Looped")), c.label(), c.tol)
 
     return one_case
 
 
 def check_looped_mha(sub, ctx: Context) -> float:
     one_case = _module_case(sub, ctx, "looped_mha", "LoopedMultiHeadAttention")
-    run_cases(one_case, MODULE_CASES, attn_shapes(), MODULE_EXAMPLES)
+    run_cases(one_case, MODULE_CASES, attn_shapes(), MODULE_EXAMPLES,
+              pictured(one_case, PICTURED_MODULE))
+    _meta_run(sub, ctx, "looped_mha", "LoopedMultiHeadAttention", META_CASE)
     return 1.0
 
 
 def check_fused_mha(sub, ctx: Context) -> float:
     one_case = _module_case(sub, ctx, "fused_mha", "MultiHeadAttention")
-    run_cases(one_case, MODULE_CASES, attn_shapes(), MODULE_EXAMPLES)
+    run_cases(one_case, MODULE_CASES, attn_shapes(), MODULE_EXAMPLES,
+              pictured(one_case, PICTURED_MODULE))
+    _meta_run(sub, ctx, "fused_mha", "MultiHeadAttention", META_CASE)
     # key and value default to query.
     c = Attn(2, 5, 16, 4)
     inp = draw_inputs(c, ctx.generator("fused_mha"), ctx.device)
@@ -188,26 +257,30 @@ def check_fused_mha_masks(sub, ctx: Context) -> float:
         (msg("case.both_masks"), {"is_causal": True}, blocked(inp.mask)),
         ("attn_mask=None", {"attn_mask": None}, None),
     )
-    with one_thread():
-        for case, forward, mask in cases:
-            _masks_case(sub, c, inp, case, forward, mask, ctx.device)
+    # Every way is tried: a mistake is named when it explains each way that fails.
+    run_cases(lambda case: _masks_case(sub, ctx, c, inp, *case), cases)
+    _meta_run(sub, ctx, "fused_mha_masks", "MultiHeadAttention", c, is_causal=True)
     return 1.0
 
 
-def _masks_case(sub, c: Attn, inp: Inputs, case: Label, forward: dict, mask: Tensor | None,
-                device: str) -> None:
+def _masks_case(sub, ctx: Context, c: Attn, inp: Inputs, case: Label, forward: dict,
+                mask: Tensor | None) -> None:
     """One way of passing masks; the expected mask is `mask`."""
     attn_mask = forward.get("attn_mask", inp.mask)
     wrong_masks = diagnosis.combined_masks(attn_mask, forward.get("is_causal", False), c.Tq,
-                                           device)
+                                           ctx.device)
     mistakes = _mha_mistakes(c, inp, mask, wrong_masks)
-    call = attempt(lambda: _run_mha(sub, "MultiHeadAttention", c, inp, **forward), case,
-                   mistakes)
-    _compare_module("MultiHeadAttention", call, c, expected_mha(c, inp, mask=mask), inp,
-                    mistakes, case, TIGHT)
+    expected = expected_mha(c, inp, mask=mask)
+    backward = _mha_backward(ctx.generator(f"fused_mha_masks {render(case, 'en')}"), c,
+                             expected, inp.params)
+    call = attempt(lambda: _run_mha(sub, "MultiHeadAttention", c, inp, backward, **forward),
+                   case, mistakes)
+    _compare_module("MultiHeadAttention", call, c, expected, inp, mistakes, case, TIGHT)
     if attn_mask is not None:
         expect_unchanged("MultiHeadAttention.forward", call,
                          (inp.query, inp.key, inp.value, inp.mask))
+    expect_gradients("MultiHeadAttention", call, backward, lambda: _mha_gradients(
+        c, inp, mask, backward, False), case, TIGHT)
 
 
 def check_fused_mha_contract(sub, ctx: Context) -> float:
@@ -240,6 +313,9 @@ def check_fused_mha_contract(sub, ctx: Context) -> float:
         )))
 
     out, weights = run(training=False)
+    expect_close(msg("what.attention_weights", name="MultiHeadAttention"), weights, expected[1],
+                 msg("case.eval_dropout", p=0.5), TIGHT, dims=("B", "H", "Tq", "Tk"),
+                 mistakes=mistakes, part=1, beside=out)
     expect_close(output, out, expected[0], msg("case.eval_dropout", p=0.5),
                  TIGHT, dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
     out, weights = run(training=True)

@@ -9,10 +9,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from ..messages import Message, joined, msg
+from ..messages import msg
 from ..runner.protocol import StudentCodeError
 from ..runtime import one_thread
-from .core import CheckFailed
+from .causes import Failure, label, verdict
+from .core import CheckFailed, Picture
 
 # --------------------------------------------------------------------------- shape search
 
@@ -24,11 +25,15 @@ _SHRINKABLE = ("bad_return", "bad_module", "inputs_after")
 HYPOTHESIS_HOME = Path(tempfile.gettempdir()) / f"mha-kit-hypothesis-{getpass.getuser()}"
 
 
-def search_shapes(one_case: Callable[[Any], None], shapes: Any, examples: int) -> Any | None:
-    """The smallest case drawn from `shapes` that fails, or None.
+def search_shapes(one_case: Callable[[Any], None], shapes: Any,
+                  examples: int) -> tuple[Any | None, Failure | None]:
+    """The smallest case drawn from `shapes` that fails, or None; and the first case whose
+    code is not implemented (NotImplementedError), if the search met one.
 
     A derandomised hypothesis search with no example database, so a grade is the same on
-    every run; it shrinks the first failure it finds to a minimal one.
+    every run; it shrinks the first failure it finds to a minimal one. Code that is not
+    implemented ends the search (the fixed cases tell a stub from code that refuses some
+    cases); any other fatal error of the student's code is raised at once.
     """
     from hypothesis import HealthCheck, Phase, Verbosity, find, settings
     from hypothesis.configuration import set_hypothesis_home_dir
@@ -36,7 +41,7 @@ def search_shapes(one_case: Callable[[Any], None], shapes: Any, examples: int) -
 
     set_hypothesis_home_dir(HYPOTHESIS_HOME)  # its caches, never in the student's folder
 
-    fatal: list[StudentCodeError] = []
+    fatal: list[Failure] = []
 
     def fails(case: Any) -> bool:
         if fatal:
@@ -48,7 +53,7 @@ def search_shapes(one_case: Callable[[Any], None], shapes: Any, examples: int) -
         except StudentCodeError as err:
             if err.kind in _SHRINKABLE:
                 return True
-            fatal.append(err)
+            fatal.append((case, err))
             return False
         return False
 
@@ -59,9 +64,9 @@ def search_shapes(one_case: Callable[[Any], None], shapes: Any, examples: int) -
         found = find(shapes, fails, settings=quiet)
     except NoSuchExample:
         found = None
-    if fatal:
-        raise fatal[0]
-    return found
+    if fatal and fatal[0][1].kind != "not_implemented":
+        raise fatal[0][1]
+    return found, fatal[0] if fatal else None
 
 
 def warm_up() -> None:
@@ -74,51 +79,67 @@ def warm_up() -> None:
 
 
 def run_cases(one_case: Callable[[Any], None], fixed: Any, shapes: Any = None,
-              examples: int = 20) -> None:
-    """A shape search first (its smallest failure is the most telling), then the fixed cases.
+              examples: int = 20, picture: Callable[[], Picture | None] | None = None) -> None:
+    """A shape search first (its smallest failure is the most telling), then every fixed case.
 
-    When several mistakes reproduce the smallest failure, the first failing fixed case, with
-    its less ambiguous sizes, picks among them.
+    When cases fail, one failure is raised that tells each distinct cause (`causes.verdict`);
+    a mistake is named only when it reproduces every failing case of its cause. `picture`,
+    if given, draws the failure on a representative case (the search's smallest case is
+    often too small to show a pattern).
     """
     with one_thread():
-        _run_cases(one_case, fixed, shapes, examples)
+        _run_cases(one_case, fixed, shapes, examples, picture)
 
 
-def _run_cases(one_case: Callable[[Any], None], fixed: Any, shapes: Any, examples: int) -> None:
-    found = None if shapes is None else search_shapes(one_case, shapes, examples)
+def _run_cases(one_case: Callable[[Any], None], fixed: Any, shapes: Any, examples: int,
+               picture: Callable[[], Picture | None] | None) -> None:
+    failures: list[Failure] = []
+    passed = False
+    found, stub = (None, None) if shapes is None else search_shapes(one_case, shapes, examples)
     if found is not None:
         try:
             one_case(found)
+            passed = True  # flaky code: the search's failure did not repeat
         except CheckFailed as err:
-            err.case = msg("case.searched", case=err.case or _label(found))
-            if err.diagnosis and len(err.diagnosis.matches) > 1:
-                err.diagnosis.among = _narrow(err.diagnosis.matches, one_case, fixed)
-            raise
+            err.case = msg("case.searched", case=err.case or label(found))
+            failures.append((found, err))
+    if stub is not None:
+        failures.append(stub)
     for case in fixed:
-        one_case(case)
+        try:
+            one_case(case)
+            passed = True
+        except CheckFailed as err:
+            failures.append((case, err))
+        except StudentCodeError as err:
+            if err.kind != "not_implemented" and not failures:
+                raise
+            failures.append((case, err))
+            if err.kind != "not_implemented":  # a timeout, a crash: the cases end here
+                break
+    if not failures:
+        return
+    failed = verdict(failures, passed)
+    if picture is not None and isinstance(failed, CheckFailed):
+        failed.picture = _drawn(picture) or failed.picture
+    raise failed
 
 
-def _label(case: Any) -> Message | str:
-    """A case drawn by the search, for a message: its label, or its parts' labels."""
-    if hasattr(case, "label"):
-        return case.label()
-    if isinstance(case, tuple):
-        return joined([_label(part) for part in case])
-    return str(case)
+def pictured(one_case: Callable[[Any], None], case: Any) -> Callable[[], Picture | None]:
+    """Draws a failure on `case`: the picture its failure has, if it fails there."""
 
-
-def _narrow(matches: tuple[str, ...], one_case: Callable[[Any], None],
-            fixed: Any) -> tuple[str, ...]:
-    """The mistakes that also reproduce the failing fixed cases, as far as one does."""
-    for case in fixed:
-        if len(matches) == 1:
-            break
+    def draw() -> Picture | None:
         try:
             one_case(case)
         except CheckFailed as err:
-            agreed = tuple(m for m in matches if err.diagnosis and m in err.diagnosis.matches)
-            matches = agreed or matches
-        except StudentCodeError:
-            break
-    return matches
+            return err.picture
+        return None
 
+    return draw
+
+
+def _drawn(picture: Callable[[], Picture | None]) -> Picture | None:
+    try:
+        return picture()
+    except (CheckFailed, StudentCodeError):
+        return None

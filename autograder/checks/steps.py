@@ -6,7 +6,7 @@ import torch
 
 from .. import oracle
 from ..messages import msg
-from ..runner.protocol import StudentCodeError
+from ..runner.protocol import Call, StudentCodeError
 from . import diagnosis
 from .core import TIGHT, CheckFailed, Context, Picture, tolerance
 from .diagnosis import Diagnosis
@@ -19,6 +19,7 @@ from .expect import (
     expect_unchanged,
 )
 from .feedback import describe_mask
+from .gradients import backward_for, call_with, expect_gradients, expect_on_meta, moved
 from .inputs import (
     Heads,
     Projection,
@@ -27,7 +28,7 @@ from .inputs import (
     randn,
     strided,
 )
-from .search import run_cases
+from .search import pictured, run_cases
 
 Tensor = torch.Tensor
 
@@ -46,32 +47,82 @@ MODULE_EXAMPLES = 8  # ... and per module
 
 def check_split_heads(sub, ctx: Context) -> float:
     def one_case(c: Heads) -> None:
-        x = randn(ctx.generator(f"split_heads {c}"), c.B, c.T, c.H * c.D, device=ctx.device,
-                   dtype=c.dtype)
+        gen = ctx.generator(f"split_heads {c}")
+        x = randn(gen, c.B, c.T, c.H * c.D, device=ctx.device, dtype=c.dtype)
         x = strided(x) if c.strided else x
         mistakes = diagnosis.split_heads(x, c.H)
-        call = attempt(lambda: sub.call("split_heads", x, c.H), c.label(), mistakes)
-        expect_close("split_heads(x, num_heads)", call.value, oracle.split_heads(x, c.H),
+        expected = oracle.split_heads(x, c.H)
+        backward = backward_for(gen, c.dtype, (expected,), ("out",), {0: "x"})
+        call = attempt(lambda: call_with(sub, "split_heads", (x, c.H), backward), c.label(),
+                       mistakes)
+        expect_close("split_heads(x, num_heads)", call.value, expected,
                      c.label(), c.tol, dims=("B", "H", "T", "D"), mistakes=mistakes)
         expect_unchanged("split_heads", call, (x,))
+        expect_gradients("split_heads", call, backward, lambda: oracle.gradients(
+            oracle.split_heads, (x, c.H), {0: "x"}, backward.cotangents), c.label(), c.tol)
 
-    run_cases(one_case, HEAD_CASES, heads_shapes(), STEP_EXAMPLES)
+    run_cases(one_case, HEAD_CASES, heads_shapes(), STEP_EXAMPLES,
+              lambda: _labelled_picture(sub, ctx, "split_heads"))
+    c = HEAD_CASES[0]
+    expect_on_meta(ctx, "split_heads", lambda device: sub.call(
+        "split_heads", randn(ctx.generator("split_heads"), c.B, c.T, c.H * c.D, device=device),
+        c.H), c.label())
     return 1.0
 
 
 def check_merge_heads(sub, ctx: Context) -> float:
     def one_case(c: Heads) -> None:
-        x = randn(ctx.generator(f"merge_heads {c}"), c.B, c.H, c.T, c.D, device=ctx.device,
-                   dtype=c.dtype)
+        gen = ctx.generator(f"merge_heads {c}")
+        x = randn(gen, c.B, c.H, c.T, c.D, device=ctx.device, dtype=c.dtype)
         x = strided(x) if c.strided else x
         mistakes = diagnosis.merge_heads(x)
-        call = attempt(lambda: sub.call("merge_heads", x), c.label(), mistakes)
-        expect_close("merge_heads(x)", call.value, oracle.merge_heads(x), c.label(), c.tol,
+        expected = oracle.merge_heads(x)
+        backward = backward_for(gen, c.dtype, (expected,), ("out",), {0: "x"})
+        call = attempt(lambda: call_with(sub, "merge_heads", (x,), backward), c.label(),
+                       mistakes)
+        expect_close("merge_heads(x)", call.value, expected, c.label(), c.tol,
                      dims=("B", "T", "H*D"), mistakes=mistakes)
         expect_unchanged("merge_heads", call, (x,))
+        expect_gradients("merge_heads", call, backward, lambda: oracle.gradients(
+            oracle.merge_heads, (x,), {0: "x"}, backward.cotangents), c.label(), c.tol)
 
-    run_cases(one_case, HEAD_CASES, heads_shapes(), STEP_EXAMPLES)
+    run_cases(one_case, HEAD_CASES, heads_shapes(), STEP_EXAMPLES,
+              lambda: _labelled_picture(sub, ctx, "merge_heads"))
+    c = HEAD_CASES[0]
+    expect_on_meta(ctx, "merge_heads", lambda device: sub.call(
+        "merge_heads", randn(ctx.generator("merge_heads"), c.B, c.H, c.T, c.D, device=device)),
+        c.label())
     return 1.0
+
+
+# A failure of split_heads or merge_heads is pictured on labelled numbers: each feature holds
+# token·100 + head·10 + feature, so the picture shows where every number went.
+LABELLED = Heads(1, 6, 2, 3)
+
+
+def labelled_heads(c: Heads = LABELLED, device: str = "cpu") -> Tensor:
+    """(B, T, H·D) whose feature h·D + d of token t holds 100t + 10h + d."""
+    t = torch.arange(c.T, dtype=torch.float64).view(1, c.T, 1, 1)
+    h = torch.arange(c.H, dtype=torch.float64).view(1, 1, c.H, 1)
+    d = torch.arange(c.D, dtype=torch.float64).view(1, 1, 1, c.D)
+    return (100 * t + 10 * h + d).expand(c.B, c.T, c.H, c.D).reshape(
+        c.B, c.T, c.H * c.D).to(device)
+
+
+def _labelled_picture(sub, ctx: Context, name: str) -> Picture | None:
+    x = labelled_heads(LABELLED, ctx.device)
+    if name == "split_heads":
+        args, expected, call = (x, LABELLED.H), oracle.split_heads(x, LABELLED.H), \
+            f"split_heads(x, {LABELLED.H})"
+    else:
+        x = oracle.split_heads(x, LABELLED.H)
+        args, expected, call = (x,), oracle.merge_heads(x), "merge_heads(x)"
+    got = sub.call(name, *args).value
+    if not isinstance(got, Tensor) or (got.shape == expected.shape
+                                       and torch.equal(got.to(expected.dtype), expected)):
+        return None
+    return Picture(msg("picture.labelled", call=call, shape=tuple(x.shape)), expected, got,
+                   cells=True, source=x)
 
 
 SCORE_CASES = (
@@ -84,27 +135,37 @@ SCORE_CASES = (
 
 
 def check_scaled_scores(sub, ctx: Context) -> float:
-    def compare(q: Tensor, k: Tensor, case: Label, tol: dict) -> None:
+    def compare(q: Tensor, k: Tensor, case: Label, tol: dict, gen: torch.Generator) -> None:
         mistakes = diagnosis.scaled_scores(q, k)
-        call = attempt(lambda: sub.call("scaled_scores", q, k), case, mistakes)
+        expected = oracle.scaled_scores(q, k)
+        backward = backward_for(gen, q.dtype, (expected,), ("out",), {0: "q", 1: "k"})
+        call = attempt(lambda: call_with(sub, "scaled_scores", (q, k), backward), case,
+                       mistakes)
         dims = ("B", "H", "Tq", "Tk")[4 - q.dim():]
-        expect_close("scaled_scores(q, k)", call.value, oracle.scaled_scores(q, k), case, tol,
+        expect_close("scaled_scores(q, k)", call.value, expected, case, tol,
                      dims=dims, mistakes=mistakes)
         expect_unchanged("scaled_scores", call, (q, k))
+        expect_gradients("scaled_scores", call, backward, lambda: oracle.gradients(
+            oracle.scaled_scores, (q, k), backward.inputs, backward.cotangents), case, tol)
 
     def one_case(c: Heads) -> None:
         gen = ctx.generator(f"scaled_scores {c}")
         q = randn(gen, c.B, c.H, c.T, c.D, device=ctx.device, dtype=c.dtype)
         k = randn(gen, c.B, c.H, c.Tk or c.T, c.D, device=ctx.device, dtype=c.dtype)
         q, k = (strided(q), strided(k)) if c.strided else (q, k)
-        compare(q, k, c.label(), c.tol)
+        compare(q, k, c.label(), c.tol, gen)
 
-    run_cases(one_case, SCORE_CASES, heads_shapes(tk=True), STEP_EXAMPLES)
+    run_cases(one_case, SCORE_CASES, heads_shapes(tk=True), STEP_EXAMPLES,
+              pictured(one_case, Heads(1, 8, 2, 4)))
     # Leading dims are "...": a plain (B, T, D) input works too.
     gen = ctx.generator("scaled_scores")
     q = randn(gen, 3, 4, 6, device=ctx.device)
     k = randn(gen, 3, 7, 6, device=ctx.device)
-    compare(q, k, msg("case.three_d"), TIGHT)
+    compare(q, k, msg("case.three_d"), TIGHT, gen)
+    c = SCORE_CASES[1]
+    expect_on_meta(ctx, "scaled_scores", lambda device: sub.call(
+        "scaled_scores", randn(gen, c.B, c.H, c.T, c.D, device=device),
+        randn(gen, c.B, c.H, c.Tk or c.T, c.D, device=device)), c.label())
     return 1.0
 
 
@@ -136,6 +197,8 @@ def check_causal_mask(sub, ctx: Context) -> float:
     call = sub.call("causal_mask", 3)
     expect_tensor(msg("what.without_device", call="causal_mask(3)"), call.value,
                   oracle.causal_mask(3, "cpu"), msg("case.default_device"))
+    expect_on_meta(ctx, "causal_mask", lambda device: sub.call("causal_mask", 5, device=device),
+                   "seq_len=5")
     return 1.0
 
 
@@ -177,7 +240,10 @@ def check_attend(sub, ctx: Context) -> float:
         tol = tolerance(c.dtype)
         expected_out, expected_w = oracle.attend(scores, v, mask)
         mistakes = diagnosis.attend(scores, v, mask)
-        call = attempt(lambda: sub.call("attend", scores, v, mask), c.label(), mistakes)
+        backward = backward_for(gen, c.dtype, (expected_out, expected_w), ("out", "weights"),
+                                {0: "scores", 1: "v"})
+        call = attempt(lambda: call_with(sub, "attend", (scores, v, mask), backward), c.label(),
+                       mistakes)
         out, weights = expect_output_pair("attend", call)
         what = msg("what.weights", name="attend")
         expect_close(what, weights, expected_w, c.label(), tol,
@@ -187,13 +253,22 @@ def check_attend(sub, ctx: Context) -> float:
         if mask is not None and bool((weights.masked_select(mask.expand_as(weights)) != 0).any()):
             raise CheckFailed(msg("attend.blocked_nonzero", what=what), case=c.label())
         expect_unchanged("attend", call, (scores, v) + (() if mask is None else (mask,)))
+        expect_gradients("attend", call, backward, lambda: oracle.gradients(
+            oracle.attend, (scores, v, mask), backward.inputs, backward.cotangents), c.label(),
+            tol)
 
     from hypothesis import strategies as st
 
     shapes = st.builds(Scores, B=st.integers(1, 2), H=st.integers(1, 3), Tq=st.integers(1, 4),
                        Tk=st.integers(1, 4), D=st.integers(1, 3),
                        mask=st.sampled_from((None, "random")))
-    run_cases(one_case, ATTEND_CASES, shapes, STEP_EXAMPLES)
+    run_cases(one_case, ATTEND_CASES, shapes, STEP_EXAMPLES,
+              pictured(one_case, Scores(1, 2, 8, 8, 4, "causal")))
+    c, gen = ATTEND_CASES[1], ctx.generator("attend")  # a causal mask
+    expect_on_meta(ctx, "attend", lambda device: sub.call("attend", *moved((
+        randn(gen, c.B, c.H, c.Tq, c.Tk, device="cpu"),
+        randn(gen, c.B, c.H, c.Tk, c.D, device="cpu"), c.draw_mask(gen, "cpu")), device)),
+        c.label())
     return 1.0
 
 
@@ -216,18 +291,35 @@ def check_output_projection(sub, ctx: Context) -> float:
         bias = randn(gen, c.d_out, device=ctx.device, dtype=c.dtype) if c.bias else None
         args = (x, weight) if bias is None else (x, weight, bias)
         mistakes = diagnosis.output_projection(x, weight, bias)
-        call = attempt(lambda: sub.call("output_projection", *args), c.label(), mistakes)
+        expected = oracle.output_projection(x, weight, bias)
+        backward = backward_for(gen, c.dtype, (expected,), ("out",),
+                                dict(enumerate(("x", "weight", "bias")[:len(args)])))
+        call = attempt(lambda: call_with(sub, "output_projection", args, backward), c.label(),
+                       mistakes)
         tol = tolerance(c.dtype)
         expect_close("output_projection(x, weight, bias)", call.value,
-                     oracle.output_projection(x, weight, bias), c.label(), tol,
+                     expected, c.label(), tol,
                      dims=("B", "T", "out_features"), mistakes=mistakes)
         expect_unchanged("output_projection", call, args)
+        expect_gradients("output_projection", call, backward, lambda: oracle.gradients(
+            oracle.output_projection, args, backward.inputs, backward.cotangents), c.label(),
+            tol)
 
     from hypothesis import strategies as st
 
     shapes = st.builds(Projection, B=st.integers(1, 2), T=st.integers(1, 3),
                        d_in=st.integers(1, 5), d_out=st.integers(1, 5),
                        bias=st.sampled_from((True, False)))
-    run_cases(one_case, PROJECTION_CASES, shapes, STEP_EXAMPLES)
+    run_cases(one_case, PROJECTION_CASES, shapes, STEP_EXAMPLES,
+              pictured(one_case, Projection(1, 8, 6, 6)))
+    gen = ctx.generator("output_projection")
+    for c in PROJECTION_CASES[:2]:  # with a bias, and without: a bias made up on the CPU
+        def meta_call(device: str, c: Projection = c) -> Call:
+            x = randn(gen, c.B, c.T, c.d_in, device=device)
+            weight = randn(gen, c.d_out, c.d_in, device=device)
+            bias = (randn(gen, c.d_out, device=device),) if c.bias else ()
+            return sub.call("output_projection", x, weight, *bias)
+
+        expect_on_meta(ctx, "output_projection", meta_call, c.label())
     return 1.0
 

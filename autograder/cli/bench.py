@@ -1,17 +1,22 @@
 """`mha-kit bench`: the attention implementations timed side by side, or the speed check's
-reliability (`--reliability N`)."""
+calibration (`--calibrate [N]`) and reliability (`--reliability N`): docs/speed.md."""
 
 from __future__ import annotations
 
 import argparse
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from ..runner.inprocess import InProcessSubmission
 from ..runner.protocol import StudentCodeError
 from ..runtime import default_device
-from ..speed import bench
+from ..speed import bench, reliability
 from .exits import EXIT_FAIL, EXIT_PASS
 from .options import add_device_flag
+
+SPEED = "speed_fused_vs_looped"
+CALIBRATE_N = 20  # checks per style when --calibrate is given without N
 
 
 def add(commands: Any) -> None:
@@ -24,16 +29,48 @@ def add(commands: Any) -> None:
                        help="also time this file's MultiHeadAttention (run in this process)")
     parser.add_argument("--plot", metavar="OUT_PNG", help="draw the tables as a bar chart")
     add_device_flag(parser, "run")
+    parser.add_argument("--calibrate", type=int, nargs="?", const=CALIBRATE_N, metavar="N",
+                       help="run the style set through the speed check N times each (default "
+                       f"{CALIBRATE_N}); print each style's speedups, the dead band, the "
+                       "threshold it supports and its margins")
     parser.add_argument("--reliability", type=int, metavar="N",
-                       help="run the speed check N times on the kit's fused module and on a "
-                       "loop in disguise, alone and with one CPU core busy; print pass counts")
+                       help="run the speed check N times on each style of a small set, alone, "
+                       "with one CPU core busy and inside `mha-kit grade --jobs 2`; print the "
+                       "points each earned")
     parser.set_defaults(run=run)
+
+
+def grade_batch(names: list[str], n: int, device: str) -> dict[str, list[float]]:
+    """The styles graded as submissions by `mha-kit grade --jobs 2` (its pool of graders, each
+    with its workers, every check of the assignment): n files per style, interleaved."""
+    from ..grading.batch import grade_all
+    from ..grading.files import discover
+    from ..runner.policy import Limits
+
+    fractions: dict[str, list[float]] = {name: [] for name in names}
+    with tempfile.TemporaryDirectory(prefix="mha-kit-reliability-") as folder:
+        Path(folder).chmod(0o755)  # a worker running as another account reads the files
+        for i in range(n):
+            for j, name in enumerate(names):
+                path = Path(folder, f"r{i:04d}_s{j:02d}.py")
+                path.write_text("from autograder.speed.styleset import STYLES\n\n"
+                                f"MultiHeadAttention = STYLES[{name!r}]\n", encoding="utf-8")
+                path.chmod(0o644)
+        for entry, payload in grade_all(discover(Path(folder)), 2, device, "mha", Limits()):
+            test = next(t for t in payload["tests"] if t["name"] == SPEED)
+            fractions[names[int(entry.student.rpartition("_s")[2])]].append(
+                test["score"] / test["max_score"])
+    return fractions
 
 
 def run(args: argparse.Namespace) -> int:
     device = args.device or default_device()
+    if args.calibrate:
+        report, ok = reliability.calibrate(args.calibrate, device)
+        print(report)
+        return EXIT_PASS if ok else EXIT_FAIL
     if args.reliability:
-        report, ok = bench.reliability(args.reliability, device)
+        report, ok = reliability.reliability(args.reliability, device, grade_batch)
         print(report)
         return EXIT_PASS if ok else EXIT_FAIL
     sub = None

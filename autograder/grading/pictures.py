@@ -6,6 +6,7 @@ one; for any other tensor, heatmaps of expected, yours and the difference, one r
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 import torch
@@ -18,6 +19,8 @@ def draw(picture: Picture) -> Any:
     """The picture as a matplotlib figure."""
     import matplotlib.pyplot as plt
 
+    if picture.cells:
+        return _cells(plt, picture)
     if picture.expected.dtype == torch.bool:
         return _masks(plt, picture)
     return _heatmaps(plt, picture)
@@ -29,6 +32,12 @@ def show(picture: Picture) -> None:
 
     draw(picture)
     plt.show()
+
+
+def _title(picture: Picture, fig: Any) -> str:
+    """The picture's title in lines that fit the figure's width."""
+    return textwrap.fill(render(picture.title), max(40, int(fig.get_figwidth() * 13)),
+                         break_long_words=False)
 
 
 def _masks(plt: Any, picture: Picture) -> Any:
@@ -44,7 +53,7 @@ def _masks(plt: Any, picture: Picture) -> Any:
             i, j = zip(*wrong)
             ax.scatter(j, i, marker="x", color="red", label=render(msg("picture.wrong")))
             ax.legend(loc="lower left", fontsize=7)
-    fig.suptitle(render(picture.title), fontsize=10)
+    fig.suptitle(_title(picture, fig), fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -77,6 +86,62 @@ def _heatmaps(plt: Any, picture: Picture) -> Any:
             ax.set_xticks([])
             ax.set_yticks([])
             fig.colorbar(image, ax=ax, fraction=0.046)
-    fig.suptitle(render(picture.title), fontsize=10)
+    fig.suptitle(_title(picture, fig), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _blocks(tensor: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """A tensor as one grid: its first element while it has more than 3 dims, then the blocks
+    of its first dim stacked: (P, R, C) -> (P·R, C), with the number of rows of a block."""
+    grid = tensor.detach().double().cpu()
+    while grid.dim() > 3:
+        grid = grid[0]
+    if grid.dim() == 3:
+        return grid.reshape(-1, grid.shape[-1]), grid.shape[1]
+    return grid.reshape(-1, grid.shape[-1]) if grid.dim() == 2 else grid.reshape(1, -1), 0
+
+
+def _cell_text(value: float) -> tuple[str, int | None]:
+    """"t2 h1 f0" and the head for a label 100t + 10h + f; the number itself otherwise."""
+    if value == int(value) and 0 <= value < 1000:
+        label = int(value)
+        return f"t{label // 100}\nh{label // 10 % 10} f{label % 10}", label // 10 % 10
+    return f"{value:.3g}", None
+
+
+def _cells(plt: Any, picture: Picture) -> Any:
+    """Labelled numbers: the input, the expected result and yours, each cell named by the token,
+    head and feature its number came from, coloured by head; yours in red where it differs."""
+    panels = [(msg("picture.input"), picture.source), (msg("mask.expected"), picture.expected),
+              (msg("mask.yours"), picture.got)]
+    panels = [(name, t) for name, t in panels if t is not None]
+    grids = [_blocks(t) for _, t in panels]
+    same = picture.got.shape == picture.expected.shape
+    wrong = (picture.got.double().cpu() != picture.expected.double().cpu()) if same else None
+    wrong_grid = _blocks(wrong.double())[0] if wrong is not None else None
+    width = sum(g.shape[1] for g, _ in grids) * 0.75 + 1.5
+    height = max(g.shape[0] for g, _ in grids) * 0.42 + 1.2
+    fig, axes = plt.subplots(1, len(panels), figsize=(width, height), squeeze=False,
+                             gridspec_kw={"width_ratios": [g.shape[1] for g, _ in grids]})
+    for ax, (name, tensor), (grid, rows) in zip(axes[0], panels, grids):
+        colours = torch.full(grid.shape, 8.0)
+        for i in range(grid.shape[0]):
+            for j in range(grid.shape[1]):
+                text, head = _cell_text(float(grid[i, j]))
+                colours[i, j] = 8.0 if head is None else head % 8
+                red = (wrong_grid is not None and tensor is picture.got
+                       and bool(wrong_grid[i, j]))
+                ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                        color="red" if red else "black", fontweight="bold" if red else None)
+        ax.imshow(colours.numpy(), cmap="Pastel1", vmin=0, vmax=8, aspect="auto")
+        for k in range(1, grid.shape[0] // rows if rows else 0):
+            ax.axhline(k * rows - 0.5, color="black")
+        ax.set_title(render(msg("picture.panel", name=name, shape=tuple(tensor.shape))),
+                     fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle(_title(picture, fig), fontsize=9)
+    fig.supxlabel(render(msg("picture.blocks")), fontsize=8)
     fig.tight_layout()
     return fig

@@ -42,7 +42,10 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("fused_mha", 15, _FUSED, modules.check_fused_mha),
     CheckSpec("fused_mha_masks", 6, _FUSED, modules.check_fused_mha_masks),
     CheckSpec("fused_mha_contract", 6, _FUSED, modules.check_fused_mha_contract),
-    CheckSpec("speed_fused_vs_looped", 10, _FUSED, gate.check_speed, needs=("fused_mha",)),
+    # The timing calls forward(x, is_causal=True, need_weights=False): its values must be
+    # right first, or a wrong output would read as a timing that skips work.
+    CheckSpec("speed_fused_vs_looped", 10, _FUSED, gate.check_speed,
+              needs=("fused_mha", "fused_mha_masks")),
 )
 
 _GENERAL = ("GeneralMultiHeadAttention",)
@@ -94,12 +97,17 @@ def run_check(check_id: str, sub: Submission, ctx: Context | None = None) -> Che
     picture = None
     try:
         if failing:
-            raise CheckFailed(GATE_MESSAGES[check_id])
+            raise CheckFailed(msg("gate.failing", gate=GATE_MESSAGES[check_id],
+                                  checks=", ".join(failing)))
         fraction = spec.function(sub, ctx)
         message = ctx.notes or msg("ok")
-    except (CheckFailed, StudentCodeError) as err:
+    except CheckFailed as err:
+        err.warnings = list(getattr(sub, "warnings", []))
+        fraction, message, picture = 0.0, err.message, err.picture
+    except StudentCodeError as err:
         fraction, message = 0.0, err.message
-        picture = getattr(err, "picture", None)
+        for warned in getattr(sub, "warnings", []):
+            message = msg("check.warned", text=message, warned=warned)
     result = CheckResult(check_id, round(spec.points * fraction, 2), spec.points, message,
                          picture)
     ctx.results[check_id] = result

@@ -2,6 +2,7 @@
 grading front ends here; the checks, the known mistakes and the runner in `en_*.py`."""
 
 from .en_checks import TEMPLATES as CHECKS
+from .en_gradients import TEMPLATES as GRADIENTS
 from .en_mistakes import TEMPLATES as MISTAKES
 from .en_runner import TEMPLATES as RUNNER
 
@@ -12,13 +13,25 @@ TEMPLATES: dict[str, str] = {
     "join.comma": "{first}, {second}",  # see messages.joined
 
     # The speed check (speed.score, speed.gate) and its gate (grading.registry)
-    "speed.line": "your fused: {student:.2f} ms, looped baseline: {looped:.2f} ms → "
-                  "{speedup:.1f}× faster (needed ≥ {needed:g}×; the kit's fused: {fused:.2f} ms, "
-                  "on {device})",
-    "speed.no_faster": "{line}. No faster than looping over heads: do all heads in one batched "
-                       "matmul",
-    "speed.far_from_kit": "{line}. {ratio:.1f}× the kit's fused time: look for per-head Python "
-                          "work",
+    "speed.measured": "measured: {speedup:.1f}× faster than the kit's looped version{runs} "
+                      "(per call: yours {student:.2f} ms, looped {looped:.2f} ms, the kit's "
+                      "fused {fused:.2f} ms; on {device})",
+    "speed.one_run": "",
+    "speed.median_of": ", the median of {runs} measurements",
+    "speed.passed": "{measured}; needed: at least {needed:g}×",
+    "speed.too_slow": "{measured}; needed: at least {needed:g}× for the speed points, which are "
+                      "all or nothing. To change: do each step once for all heads, and look for "
+                      "Python work repeated per head (slicing heads in a comprehension adds up; "
+                      "`view` and `transpose` split and merge all heads in one call each)",
+    "speed.loops": "part of the attention loops over heads: `{op}` runs once per head ({count} "
+                   "calls in one forward with {heads} heads, {half_count} with {half}). That "
+                   "earns no speed points, however fast; {measured}. To change: call it once "
+                   "for all heads, on tensors shaped (B, H, ...)",
+    "speed.per_head": "{result}. Per-head Python work: `{op}` runs {count} times in one forward "
+                      "with {heads} heads. It only moves data, so it is allowed, and it earns the "
+                      "points while the module stays at least {needed:g}× faster than the looped "
+                      "version; `view` and `transpose` split and merge heads without a loop",
+    "speed.malformed_ops": "the timing run sent malformed operation counts",
     "speed.not_scored": "speed not scored: {reason}",
     "speed.not_scored_spot": "speed not scored: {reason} (is forward caching or skipping work?)",
     "speed.no_measurement": "the timing run sent no measurement",
@@ -32,8 +45,9 @@ TEMPLATES: dict[str, str] = {
     "speed.under_cpu": "the reported times add up to {reported:.2f} s but the timing run used "
                        "{cpu:.2f} s of CPU time (a slow constructor or first call, or a patched "
                        "clock?)",
-    "gate.speed": "timed only once MultiHeadAttention matches nn.MultiheadAttention (see "
-                  "fused_mha)",
+    "gate.speed": "timed only once MultiHeadAttention matches nn.MultiheadAttention, with "
+                  "is_causal=True as the timing calls it",
+    "gate.failing": "{gate}; failing now: {checks}",
 
     # The score table and Gradescope (grading.report), batches (grading.batch, grading.files)
     "report.check": "check",
@@ -56,6 +70,12 @@ TEMPLATES: dict[str, str] = {
     "files.upload": "{problem}: upload your notebook (.ipynb) or .py file",
 
     # Pictures (grading.pictures)
+    "picture.labelled": "{call} on labelled numbers, x of shape {shape}: the cell tT hH fF holds "
+                        "feature F of head H of token T",
+    "picture.blocked": "{title}: where the weights are 0, the keys blocked",
+    "picture.panel": "{name} {shape}",
+    "picture.input": "x",
+    "picture.blocks": "one block per index of the dims before the last two",
     "picture.mask": "{name} (black = blocked)",
     "picture.key": "key j",
     "picture.query": "query i",
@@ -72,6 +92,7 @@ TEMPLATES: dict[str, str] = {
     "cli.jobs": "--jobs must be at least 1",
     "cli.not_a_folder": "{path}: not a folder",
     "cli.no_submissions": "{path}: no submissions (.py, .ipynb or one folder per student)",
+    "notebook.failed": "{check} earned 0 of {points} points: the ✗ line above says why",
     "notebook.unknown_check": "unknown check {check!r}; choose from {ids}",
     "training.yours": "your {name}",
     "training.losses": "{name}: loss {first:.3f} -> {last:.3f} after {steps} steps",
@@ -87,6 +108,7 @@ TEMPLATES: dict[str, str] = {
     "trusted.problem": "while grading the submitted notebook in the kit's worker: {problem}",
 
     **CHECKS,
+    **GRADIENTS,
     **MISTAKES,
     **RUNNER,
 }

@@ -6,6 +6,7 @@ TEMPLATES: dict[str, str] = {
     "check.mistake": "{mistake} {text}",
     "check.case": "{text} ({case})",
     "check.drawing": "{text}\n{drawing}",
+    "check.warned": "{warned}. {text}",
     "check.what": "{what}: {detail}",
 
     # What is compared: the `what` of expect_*
@@ -47,6 +48,21 @@ TEMPLATES: dict[str, str] = {
     "case.training": "dropout={p:g}, training",
     "case.dropped_out": "{case}: out must use the dropped-out weights",
 
+    # Several causes in one check (checks.causes): each told by what its cases share
+    "cause.several": "{count} different problems: {causes}",
+    "cause.item": "({n}) {text}",
+    "cause.item_on": "({n}) on {where}: {text}",
+    "cause.then": "{first} {second}",
+    "cause.not_implemented": "`{name}` raises NotImplementedError",
+    "trait.cross": "cross-attention (key and value other than the query)",
+    "trait.self": "self-attention (key = value = query)",
+    "trait.bias": "with bias",
+    "trait.square": "a square weight (in = out features)",
+    "trait.not_square": "a non-square weight (in ≠ out features)",
+    "trait.contiguous": "contiguous inputs",
+    "trait.usual_logits": "logits of usual size",
+    "trait.dtype": "{dtype} inputs",
+
     # Type, dtype and device (checks.expect)
     "tensor.not_tensor": "should be a tensor of shape {shape}, got {type}",
     "tensor.bool_dtype": "has dtype {dtype}, expected torch.bool (True = blocked): build it with "
@@ -76,6 +92,9 @@ TEMPLATES: dict[str, str] = {
     "shape.flattened": "{a} and {b} are flattened into one dim",
     "shape.split": "{dim} is split into two dims ({a}, {b})",
     "shape.missing": "the {dim} dim is missing",
+    "shape.missing_index": "{dim} is missing",
+    "shape.wrong_bare": "got shape {got}, expected {expected}",
+    "shape.wrong_named_bare": "got shape {got}, expected {expected} = {dims}",
     "shape.ndim": "{got} dims instead of {expected}",
 
     # Values (checks.feedback)

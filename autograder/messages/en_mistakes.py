@@ -49,6 +49,11 @@ TEMPLATES: dict[str, str] = {
         "This matches the mask inverted, True taken as allowed: True means blocked: "
         "masked_fill(mask, float('-inf')), not ~mask or mask == 0."
     ),
+    "mistake.mask_inverted_causal_mask": (
+        "This matches the mask inverted, True taken as allowed: in causal_mask True marks a "
+        "*blocked* pair (key j > query i): torch.triu(torch.ones(T, T, dtype=torch.bool), "
+        "diagonal=1), not torch.tril."
+    ),
     "mistake.mask_shifted": (
         "This matches a causal mask shifted by one diagonal: block key j > query i only, "
         "torch.triu(..., diagonal=1): each token sees itself."
@@ -65,6 +70,11 @@ TEMPLATES: dict[str, str] = {
         "This matches blocked positions filled with 0 instead of -inf: a score of 0 still gets "
         "weight exp(0) > 0; fill with float('-inf')."
     ),
+    "mistake.mask_ignored": (
+        "This matches the mask ignored (the result of masked_fill is never assigned): "
+        "masked_fill returns a new tensor and leaves scores as they were: write scores = "
+        "scores.masked_fill(mask, float('-inf'))."
+    ),
     "mistake.is_causal_ignored": (
         "This matches is_causal ignored: when is_causal=True, also block every key j > query i."
     ),
@@ -79,6 +89,26 @@ TEMPLATES: dict[str, str] = {
     "mistake.bias_ignored": (
         "This matches a projection without its bias: add the bias, x @ weight.T + bias (nn.Linear "
         "adds it for you)."
+    ),
+    "mistake.bias_ignored_qkvo": (
+        "This matches every projection without its bias (q_proj, k_proj, v_proj and out_proj): "
+        "add each bias, x @ weight.T + bias (nn.Linear adds it for you)."
+    ),
+    "mistake.bias_ignored_qkv": (
+        "This matches the input projections (q_proj, k_proj and v_proj) without their bias: add "
+        "each bias, x @ weight.T + bias (nn.Linear adds it for you)."
+    ),
+    "mistake.bias_ignored_q": (
+        "This matches q_proj without its bias: q = query @ q_proj.weight.T + q_proj.bias, or "
+        "simply q_proj(query)."
+    ),
+    "mistake.bias_ignored_v": (
+        "This matches v_proj without its bias: v = value @ v_proj.weight.T + v_proj.bias, or "
+        "simply v_proj(value)."
+    ),
+    "mistake.bias_ignored_o": (
+        "This matches out_proj without its bias: out = x @ out_proj.weight.T + out_proj.bias, or "
+        "simply out_proj(x)."
     ),
     "mistake.weight_not_transposed": (
         "This matches the weight used without its transpose (x @ weight): a weight is stored as "

@@ -65,4 +65,10 @@ TEMPLATES: dict[str, str] = {
     "worker.printed": "{text}",
     "worker.printed_more": "{text} ... ({count:,} characters in all)",
     "worker.timing": "{name} (timing)",
+    "runner.warned": "PyTorch warned at line {line} of your code: {warning}",
+    "runner.warned_code": "PyTorch warned at line {line} of your code (`{code}`): {warning}",
+    "warning.x_t": "x.T on a tensor of more than 2 dims reverses all its dims ((B, H, T, D) "
+                   "becomes (D, T, H, B)): to swap the last two, use x.transpose(-2, -1) or x.mT",
+    "warning.softmax_dim": "softmax without dim= guesses the dim: say which, softmax(scores, "
+                           "dim=-1)",
 }

@@ -2,6 +2,7 @@
 same fields; code, shapes and names stay as they are, in `code` spans where they stand alone."""
 
 from .zh_checks import TEMPLATES as CHECKS
+from .zh_gradients import TEMPLATES as GRADIENTS
 from .zh_mistakes import TEMPLATES as MISTAKES
 from .zh_runner import TEMPLATES as RUNNER
 
@@ -12,12 +13,26 @@ TEMPLATES: dict[str, str] = {
     "join.comma": "{first}，{second}",
 
     # The speed check and its gate
-    "speed.line": "你的融合实现：{student:.2f} ms，逐头循环的基线：{looped:.2f} ms → 快 "
-                  "{speedup:.1f} 倍（满分需要 ≥ {needed:g} 倍；本套件的融合实现：{fused:.2f} ms，"
-                  "设备：{device}）",
-    "speed.no_faster": "{line}。并不比逐头循环快：请用一次批量矩阵乘法算完所有的头",
-    "speed.far_from_kit": "{line}。用时是本套件融合实现的 {ratio:.1f} 倍：找找还有没有逐头的 "
-                          "Python 循环",
+    "speed.measured": "实测：速度是本套件逐头循环实现的 {speedup:.1f} 倍{runs}（每次调用："
+                      "你的 {student:.2f} ms，逐头循环 {looped:.2f} ms，"
+                      "本套件的融合实现 {fused:.2f} ms；设备：{device}）",
+    "speed.one_run": "",
+    "speed.median_of": "，取 {runs} 次测量的中位数",
+    "speed.passed": "{measured}；要求：至少 {needed:g} 倍",
+    "speed.too_slow": "{measured}；要求：至少 {needed:g} 倍才能得到速度分，"
+                      "速度分全有或全无。怎么改：每一步对所有的头只做一次，"
+                      "并找出逐头重复的 Python 操作（在推导式里逐头切片会累积起来；"
+                      "`view` 和 `transpose` 各调用一次就能拆分、合并所有的头）",
+    "speed.loops": "注意力的一部分在逐头循环：`{op}` 每个头调用一次"
+                   "（{heads} 个头时一次 forward 调用 {count} 次，"
+                   "{half} 个头时 {half_count} 次）。无论多快，这都不得速度分；"
+                   "{measured}。怎么改：对所有的头只调用一次，"
+                   "作用在形状为 (B, H, ...) 的张量上",
+    "speed.per_head": "{result}。逐头的 Python 操作：{heads} 个头时一次 forward "
+                      "调用了 {count} 次 `{op}`。它只搬移数据，所以是允许的："
+                      "只要整个模块的速度仍至少是逐头循环的 {needed:g} 倍，就能得分；"
+                      "用 `view` 和 `transpose` 拆分、合并各头则不需要循环",
+    "speed.malformed_ops": "计时运行发回的运算次数格式不对",
     "speed.not_scored": "速度未计分：{reason}",
     "speed.not_scored_spot": "速度未计分：{reason}（forward 是不是缓存了结果或跳过了计算？）",
     "speed.no_measurement": "计时运行没有发回测量结果",
@@ -28,8 +43,9 @@ TEMPLATES: dict[str, str] = {
     "speed.over_wall": "报告的时间加起来超过了测量实际花费的 {wall:.2f} 秒",
     "speed.under_cpu": "报告的时间加起来是 {reported:.2f} 秒，但计时运行用了 {cpu:.2f} 秒 CPU 时间"
                        "（构造函数或第一次调用太慢，还是时钟被改过？）",
-    "gate.speed": "MultiHeadAttention 的结果与 nn.MultiheadAttention 一致（见 fused_mha）"
-                  "之后才计时",
+    "gate.speed": "MultiHeadAttention 的结果（包括计时所用的 is_causal=True）与 "
+                  "nn.MultiheadAttention 一致之后才计时",
+    "gate.failing": "{gate}；目前未通过：{checks}",
 
     # The score table, Gradescope and batches
     "report.check": "检查项",
@@ -51,6 +67,12 @@ TEMPLATES: dict[str, str] = {
     "files.upload": "{problem}：请上传你的笔记本（.ipynb）或 .py 文件",
 
     # Pictures
+    "picture.labelled": "{call} 作用于带标签的数，x 的形状为 {shape}："
+                        "格子 tT hH fF 存放词元 T 的头 H 的第 F 个特征",
+    "picture.blocked": "{title}：权重为 0 的位置，即被屏蔽的键",
+    "picture.panel": "{name} {shape}",
+    "picture.input": "x",
+    "picture.blocks": "最后两维之前的每个下标占一块",
     "picture.mask": "{name}（黑色 = 屏蔽）",
     "picture.key": "键 j",
     "picture.query": "查询 i",
@@ -67,6 +89,7 @@ TEMPLATES: dict[str, str] = {
     "cli.jobs": "--jobs 至少为 1",
     "cli.not_a_folder": "{path}：不是文件夹",
     "cli.no_submissions": "{path}：没有提交（.py、.ipynb，或每个学生一个文件夹）",
+    "notebook.failed": "{check} 得 0 分（满分 {points}）：原因见上面 ✗ 开头的那一行",
     "notebook.unknown_check": "没有检查项 {check!r}；可选：{ids}",
     "training.yours": "你的 {name}",
     "training.losses": "{name}：损失 {first:.3f} -> {last:.3f}（训练 {steps} 步）",
@@ -82,6 +105,7 @@ TEMPLATES: dict[str, str] = {
     "trusted.problem": "在评分工具包的工作进程中评分提交的 notebook 时：{problem}",
 
     **CHECKS,
+    **GRADIENTS,
     **MISTAKES,
     **RUNNER,
 }

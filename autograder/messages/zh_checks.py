@@ -5,6 +5,7 @@ TEMPLATES: dict[str, str] = {
     "check.mistake": "{mistake}{text}",
     "check.case": "{text}（{case}）",
     "check.drawing": "{text}\n{drawing}",
+    "check.warned": "{warned}。{text}",
     "check.what": "{what}：{detail}",
 
     # What is compared
@@ -46,6 +47,21 @@ TEMPLATES: dict[str, str] = {
     "case.training": "dropout={p:g}，训练模式",
     "case.dropped_out": "{case}：out 必须使用经过 dropout 的权重",
 
+    # Several causes in one check (checks.causes)
+    "cause.several": "{count} 个不同的问题：{causes}",
+    "cause.item": "（{n}）{text}",
+    "cause.item_on": "（{n}）在{where}上：{text}",
+    "cause.then": "{first}{second}",
+    "cause.not_implemented": "`{name}` 抛出 NotImplementedError",
+    "trait.cross": "交叉注意力（键和值不是查询）",
+    "trait.self": "自注意力（键 = 值 = 查询）",
+    "trait.bias": "有偏置",
+    "trait.square": "方形权重（输入 = 输出特征数）",
+    "trait.not_square": "非方形权重（输入 ≠ 输出特征数）",
+    "trait.contiguous": "连续的输入",
+    "trait.usual_logits": "常规大小的 logit",
+    "trait.dtype": "{dtype} 输入",
+
     # Type, dtype and device
     "tensor.not_tensor": "应当是形状为 {shape} 的张量，实际得到 {type}",
     "tensor.bool_dtype": "的 dtype 是 {dtype}，应当是 torch.bool（True = 屏蔽）：创建时用 "
@@ -73,6 +89,9 @@ TEMPLATES: dict[str, str] = {
     "shape.flattened": "{a} 和 {b} 被合成了一维",
     "shape.split": "{dim} 被拆成了两维 ({a}, {b})",
     "shape.missing": "缺少 {dim} 这一维",
+    "shape.missing_index": "缺少{dim}",
+    "shape.wrong_bare": "得到的形状是 {got}，应当是 {expected}",
+    "shape.wrong_named_bare": "得到的形状是 {got}，应当是 {expected} = {dims}",
     "shape.ndim": "有 {got} 个维度，应当是 {expected} 个",
 
     # Values

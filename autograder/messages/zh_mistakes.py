@@ -46,6 +46,11 @@ TEMPLATES: dict[str, str] = {
         "这与“掩码取反、把 True 当成允许”的结果一致：True 表示屏蔽：masked_fill(mask, "
         "float('-inf'))，不要用 ~mask 或 mask == 0。"
     ),
+    "mistake.mask_inverted_causal_mask": (
+        "这与“掩码取反、把 True 当成允许”的结果一致：在 causal_mask 中 True 表示屏蔽"
+        "（键 j > 查询 i）：torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)，"
+        "而不是 torch.tril。"
+    ),
     "mistake.mask_shifted": (
         "这与“因果掩码错开了一条对角线”的结果一致：只屏蔽键 j > 查询 i，torch.triu(..., "
         "diagonal=1)：每个词元都能看到自己。"
@@ -62,6 +67,10 @@ TEMPLATES: dict[str, str] = {
         "这与“被屏蔽的位置填 0 而不是 -inf”的结果一致：分数为 0 的权重仍是 exp(0) > 0；请填 "
         "float('-inf')。"
     ),
+    "mistake.mask_ignored": (
+        "这与“掩码被忽略（masked_fill 的结果从未赋值）”的结果一致：masked_fill 返回一个新张量，"
+        "scores 本身不变：应写 scores = scores.masked_fill(mask, float('-inf'))。"
+    ),
     "mistake.is_causal_ignored": (
         "这与“忽略了 is_causal”的结果一致：is_causal=True 时，还要屏蔽所有键 j > 查询 i。"
     ),
@@ -75,6 +84,26 @@ TEMPLATES: dict[str, str] = {
     ),
     "mistake.bias_ignored": (
         "这与“投影漏掉了偏置”的结果一致：要加上偏置，x @ weight.T + bias（nn.Linear 会替你加）。"
+    ),
+    "mistake.bias_ignored_qkvo": (
+        "这与“所有投影（q_proj、k_proj、v_proj 和 out_proj）都漏掉了偏置”的结果一致："
+        "每个都要加上偏置，x @ weight.T + bias（nn.Linear 会替你加）。"
+    ),
+    "mistake.bias_ignored_qkv": (
+        "这与“输入投影（q_proj、k_proj 和 v_proj）漏掉了偏置”的结果一致：每个都要加上偏置，"
+        "x @ weight.T + bias（nn.Linear 会替你加）。"
+    ),
+    "mistake.bias_ignored_q": (
+        "这与“q_proj 漏掉了偏置”的结果一致：q = query @ q_proj.weight.T + q_proj.bias，"
+        "或直接用 q_proj(query)。"
+    ),
+    "mistake.bias_ignored_v": (
+        "这与“v_proj 漏掉了偏置”的结果一致：v = value @ v_proj.weight.T + v_proj.bias，"
+        "或直接用 v_proj(value)。"
+    ),
+    "mistake.bias_ignored_o": (
+        "这与“out_proj 漏掉了偏置”的结果一致：out = x @ out_proj.weight.T + out_proj.bias，"
+        "或直接用 out_proj(x)。"
     ),
     "mistake.weight_not_transposed": (
         "这与“权重没有转置（x @ weight）”的结果一致：权重的形状是 (out_features, in_features)：x @ "

@@ -58,4 +58,9 @@ TEMPLATES: dict[str, str] = {
     "worker.printed": "`{text}`",
     "worker.printed_more": "`{text}` ……（共 {count:,} 个字符）",
     "worker.timing": "{name}（计时）",
+    "runner.warned": "PyTorch 在你代码的第 {line} 行发出警告：{warning}",
+    "runner.warned_code": "PyTorch 在你代码的第 {line} 行（`{code}`）发出警告：{warning}",
+    "warning.x_t": "对多于 2 维的张量用 x.T 会把所有维度倒过来（(B, H, T, D) 变成 (D, T, H, B)）："
+                   "只交换最后两维请用 x.transpose(-2, -1) 或 x.mT",
+    "warning.softmax_dim": "不写 dim= 的 softmax 会自己猜维度：请写明，softmax(scores, dim=-1)",
 }

@@ -20,9 +20,23 @@ from torch.overrides import TorchFunctionMode
 
 from ..contract import ENTRIES, signature_of
 from ..messages import Message, msg
+from .backward import (
+    Forward,
+    InPlace,
+    InPlaceRecorder,
+    backward_failure,
+    connect,
+    differentiate,
+    leaves_for,
+    needs_no_grad,
+    needs_no_grad_failure,
+    parameters,
+)
+from .devices import DeviceWatch, on_meta
 from .loading import at_line, load_source
 from .policy import forbidden_functions
-from .protocol import Call, ModuleRun, StudentCodeError
+from .protocol import Backward, Call, ModuleRun, StudentCodeError
+from .warned import capture
 
 # --------------------------------------------------------------------------- calling
 
@@ -33,16 +47,17 @@ MAX_DEPTH = 3  # (out, weights) is depth 1; nothing in the contract nests deeper
 MESSAGE_KEEP = 300  # characters of an exception's text kept in a message
 
 
-def plain(value: Any, name: str, depth: int = 0) -> Any:
+def plain(value: Any, name: str, depth: int = 0, meta: bool = False) -> Any:
     """Detached plain tensors in plain containers; anything else is the student's mistake.
 
     The grader applies it to everything student code hands back, in this process and again
     on the grader's side of the worker's pipe. `type()` is used throughout, never
-    `isinstance`, which a crafted class can answer with its own code.
+    `isinstance`, which a crafted class can answer with its own code. Meta tensors (no data)
+    pass only with `meta`: where the grader gave meta inputs, for the device check.
     """
     kind = type(value)
     if kind in (torch.Tensor, nn.Parameter):
-        if value.layout != torch.strided or value.device.type == "meta":
+        if value.layout != torch.strided or value.device.type == "meta" and not meta:
             raise StudentCodeError("bad_return", msg("runner.bad_layout", name=name,
                                                      layout=str(value.layout),
                                                      device=str(value.device)))
@@ -51,7 +66,7 @@ def plain(value: Any, name: str, depth: int = 0) -> Any:
         raise StudentCodeError("bad_return", msg("runner.subclass", name=name,
                                                  type=kind.__name__))
     if kind in (tuple, list) and depth < MAX_DEPTH:
-        return tuple(plain(v, name, depth + 1) for v in value)
+        return tuple(plain(v, name, depth + 1, meta) for v in value)
     if value is None or kind in (bool, int, float, str):
         return value
     raise StudentCodeError("bad_return", msg("runner.too_deep", name=name) if kind in (tuple, list)
@@ -136,6 +151,7 @@ class InProcessSubmission:
         self.problems = list(problems or [])
         self.forbidden = forbidden_functions() if forbidden is None else forbidden
         self.memory_limit_gib: float | None = None  # set by the worker, for messages
+        self.warnings: list[Message] = []  # what PyTorch warned about, in the current check
 
     @classmethod
     def from_path(cls, path: str | Path, forbidden: dict[Callable, str] | None = None
@@ -148,6 +164,7 @@ class InProcessSubmission:
 
     def start_check(self, check_id: str) -> None:
         """A check begins. In-process there is no time limit to reset (a worker has one)."""
+        self.warnings = []
 
     def cpu_seconds(self) -> float | None:
         """CPU time the student's process has used so far: this one."""
@@ -160,12 +177,14 @@ class InProcessSubmission:
         return self.namespace[name]
 
     def guard(self, name: str, action: Callable[[], Any], *, watch: bool = True) -> Any:
-        """Run student code; any failure, or a forbidden API, becomes a StudentCodeError.
-        `watch=False` skips the forbidden-API watch, which costs time on every torch call."""
+        """Run student code; any failure, or a forbidden API, becomes a StudentCodeError, and
+        what PyTorch warns about is noted (`warned`). `watch=False` skips the forbidden-API
+        watch and the notes, which cost time on every torch call (timing runs)."""
         watcher = _Watch(self.forbidden) if self.forbidden and watch else None
         failure = None
         try:
-            with watcher or contextlib.nullcontext():
+            with (capture(self.warnings) if watch else contextlib.nullcontext()), (
+                    watcher or contextlib.nullcontext()):
                 value = action()
         except BaseException as err:  # SystemExit, KeyboardInterrupt and the like included
             failure = _describe_failure(name, err, self.memory_limit_gib)
@@ -177,11 +196,90 @@ class InProcessSubmission:
         return value
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Call:
-        """Call a contract function on copies of the inputs."""
+        """Call a contract function on copies of the inputs (on meta inputs: a device check,
+        see `devices`)."""
         fn = self.lookup(name)
-        args = _clone(args)
-        value = self.guard(name, lambda: fn(*args, **kwargs))
-        return Call(plain(value, name), _tensors(args))
+        return self._forward(name, lambda a: fn(*a, **kwargs), _clone(args),
+                             on_meta((args, kwargs)))
+
+    def call_backward(self, name: str, args: tuple, kwargs: dict, backward: Backward) -> Call:
+        """`call` with autograd on, then `backward`: the gradients come back in the Call."""
+        fn = self.lookup(name)
+        return self._backward(name, lambda a: fn(*a, **kwargs), _clone(args), backward, fn)
+
+    def _forward(self, name: str, forward: Forward, args: tuple, meta: bool) -> Call:
+        """The student's code on `args`; on meta inputs (`meta`), under the device watch: a
+        tensor it makes on another device is a StudentCodeError of kind "device"."""
+        if not meta:
+            return Call(plain(self.guard(name, lambda: forward(args)), name), _tensors(args))
+        watch, failure = DeviceWatch(), None
+        try:
+            value = self.guard(name, lambda: watch.run(lambda: forward(args)))
+        except StudentCodeError as err:  # a device mix, or what meta tensors cannot do
+            failure = err
+        mixed = watch.failure(name)
+        if mixed is not None:
+            raise StudentCodeError("device", mixed)
+        if failure is not None:
+            raise failure
+        return Call(plain(value, name, meta=True), _tensors(args))
+
+    def _backward(self, name: str, forward: Forward, args: tuple, backward: Backward,
+                  source: Any, module: nn.Module | None = None) -> Call:
+        """Forward with autograd on, then backward (see `runner.backward`)."""
+        leaves, passed = leaves_for(args, backward)
+        refused: list[BaseException] = []
+
+        def run() -> Any:
+            try:
+                return forward(passed)
+            except RuntimeError as err:
+                if not needs_no_grad(err):
+                    raise
+                refused.append(err)
+
+        with torch.enable_grad():
+            value = self.guard(name, run)
+        if refused:  # autograd refuses this forward: run it without, for the forward check
+            passed = _clone(args)
+            with torch.no_grad():
+                value = self.guard(name, lambda: forward(passed))
+            return Call(plain(value, name), _tensors(passed),
+                        backward_failure=needs_no_grad_failure(name, refused[0]))
+        result, after = plain(value, name), _tensors(passed)
+        loss, failure = connect(name, value, backward)
+        if loss is None:
+            return Call(result, after, backward_failure=failure)
+        wanted = {**leaves, **parameters(module, backward.params)}
+        errors: list[BaseException] = []
+
+        def run_backward() -> Any:
+            try:
+                return differentiate(loss, wanted)
+            except Exception as err:  # told apart below; running out of memory is not
+                if _describe_failure(name, err).kind == "memory":
+                    raise
+                errors.append(err)
+
+        grads = self.guard(f"{name} (backward)", run_backward, watch=False)
+        if errors:
+            return Call(result, after, backward_failure=backward_failure(
+                name, errors[0], self._in_place_ops(name, forward, args, backward), source))
+        return Call(result, after, grads={k: plain(g, name) for k, g in grads.items()})
+
+    def _in_place_ops(self, name: str, forward: Forward, args: tuple,
+                      backward: Backward) -> list[InPlace]:
+        """The forward again, noting every in-place op on a tensor in the graph."""
+        recorder = InPlaceRecorder()
+        _, passed = leaves_for(args, backward)
+
+        def run() -> Any:
+            with recorder:
+                return forward(passed)
+
+        with contextlib.suppress(StudentCodeError), torch.enable_grad():
+            self.guard(name, run, watch=False)
+        return recorder.found
 
     def construct(self, name: str, *args: Any, **kwargs: Any) -> nn.Module:
         cls = self.lookup(name)
@@ -209,11 +307,13 @@ class InProcessSubmission:
         self.guard(run.class_name, prepare)
         if run.seed is not None:
             torch.manual_seed(run.seed)
+        name = f"{run.class_name}.forward"
+        if run.backward is not None:
+            return self._backward(name, lambda a: module(*a, **run.forward_kwargs), args,
+                                  run.backward, type(module), module)
         with torch.no_grad():
-            value = self.guard(
-                f"{run.class_name}.forward", lambda: module(*args, **run.forward_kwargs)
-            )
-        return Call(plain(value, f"{run.class_name}.forward"), _tensors(args))
+            return self._forward(name, lambda a: module(*a, **run.forward_kwargs), args,
+                                 on_meta(args))
 
     def run_job(self, job: str, what: Message | str, **kwargs: Any) -> Any:
         """Run the kit function `job` ("module:function" under JOB_PACKAGE) with this

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import linecache
 import re
 import traceback
 from dataclasses import dataclass
@@ -126,7 +127,11 @@ def load_source(path: str | Path) -> LoadedSource:
         raise ValueError(f"{path}: expected a .py file or an .ipynb notebook")
     namespace: dict[str, Any] = {"__name__": SUBMISSION_MODULE, "get_ipython": _QuietIPython}
     problems: list[Message] = []
+    if path.suffix == ".py":  # its lines, for quoting one in a message (`warned`)
+        _remember(path.name, path.read_text(encoding="utf-8", errors="replace"))
     for label, source in chunks:
+        if path.suffix == ".ipynb":
+            _remember(label, source)
         cell = _CELL.fullmatch(label) if path.suffix == ".ipynb" else None
         where = msg("load.cell", number=int(cell[1])) if cell else label
         try:
@@ -147,6 +152,11 @@ def load_source(path: str | Path) -> LoadedSource:
 
 
 _CELL = re.compile(r"cell (\d+)")
+
+
+def _remember(name: str, text: str) -> None:
+    """Source compiled under `name`, kept where `linecache` (and tracebacks) find its lines."""
+    linecache.cache[name] = (len(text), None, text.splitlines(keepends=True), name)
 
 
 def _text(err: BaseException) -> str:

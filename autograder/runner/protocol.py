@@ -34,11 +34,30 @@ class StudentCodeError(Exception):
 
 
 @dataclass
+class Backward:
+    """After the forward, backward of loss = Σ_i (output_i · cotangents[i]).sum(): the
+    gradients of the positional inputs named in `inputs` (position → name) and of the module
+    parameters named in `params` (dotted). `outputs` names the outputs, for messages."""
+
+    cotangents: tuple[torch.Tensor, ...]
+    outputs: tuple[str, ...]
+    inputs: dict[int, str] = field(default_factory=dict)
+    params: tuple[str, ...] = ()
+
+
+@dataclass
 class Call:
-    """What one call into student code gave back, and its tensor inputs afterwards."""
+    """What one call into student code gave back, and its tensor inputs afterwards.
+
+    After a `Backward`: `grads` by input or parameter name (None where one got no gradient),
+    or `backward_failure`, why there are none (the outputs are not connected to the inputs,
+    backward() failed); both None when the outputs do not have the shapes asked for.
+    """
 
     value: Any
     inputs_after: tuple[torch.Tensor, ...] = ()
+    grads: dict[str, torch.Tensor | None] | None = None
+    backward_failure: Message | None = None
 
 
 @dataclass
@@ -58,6 +77,7 @@ class ModuleRun:
     dtype: torch.dtype = torch.float64
     training: bool = False
     seed: int | None = None
+    backward: Backward | None = None  # forward with autograd on, then this backward
 
 
 
@@ -65,6 +85,7 @@ class Submission(Protocol):
     """Where student code runs, as the checks see it."""
 
     problems: list[Message]  # what went wrong while loading the file
+    warnings: list[Message]  # what PyTorch warned about in the student's code, this check
 
     def ensure_loaded(self) -> None:
         """Ready to answer at once (a worker may need starting: not part of any timing)."""
@@ -76,7 +97,13 @@ class Submission(Protocol):
         """CPU seconds the student's process has used so far, where readable."""
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Call:
-        """Call a contract function on copies of the inputs."""
+        """Call a contract function on copies of the inputs.
+
+        Inputs on the `meta` device ask for a device check: a tensor the code makes on another
+        device raises StudentCodeError kind "device"; outputs may then be meta tensors."""
+
+    def call_backward(self, name: str, args: tuple, kwargs: dict, backward: Backward) -> Call:
+        """`call`, with autograd on, then `backward`: the gradients come back in the Call."""
 
     def run_module(self, run: ModuleRun) -> Call:
         """Build a contract module, load the grader's weights, run forward once."""

@@ -1,34 +1,27 @@
-"""Student code in a separate process: `WorkerSubmission` and the worker's main loop.
+"""Student code in a separate process, seen from the grader: `WorkerSubmission`.
 
 The grader's process never imports the student's code. It sends requests (call this
 function on these tensors) over a pipe and gets tensors back; every comparison happens on
-its side, and everything that comes back passes `_plain` again there. Messages are
-`torch.save` payloads read back with `weights_only=True`, so the worker cannot make the
-grader run code.
+its side, and everything that comes back passes `plain` again there. Messages are
+`torch.save` payloads read back with `weights_only=True` (`framing`), so the worker cannot
+make the grader run code.
 
-The worker runs in a fresh temporary folder, as `nobody` when the grader is root, under a
-memory limit, and dies with the grader. A request that outlives its timeout, a crash or an
-exit kills it; the next request starts a fresh one, so a hang or a crash costs one check.
-An overall cap bounds the whole submission, restarts included. See docs/trusted-grading.md.
+Each worker is a new process, forked from a zygote that has imported torch (`zygote`); its
+side of the pipe is `serve`. It runs in a fresh temporary folder, as `nobody` when the
+grader is root, under a memory limit, and dies with the grader. A request that outlives its
+timeout, a crash or an exit kills it; the next request starts a fresh one, so a hang or a
+crash costs one check. An overall cap bounds the whole submission, restarts included. See
+docs/trusted-grading.md.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import dataclasses
-import io
-import json
 import math
 import os
 import pwd
-import resource
-import select
 import shutil
 import signal
-import struct
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,90 +29,28 @@ from typing import Any
 
 import torch
 
-from .inprocess import InProcessSubmission, plain
+from ..messages import Message, msg
+from .devices import on_meta
+from .framing import HEADER, MAX_MESSAGE, TEXT_KEEP, clean, encode, receive, run_to_dict, write_all
+from .inprocess import plain
 from .policy import Limits, forbidden_functions, forbidden_names, worker_user
-from .protocol import Call, ModuleRun, StudentCodeError
+from .protocol import Backward, Call, ModuleRun, StudentCodeError
+from .zygote import WorkerProcess, start_worker
 
-HEADER = struct.Struct("!Q")
-MAX_MESSAGE = 256 * 2**20
-PRINT_KEEP = 500  # characters of the student's printing kept for the report
-TEXT_KEEP = 1000  # characters of any text from the worker shown to anyone
-FILE_SIZE_LIMIT = 64 * 2**20  # bytes the worker may write to any one file
-KIT_ROOT = Path(__file__).resolve().parents[2]
+__all__ = ["HEADER", "MAX_MESSAGE", "WorkerStartError", "WorkerSubmission"]
+_encode, _receive, _write_all = encode, receive, write_all  # the names the tests import
 
 
 class WorkerStartError(RuntimeError):
     """The worker could not start before running any student code: the grader's setup."""
 
 
-# --------------------------------------------------------------------------- framing
-
-
-def _encode(obj: Any) -> bytes:
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    data = buffer.getvalue()
-    return HEADER.pack(len(data)) + data
-
-
-def _read_exactly(fd: int, size: int, deadline: float) -> bytes:
-    chunks, remaining = [], size
-    while remaining:
-        timeout = deadline - time.monotonic()
-        if timeout <= 0 or not select.select([fd], [], [], timeout)[0]:
-            raise TimeoutError
-        chunk = os.read(fd, min(remaining, 2**20))
-        if not chunk:
-            raise EOFError
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
-def _receive(fd: int, deadline: float) -> Any:
-    """One message. TimeoutError, EOFError, or ValueError for anything unreadable."""
-    (size,) = HEADER.unpack(_read_exactly(fd, HEADER.size, deadline))
-    if size > MAX_MESSAGE:  # left unread: the pipe is out of step, as after a crash
-        raise EOFError
-    data = _read_exactly(fd, size, deadline)
+def _from_worker(data: Any, fallback: Message) -> Message:
+    """A message the worker sent (`Message.to_data`), made safe to show; else `fallback`."""
     try:
-        return torch.load(io.BytesIO(data), weights_only=True)
-    except Exception as err:  # not a safe payload: an object weights_only refuses, or junk
-        raise ValueError(type(err).__name__) from None
-
-
-def _write_all(fd: int, data: bytes, deadline: float | None = None) -> None:
-    """Write everything; with a deadline the fd is non-blocking and waits are bounded."""
-    view = memoryview(data)
-    while view:
-        if deadline is not None:
-            timeout = deadline - time.monotonic()
-            if timeout <= 0 or not select.select([], [fd], [], timeout)[1]:
-                raise TimeoutError
-        try:
-            view = view[os.write(fd, view):]
-        except BlockingIOError:
-            continue
-
-
-def _clean(text: Any, keep: int = TEXT_KEEP) -> str:
-    """Text from the worker, safe to show: printable, bounded."""
-    text = str(text)[:keep]
-    return "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text)
-
-
-# dtypes travel as names: ModuleRun holds a torch.dtype.
-def _run_to_dict(run: ModuleRun) -> dict:
-    fields = dataclasses.asdict(run)
-    fields["dtype"] = str(run.dtype).removeprefix("torch.")
-    return fields
-
-
-def _run_from_dict(fields: dict) -> ModuleRun:
-    return ModuleRun(**{**fields, "dtype": getattr(torch, fields["dtype"])})
-
-
-# --------------------------------------------------------------------------- grader side
+        return Message.from_data(data, text=clean, keep=4 * TEXT_KEEP)
+    except ValueError:
+        return fallback
 
 
 class WorkerSubmission:
@@ -132,12 +63,14 @@ class WorkerSubmission:
         self.forbidden = forbidden_names()
         forbidden_functions(self.forbidden)  # a misconfigured list fails here, not per check
         self.user = worker_user()
-        self.problems: list[str] = []
-        self.printed = ""
-        self._proc: subprocess.Popen | None = None
+        self.problems: list[Message] = []
+        self.printed: Message | None = None  # what the student's code printed, if anything
+        self.warnings: list[Message] = []  # what PyTorch warned about, in the current check
+        self._proc: WorkerProcess | None = None
         self._workdir: Path | None = None
-        self._dead_at_load: str | None = None
+        self._dead_at_load: Message | None = None
         self._deadline: float | None = None
+        self._loading: tuple[float, bool] | None = None  # the load's deadline, and if capped
         self._check: tuple[str, float | None] | None = None  # the running check, its deadline
 
     # -- lifecycle
@@ -145,118 +78,110 @@ class WorkerSubmission:
         assert self._deadline is not None
         return self._deadline - time.monotonic()
 
-    def _cap_message(self) -> str:
-        return f"not run: grading this submission reached its overall limit of " \
-               f"{self.limits.total_s:g} s"
+    def _cap_message(self) -> Message:
+        return msg("worker.cap", limit=float(self.limits.total_s))
 
     def _start(self) -> None:
         self._workdir = Path(tempfile.mkdtemp(prefix="mha-kit-worker-"))
         shutil.copyfile(self.path, self._workdir / self.path.name)
-        request_r, request_w = os.pipe()
-        reply_r, reply_w = os.pipe()
-        config = {"path": self.path.name, "device": self.device, "parent": os.getpid(),
-                  "memory_gib": self.limits.memory_gib, "forbidden": list(self.forbidden)}
         home = str(self._workdir)
-        env = {**os.environ, "HOME": home, "TMPDIR": home, "MPLCONFIGDIR": home,
-               "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(KIT_ROOT),
-                                                           os.environ.get("PYTHONPATH")]))}
+        env = {**os.environ, "HOME": home, "TMPDIR": home, "MPLCONFIGDIR": home}
+        deadline = time.monotonic() + self.limits.start_s
         try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-s", "-m", "autograder.runner.worker", json.dumps(config),
-                 str(request_r), str(reply_w)],
-                pass_fds=(request_r, reply_w), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=home,
-                start_new_session=True, **self._account(),
-            )
-        except (OSError, KeyError) as err:  # no such user, or not allowed to switch to it
-            for fd in (request_r, request_w, reply_r, reply_w):
-                os.close(fd)
+            account = self._account()
+            self._proc = start_worker(env=env, cwd=home, account=account, deadline=deadline)
+        except (OSError, KeyError) as err:  # no such user, no zygote, ...
             self.close()
-            raise WorkerStartError(f"the grading worker could not start{self._as_user()}: "
-                                   f"{type(err).__name__}: {err}") from None
-        os.close(request_r)
-        os.close(reply_w)
-        os.set_blocking(request_w, False)
-        self._request_fd, self._reply_fd = request_w, reply_r
-        self._handshake()
+            raise WorkerStartError(msg("worker.cannot_start", user=self._as_user(), error=msg(
+                "quote", text=f"{type(err).__name__}: {err}"))) from None
+        self._request_fd, self._reply_fd = self._proc.request_fd, self._proc.reply_fd
+        self._ready({"path": self.path.name, "device": self.device, "parent": os.getpid(),
+                     "memory_gib": self.limits.memory_gib, "forbidden": list(self.forbidden),
+                     "cwd": home, "env": env, "account": account}, deadline)
 
-    def _account(self) -> dict[str, Any]:
-        """Popen's arguments to run as `self.user`, who then owns the temporary folder."""
+    def _account(self) -> tuple[int, int] | None:
+        """(uid, gid) of `self.user`, who then owns the temporary folder; None: the grader's."""
         if not self.user:
-            return {}
+            return None
         entry = pwd.getpwnam(self.user)
         assert self._workdir is not None
         for item in (self._workdir, self._workdir / self.path.name):
             os.chown(item, entry.pw_uid, entry.pw_gid)
-        return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+        return entry.pw_uid, entry.pw_gid
 
-    def _as_user(self) -> str:
-        return f" as user {self.user!r} (MHA_KIT_WORKER_USER chooses another)" if self.user \
-            else ""
+    def _as_user(self) -> Message | str:
+        return msg("worker.as_user", user=self.user) if self.user else ""
 
-    def _handshake(self) -> None:
-        """`ready` before any student code runs (else the grader's setup failed), then `loaded`."""
-        assert self._proc is not None and self._proc.stderr is not None
+    def _ready(self, setup: dict, deadline: float) -> None:
+        """The worker's setup, then `ready` before any student code runs (else the grader's
+        setup failed). Then it loads the file: `_loaded` waits for that."""
+        assert self._proc is not None
         try:
-            _receive(self._reply_fd, time.monotonic() + self.limits.start_s)
+            write_all(self._request_fd, encode(setup), deadline)
+            receive(self._reply_fd, deadline)
         except (TimeoutError, EOFError, ValueError, OSError):
-            self._kill()
+            self._proc.kill()
             status = self._exit_status()
-            stderr = self._proc.stderr.read().decode(errors="replace").strip().splitlines()
+            stderr = self._proc.stderr().strip().splitlines()
             self.close()
-            raise WorkerStartError(f"the grading worker could not start{self._as_user()}: "
-                                   + ("\n".join(stderr[-5:]) or status)) from None
-        self._proc.stderr.close()
-        capped = self._left() < self.limits.load_s
+            error = msg("quote", text="\n".join(stderr[-5:])) if stderr else status
+            raise WorkerStartError(msg("worker.cannot_start", user=self._as_user(),
+                                       error=error)) from None
+        self._proc.close_stderr()
+        self._loading = (time.monotonic() + min(self.limits.load_s, self._left()),
+                         self._left() < self.limits.load_s)
+
+    def _loaded(self) -> None:
+        """`loaded`, with the problems met while loading, or the reason it never came."""
+        assert self._loading is not None
+        deadline, capped = self._loading
+        self._loading = None
         try:
-            hello = _receive(self._reply_fd, time.monotonic() + min(self.limits.load_s,
-                                                                    self._left()))
+            hello = receive(self._reply_fd, deadline)
         except TimeoutError:
-            self._dead_at_load = self._cap_message() if capped else (
-                f"loading your file did not finish within {self.limits.load_s:g} s (an "
-                "infinite loop at top level?)")
+            self._dead_at_load = self._cap_message() if capped else msg(
+                "worker.load_timeout", limit=float(self.limits.load_s))
         except (EOFError, ValueError, OSError):
-            self._dead_at_load = ("your file ended the grading process while loading "
-                                  f"({self._exit_status()})")
+            self._dead_at_load = msg("worker.load_crash", status=self._exit_status())
         else:
             hello = hello if isinstance(hello, dict) else {}
-            self.problems = [_clean(p) for p in hello.get("problems", ())][:50]
-            self.printed = _clean(hello.get("printed", ""))
+            problems = hello.get("problems")
+            self.problems = [_from_worker(p, self._malformed()) for p in
+                             (problems if isinstance(problems, list) else [])[:50]]
+            self._read_printed(hello)
             return
         self.problems.append(self._dead_at_load)
         self.close()
 
-    def _exit_status(self) -> str:
+    def _malformed(self, what: Message | str | None = None) -> Message:
+        return msg("worker.malformed_reply", what=what or self.path.name)
+
+    def _read_printed(self, reply: dict) -> None:
+        if reply.get("printed") is not None:  # what the student's code has printed so far
+            self.printed = _from_worker(reply["printed"], self._malformed())
+        warned = reply.get("warnings")
+        if isinstance(warned, list):  # what PyTorch warned about in the student's code
+            self.warnings += [w for w in (_from_worker(d, self._malformed()) for d in warned[:8])
+                              if w not in self.warnings][:8]
+
+    def _exit_status(self) -> Message:
         assert self._proc is not None
-        try:
-            code = self._proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            return "it stopped answering"
+        code = self._proc.wait(timeout=5)
+        if code is None:
+            return msg("worker.no_answer")
         if code < 0:
             name = signal.Signals(-code).name
-            hint = {"SIGKILL": " (out of memory?)", "SIGABRT": " (a crash in native code, or "
-                    "out of memory)", "SIGSEGV": " (a crash in native code)"}.get(name, "")
-            return f"killed by {name}{hint}"
-        return f"exit code {code}: sys.exit or os._exit in student code?"
-
-    def _kill(self) -> None:
-        """The worker's process group (its children), and the worker itself wherever it went."""
-        assert self._proc is not None
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._proc.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            self._proc.kill()
+            which = {"SIGKILL": "worker.killed_oom", "SIGABRT": "worker.killed_abort",
+                     "SIGSEGV": "worker.killed_crash"}.get(name, "worker.killed")
+            return msg(which, signal=name)
+        return msg("worker.exit_code", code=code)
 
     def close(self) -> None:
+        self._loading = None
         if self._proc is not None:
-            self._kill()
+            self._proc.kill()
             self._proc.wait()
-            for fd in (self._request_fd, self._reply_fd):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+            self._proc.close_pipes()
             self._proc = None
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
@@ -268,12 +193,19 @@ class WorkerSubmission:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def ensure_loaded(self) -> None:
-        """Start the worker (and the overall clock) unless it runs or could not load."""
+    def start(self) -> None:
+        """Start the worker (and the overall clock) unless it runs or could not load; it then
+        loads the file while the grader goes on."""
         if self._deadline is None:
             self._deadline = time.monotonic() + self.limits.total_s
         if self._proc is None and self._dead_at_load is None and self._left() > 0:
             self._start()
+
+    def ensure_loaded(self) -> None:
+        """`start`, and wait until the worker has loaded the file."""
+        self.start()
+        if self._loading is not None:
+            self._loaded()
 
     def cpu_seconds(self) -> float | None:
         """CPU time the worker has used so far, read by the kernel's count (Linux), else None."""
@@ -291,18 +223,19 @@ class WorkerSubmission:
         """A check begins: its calls share one budget of `limits.check_s` seconds, counted from
         its first request to a running worker (starting one is the grader's time)."""
         self._check = (check_id, None)
+        self.warnings = []
 
     def _check_left(self) -> float:
         if self._check is None or self._check[1] is None:
             return math.inf
         return self._check[1] - time.monotonic()
 
-    def _check_cap_message(self, what: str) -> str:
+    def _check_cap_message(self, what: Message | str) -> Message:
         check_id = self._check[0] if self._check else "?"
-        return (f"`{what}` was stopped: the check {check_id} reached its limit of "
-                f"{self.limits.check_s:g} s (is your code very slow?)")
+        return msg("worker.check_cap", what=what, check=check_id,
+                   limit=float(self.limits.check_s))
 
-    def _request(self, what: str, op: str, payload: dict, timeout: float) -> Any:
+    def _request(self, what: Message | str, op: str, payload: dict, timeout: float) -> Any:
         self.ensure_loaded()
         if self._dead_at_load:
             raise StudentCodeError("load", self._dead_at_load)
@@ -314,170 +247,80 @@ class WorkerSubmission:
             raise StudentCodeError("timeout", self._check_cap_message(what))
         deadline = time.monotonic() + min(timeout, self._left(), self._check_left())
         try:
-            _write_all(self._request_fd, _encode({"op": op, **payload}), deadline)
-            reply = _receive(self._reply_fd, deadline)
+            write_all(self._request_fd, encode({"op": op, **payload}), deadline)
+            reply = receive(self._reply_fd, deadline)
         except TimeoutError:
             self.close()
             if self._left() <= 0:
-                raise StudentCodeError("total_timeout", f"`{what}` was stopped: grading this "
-                                       "submission reached its overall limit of "
-                                       f"{self.limits.total_s:g} s") from None
+                raise StudentCodeError("total_timeout", msg(
+                    "worker.total_cap", what=what, limit=float(self.limits.total_s))) from None
             if self._check_left() <= 0:
                 raise StudentCodeError("timeout", self._check_cap_message(what)) from None
-            raise StudentCodeError(
-                "timeout", f"`{what}` timed out after {timeout:g} s (an infinite loop?)"
-            ) from None
+            raise StudentCodeError("timeout", msg("worker.timeout", what=what, limit=timeout)
+                                   ) from None
         except (EOFError, OSError):
             status = self._exit_status()
             self.close()
-            raise StudentCodeError("crash", f"`{what}` ended the grading process ({status})"
+            raise StudentCodeError("crash", msg("worker.crash", what=what, status=status)
                                    ) from None
         except ValueError as err:  # the whole message was read: the worker can go on
-            raise StudentCodeError("bad_reply", f"`{what}` sent back something other than plain "
-                                   f"tensors and values ({_clean(err, 100)}), which the grader "
-                                   "does not read") from None
+            raise StudentCodeError("bad_reply", msg("worker.unreadable_reply", what=what,
+                                                    error=clean(err, 100))) from None
         if not isinstance(reply, dict):
-            raise StudentCodeError("bad_reply", f"`{what}`: the worker sent a malformed reply")
-        if "printed" in reply:
-            self.printed = _clean(reply["printed"])
+            raise StudentCodeError("bad_reply", self._malformed(what))
+        self._read_printed(reply)
         if not reply.get("ok"):
             exc_type = reply.get("exc_type")
-            raise StudentCodeError(_clean(reply.get("kind"), 40), _clean(reply.get("message")),
-                                   None if exc_type is None else _clean(exc_type, 100))
+            raise StudentCodeError(clean(reply.get("kind"), 40),
+                                   _from_worker(reply.get("message"), self._malformed(what)),
+                                   None if exc_type is None else clean(exc_type, 100))
         return reply.get("value")
 
-    def _call_reply(self, what: str, op: str, payload: dict) -> Call:
+    def _call_reply(self, what: str, op: str, payload: dict, meta: bool = False,
+                    backward: Backward | None = None) -> Call:
+        """The reply to a call: meta tensors pass only where the grader sent meta inputs, and
+        gradients only by the names `backward` asked for."""
         value = self._request(what, op, payload, self.limits.call_s)
         if not isinstance(value, dict):
-            raise StudentCodeError("bad_reply", f"`{what}`: the worker sent a malformed reply")
-        inputs_after = plain(value.get("inputs_after", ()), what)
+            raise StudentCodeError("bad_reply", self._malformed(what))
+        inputs_after = plain(value.get("inputs_after", ()), what, meta=meta)
         if not all(isinstance(t, torch.Tensor) for t in inputs_after):
-            raise StudentCodeError("bad_reply", f"`{what}`: the worker sent a malformed reply")
-        return Call(plain(value.get("value"), what), inputs_after)
+            raise StudentCodeError("bad_reply", self._malformed(what))
+        call = Call(plain(value.get("value"), what, meta=meta), inputs_after)
+        if backward is None:
+            return call
+        grads, failure = value.get("grads"), value.get("backward_failure")
+        if failure is not None:
+            call.backward_failure = _from_worker(failure, self._malformed(what))
+        elif grads is not None:
+            names = set(backward.inputs.values()) | set(backward.params)
+            if not isinstance(grads, dict) or not set(grads) <= names:
+                raise StudentCodeError("bad_reply", self._malformed(what))
+            call.grads = {k: plain(v, what) for k, v in grads.items()}
+            if not all(g is None or isinstance(g, torch.Tensor) for g in call.grads.values()):
+                raise StudentCodeError("bad_reply", self._malformed(what))
+        return call
 
     # -- the Submission operations
     def call(self, name: str, *args: Any, **kwargs: Any) -> Call:
-        return self._call_reply(name, "call", {"name": name, "args": args, "kwargs": kwargs})
+        return self._call_reply(name, "call", {"name": name, "args": args, "kwargs": kwargs},
+                                meta=on_meta((args, kwargs)))
+
+    def call_backward(self, name: str, args: tuple, kwargs: dict, backward: Backward) -> Call:
+        return self._call_reply(name, "call", {"name": name, "args": args, "kwargs": kwargs,
+                                               "backward": dataclasses.asdict(backward)},
+                                backward=backward)
 
     def run_module(self, run: ModuleRun) -> Call:
-        return self._call_reply(f"{run.class_name}", "run_module", {"run": _run_to_dict(run)})
+        return self._call_reply(f"{run.class_name}", "run_module", {"run": run_to_dict(run)},
+                                meta=on_meta(run.forward_args), backward=run.backward)
 
     def check_constructor(self, name: str, *args: Any, **kwargs: Any) -> None:
         self._request(name, "check_constructor", {"name": name, "args": args,
                                                   "kwargs": kwargs}, self.limits.call_s)
 
-    def run_job(self, job: str, what: str, **kwargs: Any) -> Any:
+    def run_job(self, job: str, what: Message | str, **kwargs: Any) -> Any:
         """Run a kit job in the worker, under `limits.speed_s`; its reply is untrusted data:
         whoever asked checks its form."""
         return self._request(what, "run_job", {"job": job, "kwargs": kwargs},
                              self.limits.speed_s)
-
-
-# --------------------------------------------------------------------------- worker side
-
-
-class _CappedWriter(io.TextIOBase):
-    """Keeps the first characters the student prints and counts the rest."""
-
-    def __init__(self) -> None:
-        self.kept: list[str] = []
-        self.size = 0
-
-    def write(self, text: str) -> int:
-        text = str(text)
-        if self.size < PRINT_KEEP:
-            self.kept.append(text[: PRINT_KEEP - self.size])
-        self.size += len(text)
-        return len(text)
-
-    def summary(self) -> str:
-        if not self.size:
-            return ""
-        more = f" ... ({self.size:,} characters in all)" if self.size > PRINT_KEEP else ""
-        return "".join(self.kept) + more
-
-
-def _die_with_parent(parent: int) -> None:
-    """Linux: the kernel kills this worker when the grader that started it dies."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (AttributeError, OSError):  # not Linux: the pipe's EOF ends an idle worker
-        pass
-    if os.getppid() != parent:
-        os._exit(0)
-
-
-def _limit_resources(device: str, memory_gib: float) -> None:
-    limit = int(memory_gib * 2**30)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
-    if device == "cpu":
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    else:  # CUDA maps far more address space than it uses: cap the GPU memory instead
-        total = torch.cuda.get_device_properties(torch.device(device)).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total), torch.device(device))
-
-
-def _serve(config: dict, request_fd: int, reply_fd: int) -> None:
-    _die_with_parent(config["parent"])
-    _limit_resources(config["device"], config["memory_gib"])
-    forbidden = forbidden_functions(tuple(config["forbidden"]))
-    if config["path"].endswith(".ipynb"):  # the grader's imports, not the student's load time
-        import IPython.core.inputtransformer2  # noqa: F401
-        import nbformat  # noqa: F401
-    _write_all(reply_fd, _encode({"ready": True}))
-    printed = _CappedWriter()
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-    sys.stdout = sys.stderr = printed
-    try:
-        sub = InProcessSubmission.from_path(config["path"], forbidden)
-    except Exception as err:  # an unreadable file: report it, grade nothing
-        sub = InProcessSubmission({}, [f"{config['path']} could not be read: "
-                                       f"{type(err).__name__}: {err}"], forbidden)
-    sub.memory_limit_gib = config["memory_gib"] if config["device"] == "cpu" else None
-    _write_all(reply_fd, _encode({"problems": sub.problems, "printed": printed.summary()}))
-    reported = printed.size
-    while True:
-        try:
-            request = _receive(request_fd, time.monotonic() + 24 * 3600)
-        except (EOFError, TimeoutError, ValueError):
-            return
-        reply = _answer(sub, request)
-        if printed.size != reported:
-            reply["printed"], reported = printed.summary(), printed.size
-        try:
-            message = _encode(reply)
-        except Exception as err:  # e.g. a class of the student's own, which cannot be saved
-            what = request.get("name") or request.get("run", {}).get("class_name", "it")
-            message = _encode({"ok": False, "kind": "bad_return", "message": f"`{what}` "
-                               f"returned something that cannot be sent back ({type(err).__name__}"
-                               "): return plain tensors"})
-        _write_all(reply_fd, message)
-
-
-def _answer(sub: InProcessSubmission, request: dict) -> dict:
-    op = request["op"]
-    try:
-        if op == "call":
-            call = sub.call(request["name"], *request["args"], **request["kwargs"])
-            value: Any = {"value": call.value, "inputs_after": call.inputs_after}
-        elif op == "run_module":
-            call = sub.run_module(_run_from_dict(request["run"]))
-            value = {"value": call.value, "inputs_after": call.inputs_after}
-        elif op == "check_constructor":
-            value = sub.check_constructor(request["name"], *request["args"], **request["kwargs"])
-        elif op == "run_job":
-            value = sub.run_job(request["job"], "", **request["kwargs"])
-        else:
-            raise ValueError(f"unknown request {op!r}")
-        return {"ok": True, "value": value}
-    except StudentCodeError as err:
-        return {"ok": False, "kind": err.kind, "message": str(err), "exc_type": err.exc_type}
-    except BaseException as err:  # the grader's own code failed here: say so, keep serving
-        return {"ok": False, "kind": "crash", "message": f"{type(err).__name__}: {err}"}
-
-
-if __name__ == "__main__":
-    _serve(json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))

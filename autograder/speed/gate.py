@@ -1,6 +1,7 @@
 """The speed check: gated on the fused module's values, measured beside the student's code
-(`speed.measure`, run as a job by the runner), scored here (`speed.score`), and checked
-against what the grader saw from outside: wall time and the worker's CPU time.
+(`speed.measure`, run as a job by the runner), judged here (`speed.score`), checked against
+what the grader saw from outside (wall time and the worker's CPU time), and measured again,
+within the check's time budget, when the first result falls near the threshold.
 """
 
 from __future__ import annotations
@@ -11,16 +12,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checks.core import CheckFailed, Context
-from ..messages import msg
+from ..messages import Message, msg
 from ..runner.inprocess import plain
 from ..runner.protocol import Submission
 from . import measure
-from .score import score_speed, total_measured
+from .score import Verdict, decide, judge, total_measured, wants_another
 
 # On CPU the reported times are the worker's CPU time in the timed calls. The grader reads the
 # worker's whole CPU time from outside; honest runs report 0.76-0.96 of it, under load too,
 # a clock rewound in forward 0.17-0.39 (docs/trusted-grading.md).
 MIN_TIMED_SHARE = 0.6
+# One speed check, re-measurements included, stays within this many seconds: another run is
+# started only if one more as long as the average so far still fits.
+BUDGET_S = 4.5
 
 
 @dataclass
@@ -47,19 +51,35 @@ def timed_run(sub: Submission, device: str, seed: int) -> TimedRun:
     return TimedRun(measurement, wall, cpu)
 
 
-def check_speed(sub: Submission, ctx: Context) -> float:
-    """Run after fused_mha has passed (the registry's gate): time, score, sanity-check."""
-    seed = secrets.randbelow(2**31)
-    run = timed_run(sub, ctx.device, seed)
-    fraction, message = score_speed(run.measurement, ctx.device, seed)
-    if fraction <= 0:
-        raise CheckFailed(message)
+def implausible(run: TimedRun, device: str) -> Message | None:
+    """Why the reported times cannot be right, from what the grader saw outside: or None."""
     reported = total_measured(run.measurement)
     if reported > run.wall * 1.05:
-        raise CheckFailed(msg("speed.not_scored", reason=msg("speed.over_wall",
-                                                             wall=float(run.wall))))
-    if ctx.device == "cpu" and run.cpu is not None and reported < MIN_TIMED_SHARE * run.cpu:
-        raise CheckFailed(msg("speed.not_scored", reason=msg(
-            "speed.under_cpu", reported=float(reported), cpu=float(run.cpu))))
+        return msg("speed.not_scored", reason=msg("speed.over_wall", wall=float(run.wall)))
+    if device == "cpu" and run.cpu is not None and reported < MIN_TIMED_SHARE * run.cpu:
+        return msg("speed.not_scored", reason=msg("speed.under_cpu", reported=float(reported),
+                                                  cpu=float(run.cpu)))
+    return None
+
+
+def check_speed(sub: Submission, ctx: Context) -> float:
+    """Run after fused_mha has passed (the registry's gate): time, judge, sanity-check; again
+    while the result is near the threshold (up to MAX_RUNS runs within BUDGET_S); decide."""
+    started = time.perf_counter()
+    verdicts: list[Verdict] = []
+    while not verdicts or wants_another(verdicts):
+        elapsed = time.perf_counter() - started
+        if verdicts and elapsed * (len(verdicts) + 1) / len(verdicts) > BUDGET_S:
+            break
+        seed = secrets.randbelow(2**31)
+        run = timed_run(sub, ctx.device, seed)
+        verdict = judge(run.measurement, ctx.device, seed)
+        if verdict.problem is None:
+            problem = implausible(run, ctx.device)
+            verdict = Verdict(problem) if problem else verdict
+        verdicts.append(verdict)
+    fraction, message = decide(verdicts, ctx.device)
+    if fraction <= 0:
+        raise CheckFailed(message)
     ctx.notes = message
     return fraction

@@ -5,6 +5,7 @@ inputs. Nothing here is trusted by the grader: `speed.score` checks what comes b
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import sys
@@ -15,6 +16,7 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode, resolve_name
 
 from ..runner.inprocess import load_weights, plain
 from ..runner.protocol import LocalSubmission, ModuleRun
@@ -90,6 +92,31 @@ def interleaved_times(
     return times, kept
 
 
+MAX_OP_NAME = 80  # characters of an op's name that are kept
+
+
+class OpCounter(TorchFunctionMode):
+    """Counts the torch functions and tensor methods called while it is active, by name.
+    Only the calls student code makes itself: torch's own calls inside them are not seen."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = resolve_name(func) or getattr(func, "__qualname__", None) or repr(func)
+        self.counts[str(name)[:MAX_OP_NAME]] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def count_ops(forward: Forward, x: Tensor) -> dict[str, int]:
+    """How many times one forward call calls each torch function (`speed.score.per_head_ops`
+    compares two head counts: what grows with the heads runs once per head)."""
+    with torch.no_grad(), OpCounter() as counter:
+        forward(x)
+    return dict(counter.counts)
+
+
 @contextlib.contextmanager
 def steady() -> Iterator[None]:
     """The conditions of every timing: one thread, no garbage collection pauses, no autograd."""
@@ -138,8 +165,18 @@ def measure_speed(sub: LocalSubmission, device: str, seed: int, timer: Timer | N
         times, kept = sub.guard(name, run, watch=False)
     outputs = {i: plain(out, name) for i, out in kept["student"].items()}
     x = speed_input(cfg, seed, 0).to(device)  # (B, T, E)
-    sub.run_module(ModuleRun("MultiHeadAttention", (cfg.E, cfg.H), forward_args=(x,),
-                             forward_kwargs={"is_causal": True, "need_weights": False},
-                             dtype=torch.float32))
+    # On one thread as the timing: idle torch threads would spin on this process's CPU time,
+    # which the grader compares with the reported times (speed.gate.implausible).
+    with one_thread():
+        # The calls of one forward with H heads and with H / 2: which run once per head.
+        halved = sub.construct("MultiHeadAttention", cfg.E, cfg.H // 2)
+        half = sub.guard(name, lambda: prepared(halved, "MultiHeadAttention", params, device),
+                         watch=False)
+        ops = [sub.guard(name, lambda f=f: count_ops(f, x), watch=False)
+               for f in (candidates["student"], half)]
+        sub.run_module(ModuleRun("MultiHeadAttention", (cfg.E, cfg.H), forward_args=(x,),
+                                 forward_kwargs={"is_causal": True, "need_weights": False},
+                                 dtype=torch.float32))
     return {"config": asdict(cfg), "device": device, "seed": seed, "times": times,
-            "outputs": {i: o.cpu() if isinstance(o, Tensor) else o for i, o in outputs.items()}}
+            "outputs": {i: o.cpu() if isinstance(o, Tensor) else o for i, o in outputs.items()},
+            "ops": {"heads": [cfg.H, cfg.H // 2], "counts": ops}}

@@ -1,0 +1,119 @@
+"""Several failing cases of one check, told apart by cause.
+
+After the shape search and the fixed cases a check may have failed in more than one way: code
+that raises on cross-attention and gives wrong values on self-attention, a path left
+unimplemented. `verdict` turns the failing cases into the one failure the student reads:
+each distinct cause once, the most informative first, and a known mistake named only when
+it reproduces every failing case it is named for.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+from ..messages import Message, joined, msg, render
+from ..runner.protocol import StudentCodeError
+from .core import CheckFailed
+
+Failure = tuple[Any, Union[CheckFailed, StudentCodeError]]  # a case, and how it failed
+
+
+def verdict(failures: list[Failure], passed: bool) -> CheckFailed | StudentCodeError:
+    """The failure to report for a check's failing cases (in the order met: the search's
+    smallest first); `passed` says whether any case passed."""
+    first = failures[0][1]
+    if not passed and all(isinstance(err, StudentCodeError) for _, err in failures):
+        return first  # a stub: not implemented for any case
+    failed = [(case, _as_check_failed(case, err)) for case, err in failures]
+    diagnosed = [(case, f) for case, f in failed if f.diagnosis is not None]
+    everywhere = _agreed([f for _, f in diagnosed])
+    groups: dict[tuple[str, str], list[tuple[Any, CheckFailed]]] = {}
+    if everywhere:  # one known mistake reproduces every failing case it can be tried on
+        groups[("mistake", "")] = diagnosed
+    for case, err in failed:
+        if not (everywhere and err.diagnosis is not None):
+            groups.setdefault(_cause(err), []).append((case, err))
+    for members in groups.values():
+        if members[0][1].diagnosis is not None:
+            members[0][1].diagnosis.agreed = _agreed([f for _, f in members])
+    if len(groups) == 1:
+        return next(iter(groups.values()))[0][1]
+    ordered = sorted(groups.items(), key=_rank)
+    parts = []
+    for n, (key, members) in enumerate(ordered, start=1):
+        others = [case for k, m in ordered if k != key for case, _ in m]
+        where = _where([case for case, _ in members], others)
+        text = members[0][1].summary
+        parts.append(msg("cause.item", n=n, text=text) if where is None
+                     else msg("cause.item_on", n=n, where=where, text=text))
+    causes = parts[0]
+    for part in parts[1:]:
+        causes = msg("cause.then", first=causes, second=part)
+    reps = [members[0][1] for _, members in ordered]
+    return CheckFailed(msg("cause.several", count=len(parts), causes=causes),
+                       next((r.picture for r in reps if r.picture is not None), None),
+                       drawing=next((r.drawing for r in reps if r.drawing is not None), None))
+
+
+def label(case: Any) -> Message | str:
+    """A case, for a message: its label, or its parts' labels."""
+    if hasattr(case, "label"):
+        return case.label()
+    if isinstance(case, tuple):
+        return joined([label(part) for part in case if part is not None])
+    return str(case)
+
+
+def _as_check_failed(case: Any, err: CheckFailed | StudentCodeError) -> CheckFailed:
+    if isinstance(err, CheckFailed):
+        return err
+    text: Message = err.message
+    if text.id == "runner.not_implemented":  # some cases work: this one raises
+        text = msg("cause.not_implemented", name=text.params["name"])
+    return CheckFailed(text, case=label(case), exc_type=err.exc_type or err.kind)
+
+
+def _agreed(failed: list[CheckFailed]) -> tuple[str, ...]:
+    """The known mistakes (with their variant) that reproduce every one of these failures."""
+    if not failed or any(f.diagnosis is None for f in failed):
+        return ()
+    return tuple(key for key in failed[0].diagnosis.matches
+                 if all(f.diagnosis.reproduces(key) for f in failed[1:]))
+
+
+def _cause(err: CheckFailed) -> tuple[str, str]:
+    if err.exc_type:
+        return "raised", err.exc_type
+    if err.diagnosis is not None:
+        return "values", ""
+    return "other", err.text.id if isinstance(err.text, Message) else str(err.text)
+
+
+def _rank(group: tuple[tuple[str, str], list[tuple[Any, CheckFailed]]]) -> int:
+    """Errors raised first (a line to look at), then a mistake that explains every case it
+    can be tried on, then a named mistake, then the rest."""
+    (kind, _), members = group
+    if kind in ("mistake", "raised"):
+        return 0 if kind == "raised" else 1
+    diagnosis = members[0][1].diagnosis
+    return 2 if diagnosis is not None and diagnosis.mistake is not None else 3
+
+
+def _traits(case: Any) -> list[tuple[str, Message | str]]:
+    if isinstance(case, tuple) and case:
+        if isinstance(case[0], (Message, str)):  # (label, ...): a case named by its label
+            return [("case", case[0])]
+        case = case[0]
+    return case.traits() if hasattr(case, "traits") else []
+
+
+def _where(cases: list[Any], others: list[Any]) -> Message | str | None:
+    """What these cases share and no other failing case has (cross-attention, a mask, ...)."""
+    if not others:
+        return None
+    for key, value in _traits(cases[0]):
+        shown = render(value, "en")
+        same = all(render(dict(_traits(c)).get(key, ""), "en") == shown for c in cases)
+        if same and all(render(dict(_traits(c)).get(key, ""), "en") != shown for c in others):
+            return value
+    return None

@@ -1,0 +1,255 @@
+"""Where the speed check's threshold belongs on the machine at hand, and how reliably it decides
+there (docs/speed.md).
+
+`mha-kit bench --calibrate [N]` runs the whole style set (`speed.styleset`) through the real
+check N times and prints each style's speedups, the dead band between the slowest correct
+style and the fastest whole loop, the threshold in its middle, and the margins.
+`mha-kit bench --reliability N` prints the points each style of a smaller set earns over N
+checks: alone, beside a busy core, and (with a batch runner, which the CLI passes) inside
+`mha-kit grade --jobs 2`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..checks.core import CheckFailed, Context
+from ..runner.inprocess import InProcessSubmission
+from .config import config_for
+from .gate import check_speed
+from .score import SPEEDUP_NEEDED, moves_data, per_head_ops, speed_ratios
+from .styleset import RELIABILITY, STYLES, kind, must_earn
+
+MIN_MARGIN = 1.25  # the threshold must sit this far from both edges of the dead band
+POINTS = 10  # the speed check's points, for the tables (grading.registry holds the real ones)
+# A batch runner: (style names, n, device) -> each style's fractions of the points, n each.
+Batch = Callable[[list[str], int, str], dict[str, list[float]]]
+
+
+@contextlib.contextmanager
+def busy_core(busy: bool = True) -> Iterator[subprocess.Popen | None]:
+    """Another process that keeps one CPU core busy while the block runs (none if not busy)."""
+    if not busy:
+        yield None
+        return
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield hog
+    finally:
+        hog.kill()
+        hog.wait()
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    """One graded speed check: its points, the speedup of each timing run, what ran per head."""
+
+    fraction: float
+    speedups: tuple[float, ...]  # over the kit's looped module: one per run (more near the line)
+    ref_ratio: float  # the first run's time over the kit's fused time
+    per_head: str  # what the count found once per head: "compute", "data" or ""
+    wall: float
+    cpu: float
+
+    @property
+    def speedup(self) -> float:
+        """The speedup that decided: the median run's (the upper of two)."""
+        ordered = sorted(self.speedups)
+        return ordered[len(ordered) // 2] if ordered else math.nan
+
+
+def _per_head(measurement: Any) -> str:
+    try:
+        found = per_head_ops(measurement["ops"])
+    except (KeyError, TypeError, ValueError):
+        return ""
+    if any(not moves_data(op) for op, _, _ in found):
+        return "compute"
+    return "data" if found else ""
+
+
+def repeated_checks(subjects: dict[str, type], n: int, device: str,
+                    forbidden: dict | None = None) -> dict[str, list[CheckRun]]:
+    """Run the graded speed check n times on each `MultiHeadAttention` class, in process,
+    alternating between them so that all see the same load. Its gate is taken as passed: the
+    classes are correct by construction. `forbidden` as for `InProcessSubmission`."""
+
+    class Recording(InProcessSubmission):
+        def run_job(self, job: str, what: Any, **kwargs: Any) -> Any:
+            self.runs.append(super().run_job(job, what, **kwargs))
+            return self.runs[-1]
+
+    subs = {name: Recording({"MultiHeadAttention": cls}, forbidden=forbidden)
+            for name, cls in subjects.items()}
+    runs: dict[str, list[CheckRun]] = {name: [] for name in subjects}
+    for _ in range(n):
+        for name, sub in subs.items():
+            sub.runs = []
+            wall, cpu = time.perf_counter(), time.process_time()
+            try:
+                fraction = check_speed(sub, Context(device=device))
+            except CheckFailed:
+                fraction = 0.0
+            ratios = [speed_ratios(m["times"]) for m in sub.runs]
+            runs[name].append(CheckRun(
+                fraction, tuple(s for s, _ in ratios), ratios[0][1] if ratios else math.nan,
+                _per_head(sub.runs[0]) if sub.runs else "", time.perf_counter() - wall,
+                time.process_time() - cpu))
+        print(".", end="", flush=True, file=sys.stderr)
+    print(file=sys.stderr)
+    return runs
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def spread(values: list[float], fmt: str = "{:.1f}") -> str:
+    """min / median / max."""
+    if not values:
+        return "-"
+    return " / ".join(fmt.format(v) for v in (min(values), statistics.median(values),
+                                               max(values)))
+
+
+def points_seen(fractions: list[float]) -> str:
+    """The points earned and how often, most often first: "10 ×99, 0 ×1"."""
+    counts = Counter(round(f * POINTS, 2) for f in fractions)
+    return ", ".join(f"{points:g} ×{count}" for points, count in counts.most_common())
+
+
+def expected_points(name: str) -> float:
+    return float(POINTS) if must_earn(name) else 0.0
+
+
+def as_expected(name: str, fractions: list[float]) -> int:
+    """How many checks gave the style the points it must get (all, or none for a loop)."""
+    return sum(round(f * POINTS, 2) == expected_points(name) for f in fractions)
+
+
+@dataclass(frozen=True)
+class Band:
+    """The dead band between the slowest correct style and the fastest whole loop."""
+
+    slowest: float
+    slowest_style: str
+    fastest: float
+    fastest_style: str
+
+    @property
+    def threshold(self) -> float:
+        """The geometric middle, to one decimal: equal margins on both sides."""
+        return round(math.sqrt(self.slowest * self.fastest), 1)
+
+    def margins(self, threshold: float) -> tuple[float, float]:
+        """(below the slowest correct style, above the fastest whole loop)."""
+        return self.slowest / threshold, threshold / self.fastest
+
+
+def dead_band(speedups: dict[str, list[float]]) -> Band | None:
+    """From each style's speedups: correct styles against whole loops (partial loops are
+    stopped by the count, and are as fast as some correct styles). None without both."""
+    correct = {n: min(v) for n, v in speedups.items() if must_earn(n) and v}
+    loops = {n: max(v) for n, v in speedups.items() if kind(n) == "loop" and v}
+    if not correct or not loops:
+        return None
+    slow, fast = min(correct, key=correct.__getitem__), max(loops, key=loops.__getitem__)
+    return Band(correct[slow], slow, loops[fast], fast)
+
+
+def describe_band(band: Band | None) -> tuple[list[str], bool]:
+    """The band, the threshold it supports, the current threshold's margins; whether they hold."""
+    if band is None:
+        return ["dead band: needs a correct style and a whole loop"], False
+    lines = [f"dead band: {band.fastest:.2f}× (fastest whole loop: {band.fastest_style}) to "
+             f"{band.slowest:.2f}× (slowest correct style: {band.slowest_style})"]
+    if band.slowest <= band.fastest:
+        return lines + ["no dead band: no threshold separates them"], False
+    below, above = band.margins(band.threshold)
+    lines.append(f"threshold it would choose: {band.threshold:g}× (margins: {below:.2f}× below "
+                 f"the slowest correct style, {above:.2f}× above the fastest whole loop)")
+    below, above = band.margins(SPEEDUP_NEEDED)
+    ok = min(below, above) >= MIN_MARGIN
+    lines.append(f"SPEEDUP_NEEDED now: {SPEEDUP_NEEDED:g}× (margins {below:.2f}× and "
+                 f"{above:.2f}×; {'both' if ok else 'NOT both'} ≥ {MIN_MARGIN:g})")
+    return lines, ok
+
+
+def calibrate(n: int, device: str, styles: dict[str, type] | None = None) -> tuple[str, bool]:
+    """The style set through the real check n times each (forbidden-API policy off, for the
+    SDPA style): each style's speedups, the dead band, the threshold, the count's findings."""
+    styles = STYLES if styles is None else styles
+    cfg, started = config_for(device), time.perf_counter()
+    runs = repeated_checks(styles, n, device, forbidden={})
+    width = max(map(len, styles)) + 1
+    lines = [f"calibration on {device} (B={cfg.B}, T={cfg.T}, E={cfg.E}, H={cfg.H}): {n} checks "
+             f"per style",
+             f"{'style':<{width}} {'kind':<12}  speedup over looped  × kit's  "
+             f"{'once per head':<15}  points",
+             f"{'':<{width}} {'':<12}  min / median / max    fused"]
+    count_ok = True
+    for name, scored in runs.items():
+        speedups = [s for r in scored for s in r.speedups]
+        found = Counter(r.per_head for r in scored)
+        caught = found["compute"]
+        count_ok &= caught == (0 if must_earn(name) else n)
+        per_head = ", ".join(f"{k} {v}/{n}" for k, v in found.items() if k) or "-"
+        ratio = statistics.median(r.ref_ratio for r in scored)
+        lines.append(f"{name:<{width}} {kind(name):<12}  {spread(speedups):<19}  {ratio:>6.2f}  "
+                     f"{per_head:<15}  {points_seen([r.fraction for r in scored])}")
+    band_lines, band_ok = describe_band(dead_band(
+        {name: [s for r in scored for s in r.speedups] for name, scored in runs.items()}))
+    points_ok = all(as_expected(name, [r.fraction for r in scored]) == n
+                    for name, scored in runs.items())
+    lines += band_lines
+    lines.append(f"count: {'every loop found, no correct style' if count_ok else 'WRONG'}; "
+                 f"points: {'as expected in every check' if points_ok else 'NOT as expected'}")
+    ok = band_ok and count_ok and points_ok
+    lines.append(f"calibration on {device}, N={n}, {len(styles)} styles, "
+                 f"{time.perf_counter() - started:.0f} s: {'ok' if ok else 'CHECK THE MARGINS'}")
+    return "\n".join(lines), ok
+
+
+def reliability(n: int, device: str, batch: Batch | None = None) -> tuple[str, bool]:
+    """The points of each style in RELIABILITY over n checks, alone, with one core busy and
+    (if `batch` is given) inside a grading batch. Target: the points each style must get
+    (all, or none for a loop) in at least 99% of the checks of every condition."""
+    subjects = {name: STYLES[name] for name in RELIABILITY}
+    needed, timings = math.ceil(0.99 * n), []
+    results: dict[str, dict[str, tuple[list[float], list[CheckRun]]]] = {}
+    for condition in ("alone", "one core busy"):
+        started = time.perf_counter()
+        with busy_core(condition == "one core busy"):
+            for name, scored in repeated_checks(subjects, n, device).items():
+                results.setdefault(name, {})[condition] = ([r.fraction for r in scored], scored)
+        timings.append(f"{condition} {time.perf_counter() - started:.0f} s")
+    if batch is not None:
+        started = time.perf_counter()
+        for name, fractions in batch(list(subjects), n, device).items():
+            results[name]["grade --jobs 2"] = (fractions, [])
+        timings.append(f"grade --jobs 2 {time.perf_counter() - started:.0f} s")
+    width = max(map(len, subjects)) + 1
+    lines = [f"{'style':<{width}} {'condition':<15} {'points (of 10)':<16} {'expected':>8}  "
+             f"speedup over looped  re-measured  check's time (max)"]
+    met = True
+    for name, by_condition in results.items():
+        for condition, (fractions, scored) in by_condition.items():
+            hits = as_expected(name, fractions)
+            met &= hits >= needed
+            speedups = spread([r.speedup for r in scored])
+            again = f"{sum(len(r.speedups) > 1 for r in scored)}/{len(scored)}" if scored else "-"
+            wall = f"{max(r.wall for r in scored):.1f} s" if scored else "-"
+            lines.append(f"{name:<{width}} {condition:<15} {points_seen(fractions):<16} "
+                         f"{f'{hits}/{len(fractions)}':>8}  {speedups:<19}  {again:>11}  {wall}")
+    verdict = "target met" if met else "TARGET MISSED"
+    lines.append(f"reliability on {device}, N={n} ({', '.join(timings)}): the expected points in "
+                 f"≥ {needed}/{n} checks of every style and condition: {verdict}")
+    return "\n".join(lines), met

@@ -1,0 +1,224 @@
+"""Gradients and devices: a layer that cannot be trained, or that crashes on the first GPU, loses
+the checks it takes part in, with a message that names the cause (docs/grading.md, "Gradients
+and devices").
+
+The corpus (tests/corpus/training_mutants.py) is template.py with one edit each that keeps the
+forward values right: the failing messages must be gradient or device messages, never about
+forward values. The other direction, correct code in many styles getting full marks, is
+tests/test_corpus.py's, over tests/corpus/alternatives (finfo_min_fill.py and
+large_negative_fill.py hold the habits a GPU accepts and a meta tensor does not).
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import CORPUS, DETERMINISTIC, TEMPLATE
+from test_messages import english_prose
+
+from autograder.checks.core import CheckResult
+from autograder.grading.registry import run_check, run_checks
+from autograder.messages import Message, render
+from autograder.runner.backward import out_of_place
+from autograder.runner.inprocess import InProcessSubmission
+from autograder.runner.policy import Limits
+from autograder.runner.protocol import StudentCodeError
+from autograder.runner.worker import WorkerSubmission
+
+sys.path.insert(0, str(CORPUS))
+from training_mutants import DEVICES, TRAINING, Broken  # noqa: E402
+
+ALL = TRAINING + DEVICES
+GRADIENT_PREFIX = {"gradient": "grad.", "device": "device."}
+
+
+def ids(message: Any) -> set[str]:
+    """Every message id in a message and the messages nested in its parameters."""
+    if isinstance(message, list):
+        return set().union(*map(ids, message)) if message else set()
+    if not isinstance(message, Message):
+        return set()
+    return {message.id}.union(*map(ids, message.params.values()))
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("broken")
+
+
+@cache
+def graded(broken: Broken, folder: Path) -> list[CheckResult]:
+    path = folder / f"broken_{ALL.index(broken)}.py"
+    path.write_text(broken.source())
+    return run_checks(InProcessSubmission.from_path(path), only=DETERMINISTIC)
+
+
+def test_the_corpus_is_big_enough():
+    assert len(TRAINING) >= 8 and len(DEVICES) >= 3
+    assert len({b.label for b in ALL}) == len(ALL)
+    for broken in ALL:
+        assert broken.source() != TEMPLATE.read_text()
+        assert broken.fails and broken.fails <= set(DETERMINISTIC), broken.label
+        assert broken.kind in GRADIENT_PREFIX
+
+
+@pytest.mark.parametrize("broken", ALL, ids=[b.label for b in ALL])
+def test_each_fails_exactly_its_checks_with_a_message_naming_the_cause(broken: Broken,
+                                                                       folder: Path):
+    results = graded(broken, folder)
+    failed = {r.id: r.message for r in results if not r.passed}
+    shown = "\n".join(f"{k}: {m}" for k, m in failed.items())
+    assert set(failed) == broken.fails, f"{broken.label}\n{shown}"
+    for check_id, message in failed.items():
+        found = ids(message)
+        assert any(i.startswith(GRADIENT_PREFIX[broken.kind]) for i in found), (check_id, shown)
+        # the forward values were right: no message about them, no known mistake named
+        assert not any(i.startswith(("what.", "mistake.", "values.")) for i in found), shown
+        assert english_prose(render(message, "zh")) == [], render(message, "zh")
+
+
+def test_the_in_place_op_is_named_with_what_to_write_instead(folder: Path):
+    broken = next(b for b in TRAINING if "masked_fill_" in b.label)
+    attend = next(r for r in graded(broken, folder) if r.id == "attend")
+    text = render(attend.message, "en")
+    assert "`weights.masked_fill_(mask, 0.0)`" in text
+    assert "Write `weights = weights.masked_fill(mask, 0.0)` instead" in text
+
+
+def test_the_device_message_says_where_the_cpu_tensor_is_made(folder: Path):
+    broken = next(b for b in DEVICES if "causal mask on the CPU" in b.label)
+    masks = next(r for r in graded(broken, folder) if r.id == "fused_mha_masks")
+    text = render(masks.message, "en")
+    assert ("`MultiHeadAttention.forward` creates a tensor on cpu while the input is on meta "
+            "(a GPU in real use)") in text
+    assert "`causal = causal_mask(tq)`: create it with device=x.device" in text
+
+
+@pytest.mark.parametrize("out, fix", [
+    ("weights.masked_fill_(mask, 0.0)", "weights = weights.masked_fill(mask, 0.0)"),
+    ("e /= e.sum(-1, keepdim=True)", "e = e / e.sum(-1, keepdim=True)"),
+    ("scores *= scale", "scores = scores * scale"),
+    ("w = scores.exp_()", "w = scores.exp()"),
+    ("w[mask] = 0", "w = w.masked_fill(mask, 0)"),
+])
+def test_an_in_place_line_is_written_out_of_place(out: str, fix: str):
+    assert out_of_place(out) == fix
+
+
+# --------------------------------------------------------------------------- the meta device
+
+def _meta_call(code: str, *args: Any) -> Any:
+    """`f(*args)` defined by `code`, called through the runner with meta inputs."""
+    namespace: dict[str, Any] = {"torch": torch}
+    exec(code, namespace)
+    return InProcessSubmission(namespace).call("f", *args)
+
+
+META = torch.empty(2, 3, 3, device="meta")
+
+
+@pytest.mark.parametrize("code", [
+    "def f(x):\n    return x * (1 / torch.sqrt(torch.tensor(3)))",  # a 0-dim CPU scalar
+    "def f(x):\n    return torch.softmax(x + torch.zeros(3, 3, device=x.device), -1)",
+])
+def test_code_a_gpu_runs_passes_on_meta(code: str):
+    assert _meta_call(code, META).value.device.type == "meta"
+
+
+@pytest.mark.parametrize("code", [
+    "def f(x):\n    return x * x.sum().item()",  # no data on meta, fine on a GPU
+    "def f(x):\n    return x * 2 if bool((x > 0).any()) else x",
+    "def f(x):\n    return x.cpu()",
+])
+def test_a_meta_limitation_is_not_a_device_mix(code: str):
+    with pytest.raises(StudentCodeError) as raised:
+        _meta_call(code, META)
+    assert raised.value.kind in ("raised", "not_implemented")  # which expect_on_meta lets pass
+
+
+@pytest.mark.parametrize("code", [
+    "def f(x):\n    return x / torch.sqrt(torch.Tensor([3]))",  # shape (1,), on the CPU
+    "def f(x):\n    return x.masked_fill(torch.ones(3, 3).triu(1).bool(), 0)",
+    "def f(x):\n    return x @ torch.eye(3)",  # meta's matmul does not check: the watch does
+])
+def test_a_cpu_tensor_beside_a_meta_one_is_a_device_mix(code: str):
+    with pytest.raises(StudentCodeError) as raised:
+        _meta_call(code, META)
+    assert raised.value.kind == "device"
+    assert "creates a tensor on cpu while the input is on meta" in str(raised.value)
+
+
+# --------------------------------------------------------------------------- the worker
+
+def test_gradient_and_device_messages_are_the_same_through_the_worker(folder: Path):
+    for broken, check_id in ((TRAINING[4], "attend"), (DEVICES[1], "scaled_scores")):
+        in_process = next(r for r in graded(broken, folder) if r.id == check_id)
+        with WorkerSubmission(folder / f"broken_{ALL.index(broken)}.py") as sub:
+            in_worker = run_check(check_id, sub)
+        assert not in_worker.passed
+        assert render(in_worker.message, "en") == render(in_process.message, "en")
+
+
+HANGING_BACKWARD = '''
+import time
+
+
+class _Slow(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        time.sleep(30)
+        return grad
+
+
+def merge_heads(x):
+    b, h, t, d = x.shape
+    return _Slow.apply(x).transpose(1, 2).reshape(b, t, h * d)
+'''
+
+
+def test_a_hanging_backward_loses_only_its_check(tmp_path: Path):
+    path = tmp_path / "hang.py"
+    path.write_text(TEMPLATE.read_text() + HANGING_BACKWARD)
+    with WorkerSubmission(path, limits=Limits(call_s=1, check_s=20)) as sub:
+        merge = run_check("merge_heads", sub)
+        split = run_check("split_heads", sub)
+    assert merge.score == 0 and "timed out" in str(merge.message), merge.message
+    assert split.passed, split.message
+
+
+HUNGRY_BACKWARD = '''
+
+
+class _Hungry(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad + torch.zeros(2**40, dtype=torch.uint8).sum()  # a terabyte
+
+
+def merge_heads(x):
+    b, h, t, d = x.shape
+    return _Hungry.apply(x).transpose(1, 2).reshape(b, t, h * d)
+'''
+
+
+def test_a_backward_out_of_memory_loses_only_its_check(tmp_path: Path):
+    path = tmp_path / "hungry.py"
+    path.write_text(TEMPLATE.read_text() + HUNGRY_BACKWARD)
+    with WorkerSubmission(path) as sub:
+        merge = run_check("merge_heads", sub)
+        split = run_check("split_heads", sub)
+    assert merge.score == 0 and "ran out of memory" in str(merge.message), merge.message
+    assert split.passed, split.message

@@ -1,0 +1,252 @@
+"""The speed check's decision, deterministic: the calls counted once per head, all or nothing,
+measuring again near the threshold within the time budget, the dead band the calibration
+finds. Fake timers and fake clocks; no time is asserted."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+from conftest import TINY
+from test_timing import KIT_TIMES, fake_timer
+
+from autograder.checks.core import CheckFailed, Context
+from autograder.grading.registry import run_check
+from autograder.oracle import causal_mask, multi_head_attention, torch_mha
+from autograder.runner.inprocess import InProcessSubmission
+from autograder.speed import gate, reliability
+from autograder.speed import measure as speed_measure
+from autograder.speed import score as speed_score
+from autograder.speed.config import speed_input, speed_params
+from autograder.speed.score import NEAR, SPEEDUP_NEEDED, Verdict
+from autograder.speed.styleset import PARTIAL_LOOPS, RELIABILITY, STYLES, kind, must_earn
+
+MEDIANS = {"student": 1e-3, "looped": 3e-3, "fused": 1e-3}
+
+
+def verdict(speedup: float, **kwargs) -> Verdict:
+    return Verdict(None, speedup, 1.0, MEDIANS, heads=(32, 16), **kwargs)
+
+
+# --------------------------------------------------------------------------- the style set
+
+
+def test_every_style_computes_multi_head_attention() -> None:
+    params = speed_params(TINY, 3)
+    x = speed_input(TINY, 3, 0)
+    p64 = {k: v.double() for k, v in params.items()}
+    expected = multi_head_attention(torch_mha(p64, TINY.E, TINY.H), x.double(), x.double(),
+                                    x.double(), causal_mask(TINY.T))[0]
+    for name, cls in STYLES.items():
+        forward = speed_measure.prepared(cls(TINY.E, TINY.H), "MultiHeadAttention", params, "cpu")
+        with torch.no_grad():
+            got = forward(x)
+        torch.testing.assert_close(got.double(), expected, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_the_style_set_has_every_kind_and_the_reliability_set_covers_them() -> None:
+    kinds = {kind(name) for name in STYLES}
+    assert kinds == {"fused", "per-head", "loop", "partial loop"}
+    assert PARTIAL_LOOPS <= set(STYLES) and set(RELIABILITY) <= set(STYLES)
+    assert {kind(name) for name in RELIABILITY} == kinds
+    assert must_earn("einsum") and must_earn("per-head: cat of slices in merge")
+    assert not must_earn("loop: softmax only") and not must_earn("loop: column slices")
+
+
+@pytest.mark.parametrize("name", ["per-head: slices in split and merge",
+                                  "seeds: bmm, nn.Softmax, tensor scale, buffer mask"])
+def test_a_style_is_a_complete_submission(name: str) -> None:
+    """`mha-kit bench --reliability` grades styles as submissions: they pass the gate."""
+    sub = InProcessSubmission({"MultiHeadAttention": STYLES[name]})
+    for check_id in ("fused_mha", "fused_mha_masks", "fused_mha_contract"):
+        assert run_check(check_id, sub).passed, check_id
+
+
+# --------------------------------------------------------------------------- the count
+
+
+def test_data_movement_and_computation() -> None:
+    for op in ("torch.Tensor.__getitem__", "torch.cat", "torch.stack", "torch.Tensor.unbind",
+               "torch.Tensor.chunk", "torch.Tensor.contiguous", "torch.Tensor.shape.__get__"):
+        assert speed_score.moves_data(op), op
+    for op in ("torch.Tensor.softmax", "torch.matmul", "torch.Tensor.masked_fill",
+               "torch.nn.functional.linear", "torch.functional.einsum", "torch.Tensor.div"):
+        assert not speed_score.moves_data(op), op
+
+
+def test_what_grows_with_the_heads_runs_once_per_head() -> None:
+    ops = {"heads": [32, 16], "counts": [
+        {"torch.matmul": 2, "torch.Tensor.__getitem__": 96, "torch.Tensor.softmax": 33,
+         "torch.cat": 1, "torch.Tensor.view": 40},
+        {"torch.matmul": 2, "torch.Tensor.__getitem__": 48, "torch.Tensor.softmax": 17,
+         "torch.Tensor.view": 30},  # view grows, but by less than a call per head
+    ]}
+    assert speed_score.per_head_ops(ops) == [("torch.Tensor.__getitem__", 96, 48),
+                                             ("torch.Tensor.softmax", 33, 17)]
+
+
+@pytest.mark.parametrize(("name", "loops", "moves"), [
+    ("einsum", [], []),
+    ("per-head: cat of slices in merge", [], ["torch.Tensor.__getitem__"]),
+    ("loop: softmax only", ["torch.Tensor.masked_fill", "torch.Tensor.softmax"],
+     ["torch.Tensor.__getitem__"]),
+])
+def test_the_timing_run_counts_the_calls(tiny, name: str, loops: list, moves: list) -> None:
+    sub = InProcessSubmission({"MultiHeadAttention": STYLES[name]}, forbidden={})
+    measurement = speed_measure.measure_speed(sub, "cpu", 3, timer=fake_timer(KIT_TIMES, 1e-3))
+    judged = speed_score.judge(measurement, "cpu", 3)
+    assert judged.problem is None and judged.heads == (TINY.H, TINY.H // 2)
+    assert sorted(op for op, _, _ in judged.loops) == loops
+    assert [op for op, _, _ in judged.moves] == moves
+    fraction, message = speed_score.decide([judged], "cpu")
+    text = str(message)
+    if loops:  # 8× faster than looped, yet nothing: the count decides
+        assert fraction == 0 and "loops over heads" in text and "however fast" in text
+        assert f"{TINY.H} calls in one forward with {TINY.H} heads, {TINY.H // 2} with" in text
+    else:
+        assert fraction == 1 and ("Per-head Python work" in text) == bool(moves)
+
+
+def test_malformed_counts_are_not_scored(tiny) -> None:
+    sub = InProcessSubmission({"MultiHeadAttention": STYLES["einsum"]}, forbidden={})
+    measurement = speed_measure.measure_speed(sub, "cpu", 4, timer=fake_timer(KIT_TIMES, 1e-3))
+    for bad in (None, {"heads": [TINY.H, TINY.H], "counts": [{}, {}]},
+                {"heads": [TINY.H, TINY.H // 2], "counts": [{"x": -1}, {}]},
+                {"heads": [TINY.H, TINY.H // 2], "counts": [{"x": 1.5}, {}]}):
+        fraction, message = speed_score.score_speed({**measurement, "ops": bad}, "cpu", 4)
+        assert fraction == 0 and "malformed operation counts" in str(message)
+
+
+# --------------------------------------------------------------------------- the decision
+
+
+def test_measure_again_only_when_the_first_result_is_near() -> None:
+    assert speed_score.wants_another([verdict(SPEEDUP_NEEDED * 1.1)])
+    assert speed_score.wants_another([verdict(SPEEDUP_NEEDED * 1.1), verdict(9.0)])
+    assert not speed_score.wants_another([verdict(SPEEDUP_NEEDED * 1.1)] * 3)  # MAX_RUNS
+    assert not speed_score.wants_another([verdict(SPEEDUP_NEEDED * NEAR)])  # decided
+    assert not speed_score.wants_another([verdict(SPEEDUP_NEEDED / NEAR)])
+    assert not speed_score.wants_another([verdict(2.5, loops=[("torch.matmul", 33, 17)])])
+    assert not speed_score.wants_another([Verdict(speed_score.msg("speed.no_outputs"))])
+
+
+@pytest.mark.parametrize(("speedups", "fraction"), [
+    ([2.4, 2.7, 2.6], 1.0),  # the median decides, not the first
+    ([2.6, 2.3, 2.4], 0.0),
+    ([2.4, 2.6], 1.0),  # two runs (the budget ran out): the upper one
+])
+def test_the_median_run_decides(speedups: list, fraction: float) -> None:
+    got, message = speed_score.decide([verdict(s) for s in speedups], "cpu")
+    assert got == fraction
+    median = sorted(speedups)[len(speedups) // 2]
+    assert str(message).startswith(f"measured: {median:.1f}× faster than the kit's looped "
+                                   f"version, the median of {len(speedups)} measurements (")
+
+
+def test_a_problem_in_any_run_decides() -> None:
+    problem = speed_score.msg("speed.not_scored", reason=speed_score.msg("speed.no_outputs"))
+    assert speed_score.decide([verdict(9.0), Verdict(problem)], "cpu") == (0.0, problem)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def run_gate(monkeypatch, speedups: list[float], seconds_per_run: float) -> tuple[float, int]:
+    """check_speed with every timing run replaced: each takes `seconds_per_run` on a fake
+    clock and is judged to have the next speedup. (points fraction, runs made)."""
+    clock, made, queue = FakeClock(), [], iter(speedups)
+
+    def timed_run(sub, device, seed):
+        clock.now += seconds_per_run
+        made.append(seed)
+        return gate.TimedRun({}, seconds_per_run, None)
+
+    monkeypatch.setattr(gate.time, "perf_counter", clock)
+    monkeypatch.setattr(gate, "timed_run", timed_run)
+    monkeypatch.setattr(gate, "judge", lambda m, device, seed: verdict(next(queue)))
+    monkeypatch.setattr(gate, "implausible", lambda run, device: None)
+    try:
+        fraction = gate.check_speed(None, Context())
+    except CheckFailed:
+        fraction = 0.0
+    return fraction, len(made)
+
+
+@pytest.mark.parametrize(("speedups", "seconds", "fraction", "runs"), [
+    ([6.0], 0.5, 1.0, 1),  # far above: one run
+    ([1.5], 0.5, 0.0, 1),  # far below: one run
+    ([2.4, 2.7, 2.6], 0.5, 1.0, 3),  # near: three runs, the median decides
+    ([2.6, 2.3, 2.4], 0.5, 0.0, 3),
+    ([2.4, 2.7, 2.6], 2.0, 1.0, 2),  # a third 2 s run would pass BUDGET_S: two
+    ([2.4, 2.7, 2.6], 3.0, 0.0, 1),  # a second 3 s run would pass it: the first decides
+])
+def test_the_gate_measures_again_within_its_budget(monkeypatch, speedups, seconds, fraction,
+                                                   runs) -> None:
+    assert gate.BUDGET_S < 5
+    assert run_gate(monkeypatch, speedups, seconds) == (fraction, runs)
+
+
+def test_an_implausible_run_is_not_scored(monkeypatch) -> None:
+    problem = speed_score.msg("speed.not_scored", reason=speed_score.msg("speed.over_wall",
+                                                                         wall=0.1))
+    monkeypatch.setattr(gate, "timed_run", lambda sub, device, seed: gate.TimedRun({}, 0.1, None))
+    monkeypatch.setattr(gate, "judge", lambda m, device, seed: verdict(9.0))
+    monkeypatch.setattr(gate, "implausible", lambda run, device: problem)
+    with pytest.raises(CheckFailed) as failed:
+        gate.check_speed(None, Context())
+    assert failed.value.message == problem
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+def test_the_dead_band_lies_between_correct_styles_and_whole_loops() -> None:
+    band = reliability.dead_band({
+        "einsum": [6.0, 6.4], "per-head: slices in split and merge": [3.3, 3.6],
+        "loop: softmax only": [3.9],  # a partial loop: left to the count
+        "loop: column slices": [1.7, 1.8], "loop: per-head linear": [0.9],
+    })
+    assert (band.slowest, band.slowest_style) == (3.3, "per-head: slices in split and merge")
+    assert (band.fastest, band.fastest_style) == (1.8, "loop: column slices")
+    assert band.threshold == round(math.sqrt(3.3 * 1.8), 1) == 2.4
+    below, above = band.margins(2.4)
+    assert below == pytest.approx(3.3 / 2.4) and above == pytest.approx(2.4 / 1.8)
+    lines, ok = reliability.describe_band(band)
+    assert ok == (min(band.margins(SPEEDUP_NEEDED)) >= reliability.MIN_MARGIN)
+    assert "threshold it would choose: 2.4×" in "\n".join(lines)
+    overlap = reliability.dead_band({"einsum": [1.5], "loop: column slices": [1.8]})
+    assert reliability.describe_band(overlap) == ([
+        "dead band: 1.80× (fastest whole loop: loop: column slices) to 1.50× (slowest correct "
+        "style: einsum)", "no dead band: no threshold separates them"], False)
+    assert reliability.dead_band({"einsum": [6.0]}) is None
+
+
+def test_points_seen_and_expected() -> None:
+    assert reliability.points_seen([1.0] * 99 + [0.0]) == "10 ×99, 0 ×1"
+    assert reliability.as_expected("einsum", [1.0, 1.0, 0.0]) == 2
+    assert reliability.as_expected("loop: softmax only", [0.0, 1.0]) == 1
+    assert reliability.spread([3.0, 1.0, 2.0]) == "1.0 / 2.0 / 3.0"
+
+
+def test_check_runs_report_the_deciding_speedup() -> None:
+    runs = [reliability.CheckRun(1.0, s, 1.0, "", 0.1, 0.1) for s in
+            [(3.0,), (2.4, 2.7, 2.6), (2.4, 2.6), ()]]
+    assert [r.speedup for r in runs[:3]] == [3.0, 2.6, 2.6] and math.isnan(runs[3].speedup)
+
+
+def test_repeated_checks_alternate_and_record(tiny, monkeypatch) -> None:
+    monkeypatch.setattr(speed_measure, "timer_for", lambda device: fake_timer(
+        {k: v * 1e-3 for k, v in KIT_TIMES.items()}, 1e-6))
+    monkeypatch.setattr(gate, "implausible", lambda run, device: None)  # fake times are tiny
+    names = ["einsum", "loop: softmax only"]
+    runs = reliability.repeated_checks({n: STYLES[n] for n in names}, 2, "cpu", forbidden={})
+    assert list(runs) == names and all(len(r) == 2 for r in runs.values())
+    assert [r.per_head for r in runs["loop: softmax only"]] == ["compute"] * 2
+    assert [r.fraction for r in itertools.chain(*runs.values())] == [1.0, 1.0, 0.0, 0.0]
