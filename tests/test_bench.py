@@ -90,8 +90,9 @@ def test_reliability_reports_every_case_and_stops_its_busy_process(tiny, monkeyp
             started.append(hog)
             yield hog
 
-    def batch(names: list[str], n: int, device: str) -> dict[str, list[float]]:
-        return {name: [float(styleset.must_earn(name))] * n for name in names}
+    def batch(names: list[str], n: int, device: str) -> dict[str, list[tuple[float, str]]]:
+        said = "measured: 3.1× faster than the kit's looped version, the median of 3 measurements"
+        return {name: [(float(styleset.must_earn(name)), said)] * n for name in names}
 
     monkeypatch.setattr(reliability, "busy_core", recorded)
     report, met = reliability.reliability(1, "cpu", batch)
@@ -99,6 +100,9 @@ def test_reliability_reports_every_case_and_stops_its_busy_process(tiny, monkeyp
     for name in styleset.RELIABILITY:
         for condition in ("alone", "one core busy", "grade --jobs 2"):
             assert sum(line.startswith(name) and f" {condition} " in line for line in lines) == 1
+    grade_rows = [line for line in lines[:-1] if " grade --jobs 2 " in line]
+    assert len(grade_rows) == len(styleset.RELIABILITY)
+    assert all("3.1 / 3.1 / 3.1" in row and " 1/1 " in row for row in grade_rows)  # re-measured
     assert lines[-1].startswith("reliability on cpu, N=1 (alone ")
     assert lines[-1].endswith("target met" if met else "TARGET MISSED")
     hogs = [hog for hog in started if hog is not None]
@@ -134,5 +138,9 @@ def test_bench_calibrate_and_reliability_options(monkeypatch, capsys) -> None:
 
 def test_styles_graded_inside_a_batch(tiny) -> None:
     """The grade condition: the styles as submissions, graded by `mha-kit grade`'s pool."""
-    assert bench_command.grade_batch(["loop: softmax only"], 1, "cpu") == {
-        "loop: softmax only": [0.0]}
+    ((fraction, message),) = bench_command.grade_batch(["loop: softmax only"], 1, "cpu")[
+        "loop: softmax only"]
+    # At the tiny size the timed calls take microseconds, and the CPU-time bound may reject
+    # the run before the count speaks: either way, no points, said by the speed check.
+    assert fraction == 0.0 and message.startswith(("part of the attention loops over heads",
+                                                   "speed not scored"))

@@ -24,7 +24,7 @@ from test_messages import english_prose
 from autograder.checks.core import CheckResult
 from autograder.grading.registry import run_check, run_checks
 from autograder.messages import Message, render
-from autograder.runner.backward import out_of_place
+from autograder.runner.backward import InPlace, _match, out_of_place
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.policy import Limits
 from autograder.runner.protocol import StudentCodeError
@@ -104,10 +104,20 @@ def test_the_device_message_says_where_the_cpu_tensor_is_made(folder: Path):
     ("e /= e.sum(-1, keepdim=True)", "e = e / e.sum(-1, keepdim=True)"),
     ("scores *= scale", "scores = scores * scale"),
     ("w = scores.exp_()", "w = scores.exp()"),
-    ("w[mask] = 0", "w = w.masked_fill(mask, 0)"),
+    ("w[mask] = 0", "w = w.clone()"),  # to write before it: no out-of-place twin
+    ("w[..., 0] *= 2", "w = w.clone()"),
 ])
 def test_an_in_place_line_is_written_out_of_place(out: str, fix: str):
     assert out_of_place(out) == fix
+
+
+def test_the_in_place_op_is_the_one_on_the_tensor_the_error_names():
+    harmless = InPlace("e.add_(1)", 3, (1, 1, 1, 2), "ExpBackward0")
+    culprit = InPlace("w.masked_fill_(m, 0)", 5, (1, 1, 1, 2), "SoftmaxBackward0")
+    error = ("one of the variables needed for gradient computation has been modified by an "
+             "inplace operation: [torch.DoubleTensor [1, 1, 1, 2]], which is output 0 of "
+             "Softmax, is at version 1; expected version 0 instead.")
+    assert _match(error, [harmless, culprit]) is culprit
 
 
 # --------------------------------------------------------------------------- the meta device

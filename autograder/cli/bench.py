@@ -40,14 +40,15 @@ def add(commands: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def grade_batch(names: list[str], n: int, device: str) -> dict[str, list[float]]:
+def grade_batch(names: list[str], n: int, device: str) -> dict[str, list[tuple[float, str]]]:
     """The styles graded as submissions by `mha-kit grade --jobs 2` (its pool of graders, each
-    with its workers, every check of the assignment): n files per style, interleaved."""
+    with its workers, every check of the assignment): n files per style, interleaved. For each
+    style: (the fraction of the speed points, the speed check's message), n times."""
     from ..grading.batch import grade_all
     from ..grading.files import discover
     from ..runner.policy import Limits
 
-    fractions: dict[str, list[float]] = {name: [] for name in names}
+    graded: dict[str, list[tuple[float, str]]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="mha-kit-reliability-") as folder:
         Path(folder).chmod(0o755)  # a worker running as another account reads the files
         for i in range(n):
@@ -58,9 +59,9 @@ def grade_batch(names: list[str], n: int, device: str) -> dict[str, list[float]]
                 path.chmod(0o644)
         for entry, payload in grade_all(discover(Path(folder)), 2, device, "mha", Limits()):
             test = next(t for t in payload["tests"] if t["name"] == SPEED)
-            fractions[names[int(entry.student.rpartition("_s")[2])]].append(
-                test["score"] / test["max_score"])
-    return fractions
+            graded[names[int(entry.student.rpartition("_s")[2])]].append(
+                (test["score"] / test["max_score"], test["output"]))
+    return graded
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,7 +12,8 @@ code that lays out a table. `joined(parts)` lists parts with the language's comm
 
 Ids are `area.name`: `check.*`, `case.*`, `shape.*`, ... for the checks (en_checks.py),
 `mistake.<id>` for the known mistakes (en_mistakes.py), `runner.*`, `load.*`, `worker.*` for
-the runner (en_runner.py), and `speed.*`, `report.*`, `batch.*`, `cli.*`, ... in en.py. Each
+the runner (en_runner.py), `grad.*` and `device.*` for the gradient and device checks
+(en_gradients.py), and `speed.*`, `report.*`, `batch.*`, `cli.*`, ... in en.py. Each
 id has a template in every language, with the same fields (zh*.py).
 """
 

@@ -28,6 +28,10 @@ TEMPLATES: dict[str, str] = {
     "grad.inplace": "backward() fails: `{code}`{where} changes in place a tensor that autograd "
                     "saved for the backward pass ({error}). Write `{fix}` instead: an "
                     "out-of-place op leaves the saved tensor as it was",
+    "grad.inplace_clone": "backward() fails: `{code}`{where} changes in place a tensor that "
+                          "autograd saved for the backward pass ({error}). Write `{fix}` just "
+                          "before it, so that the saved tensor stays as it was, or build the "
+                          "result out of place (`torch.where`, `masked_fill`)",
     "grad.inplace_unknown": "backward() through `{name}` fails: a tensor that autograd saved "
                             "for the backward pass was changed in place ({error}). Look for "
                             "in-place ops (`masked_fill_`, `exp_`, `+=`, `*=`, `x[...] = ...`) "

@@ -24,6 +24,9 @@ TEMPLATES: dict[str, str] = {
     "grad.of_param": "`{name}` 对 `{param}` 的梯度",
     "grad.inplace": "backward() 失败：`{code}`{where} 原地修改了 autograd 为反向传播保存的张量"
                     "（`{error}`）。请改写成 `{fix}`：非原地的运算不会改动保存下来的张量",
+    "grad.inplace_clone": "backward() 失败：`{code}`{where} 原地修改了 autograd 为反向传播保存"
+                          "的张量（`{error}`）。请在它前面加上 `{fix}`，让保存下来的张量保持原样；"
+                          "或者用非原地的方式得到结果（`torch.where`、`masked_fill`）",
     "grad.inplace_unknown": "经过 `{name}` 的 backward() 失败：autograd 为反向传播保存的张量"
                             "被原地修改了（`{error}`）。请找出原地运算（`masked_fill_`、"
                             "`exp_`、`+=`、`*=`、`x[...] = ...`），改成非原地的写法："

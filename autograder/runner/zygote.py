@@ -1,0 +1,445 @@
+"""Starting workers: each one is forked from a zygote, a process that has already imported torch.
+
+Starting Python and importing torch takes a second or more, which `mha-kit check` used to pay
+twice (the grader, then its worker). A fork of a process that has done it starts in
+milliseconds. Each grader process has one zygote: a fresh `python -m autograder.runner.zygote`
+that imports torch, the worker's modules and IPython's cell transformer, then only forks, on
+request. `prestart` starts it early, so that it imports while the grader does.
+
+The zygote never runs grader or student code and never runs a torch op, so a fork of it is
+as fresh as a new interpreter: torch's thread pools have not started (forking a process whose
+OpenMP threads have can deadlock; the one thread numpy's OpenBLAS starts at import, OpenBLAS
+stops before each fork), no CUDA context, nothing of the grader's memory (a fork of the
+grader would hand student code the grader's state, hash secret and address layout). It never
+sees a student's file or name either: a worker reads its setup from its own pipe.
+
+The worker is forked through a short-lived middle process, and the grader, a child
+subreaper (PR_SET_CHILD_SUBREAPER) for that moment only, adopts it when the middle exits. So
+the worker is the grader's own child, as one started by `subprocess.Popen` is: the grader
+reaps it (exit codes, signals), the kernel kills it with the grader (PR_SET_PDEATHSIG), and
+its parent is the grader. Before anything else it does what Popen did: a session of its
+own, only its pipes open, the temporary folder as working folder and HOME, the grader's
+environment, and the `nobody` account (setgroups, setgid, setuid) when the grader is root.
+`serve.serve` then does the rest, the same however the worker started: the limits, then
+the handshake and the student's file.
+
+Without a subreaper (not Linux), or with `FORK = False`, each worker is a fresh interpreter
+running `python -m autograder.runner.serve`, as before.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NoReturn
+
+KIT_ROOT = Path(__file__).resolve().parents[2]
+FORK = sys.platform == "linux" and hasattr(socket, "send_fds")  # else Popen, as before
+PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
+PID = struct.Struct("!q")
+READY = b"R"
+
+
+class ZygoteError(OSError):
+    """The zygote could not start, or could not fork: the grader's setup."""
+
+
+def worker_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment of any process that runs the kit's worker code."""
+    path = os.pathsep.join(filter(None, [str(KIT_ROOT), env.get("PYTHONPATH")]))
+    return {**env, "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path}
+
+
+@contextlib.contextmanager
+def _subreaper() -> Iterator[None]:
+    """This process adopts the orphans among its descendants, for a moment only: strays (a
+    student's detached process) still go to init, as without the zygote."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    was = ctypes.c_int(0)
+    if libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0) != 0 or \
+            libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+    try:
+        yield
+    finally:
+        libc.prctl(PR_SET_CHILD_SUBREAPER, was.value, 0, 0, 0)
+
+
+# --------------------------------------------------------------------------- grader side
+
+
+class WorkerProcess:
+    """A started worker, a child of this process (its pid is also its process group's), and
+    the grader's ends of its pipes: requests, replies, and its stderr until it is ready."""
+
+    def __init__(self, pid: int, fds: tuple[int, int, int], popen: subprocess.Popen | None):
+        self.pid = pid
+        self.request_fd, self.reply_fd, self.stderr_fd = fds
+        self.returncode: int | None = None  # as Popen's: -N for signal N
+        self._popen = popen
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Its return code once it has ended; None if it still runs after `timeout` seconds."""
+        if self._popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.returncode = self._popen.wait(timeout)
+            return self.returncode
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, 0 if deadline is None else os.WNOHANG)
+            except ChildProcessError:  # reaped by other code of this process: status unknown
+                pid, status = self.pid, 0
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+            elif deadline is not None and time.monotonic() >= deadline:
+                return None
+            else:
+                time.sleep(0.005)
+        return self.returncode
+
+    def kill(self) -> None:
+        """The worker's process group (its children), and the worker itself wherever it went."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        if self.returncode is None:  # not yet reaped, so the pid is still this worker's
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+    def stderr(self, wait_s: float = 1.0) -> str:
+        """What it wrote to stderr before it was ready (read once it has ended)."""
+        chunks: list[bytes] = []
+        deadline = time.monotonic() + wait_s
+        while self.stderr_fd >= 0 and sum(map(len, chunks)) < 2**16:
+            timeout = deadline - time.monotonic()
+            if timeout <= 0 or not select.select([self.stderr_fd], [], [], timeout)[0]:
+                break
+            chunk = os.read(self.stderr_fd, 2**16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        self.close_stderr()
+        return b"".join(chunks).decode(errors="replace")
+
+    def close_stderr(self) -> None:
+        if self.stderr_fd >= 0:
+            os.close(self.stderr_fd)
+            self.stderr_fd = -1
+
+    def close_pipes(self) -> None:
+        self.close_stderr()
+        for fd in (self.request_fd, self.reply_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class Zygote:
+    """This process's zygote, seen from the grader: it forks workers on request."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-s", "-m", "autograder.runner.zygote", str(theirs.fileno()),
+                 str(os.getpid())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                env=worker_env(dict(os.environ)), cwd=KIT_ROOT, start_new_session=True)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.sock = ours
+        self.ready = False
+
+    def _wait_ready(self, deadline: float) -> None:
+        if self.ready:
+            return
+        timeout = max(0.0, deadline - time.monotonic())
+        if select.select([self.sock], [], [], timeout)[0] and self.sock.recv(1) == READY:
+            self.ready = True
+            assert self.proc.stderr is not None
+            self.proc.stderr.close()
+            return
+        self.close()
+        assert self.proc.stderr is not None
+        lines = self.proc.stderr.read().decode(errors="replace").strip().splitlines()
+        raise ZygoteError("\n".join(lines[-5:]) or f"the zygote did not start within "
+                                                    f"{timeout:g} s")
+
+    def fork(self, fds: tuple[int, int, int], deadline: float) -> int:
+        """The pid of a worker holding these pipes (request, reply, stderr), adopted by this
+        process. EOFError: the zygote ended on the way (it was ready before)."""
+        self._wait_ready(deadline)
+        with _subreaper():
+            try:
+                socket.send_fds(self.sock, [b"F"], list(fds))
+                data = b""
+                while len(data) < PID.size:
+                    timeout = deadline - time.monotonic()
+                    if timeout <= 0 or not select.select([self.sock], [], [], timeout)[0]:
+                        raise ZygoteError("the zygote did not fork a worker in time")
+                    chunk = self.sock.recv(PID.size - len(data))
+                    if not chunk:
+                        raise EOFError
+                    data += chunk
+            except (BrokenPipeError, ConnectionResetError):
+                raise EOFError from None
+        (pid,) = PID.unpack(data)
+        if pid <= 0:
+            raise ZygoteError("the zygote could not fork a worker")
+        return pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        self.sock.close()
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        self.proc.wait()
+
+
+_zygote: Zygote | None = None
+_lock = threading.Lock()
+
+
+def prestart() -> None:
+    """Start this process's zygote now, so that it imports while the grader does. Best effort:
+    if it cannot start, the first worker's start tries again and says why."""
+    global _zygote
+    with _lock:
+        if FORK and _zygote is None:
+            with contextlib.suppress(OSError):
+                _zygote = Zygote()
+
+
+def _close_at_exit() -> None:
+    if _zygote is not None:
+        _zygote.close()
+
+
+def _forget_in_child() -> None:
+    """A fork of the grader (multiprocessing, say) starts its own zygote if it needs one."""
+    global _zygote, _lock
+    if _zygote is not None:
+        _zygote.sock.close()
+        _zygote = None
+    _lock = threading.Lock()
+
+
+atexit.register(_close_at_exit)
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _fork(fds: tuple[int, int, int], deadline: float) -> int:
+    global _zygote
+    with _lock:
+        if _zygote is not None and not _zygote.alive():  # killed by student code?
+            _zygote.close()
+            _zygote = None
+        if _zygote is None:
+            _zygote = Zygote()
+        try:
+            pid = _zygote.fork(fds, deadline)
+        except EOFError:  # it ended on the way: the caller tries again, with a new one
+            _zygote.close()
+            _zygote = None
+            raise
+    try:  # adopted, or waitid says this is not our child
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        raise ZygoteError("the worker was not adopted by the grader") from None
+    return pid
+
+
+def start_worker(*, env: dict[str, str], cwd: str, account: tuple[int, int] | None,
+                 deadline: float) -> WorkerProcess:
+    """A new worker, with pipes of its own. It then waits for its setup, the first message on
+    its request pipe: `serve.serve`'s config, plus `cwd`, `env` and `account` (uid, gid, or
+    None) when forked. OSError: it could not start (no zygote, no such account, ...)."""
+    for attempt in range(2):
+        request_r, request_w = os.pipe()
+        reply_r, reply_w = os.pipe()
+        stderr_r, stderr_w = os.pipe()
+        theirs, ours = (request_r, reply_w, stderr_w), (request_w, reply_r, stderr_r)
+        popen = None
+        try:
+            if FORK:
+                pid = _fork(theirs, deadline)
+            else:
+                who = {} if account is None else {"user": account[0], "group": account[1],
+                                                   "extra_groups": []}
+                popen = subprocess.Popen(
+                    [sys.executable, "-s", "-m", "autograder.runner.serve", str(request_r),
+                     str(reply_w)], pass_fds=(request_r, reply_w), stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=stderr_w, env=worker_env(env), cwd=cwd,
+                    start_new_session=True, **who)
+                pid = popen.pid
+        except EOFError:  # a stray worker may hold the old pipes: new ones, a new zygote
+            for fd in ours:
+                os.close(fd)
+            if attempt:
+                raise ZygoteError("the zygote ended while forking a worker") from None
+            continue
+        except BaseException:
+            for fd in ours:
+                os.close(fd)
+            raise
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        os.set_blocking(request_w, False)
+        return WorkerProcess(pid, ours, popen)
+    raise AssertionError("unreachable")
+
+
+# --------------------------------------------------------------------------- zygote side
+
+
+def _run_zygote(sock_fd: int, parent: int) -> NoReturn:
+    """Import, say ready, then fork a worker for each request until the grader goes."""
+    from . import serve  # torch and all the worker runs
+
+    serve.die_with_parent(parent)
+    import IPython.core.inputtransformer2  # noqa: F401  (a notebook's cells are IPython)
+    import torch
+
+    threads = torch.get_num_threads()  # the default a fresh interpreter gets: no pool starts
+    sock = socket.socket(fileno=sock_fd)
+    sock.sendall(READY)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)  # the grader reads stderr only until ready
+    os.close(devnull)
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, 1, 3)
+        except OSError:
+            break
+        if not message:  # the grader closed its end
+            break
+        pid = _fork_worker(fds, sock, threads) if len(fds) == 3 else 0
+        for fd in fds:
+            os.close(fd)
+        try:
+            sock.sendall(PID.pack(pid))
+        except OSError:
+            break
+    os._exit(0)
+
+
+def _fork_worker(fds: list[int], sock: socket.socket, threads: int) -> int:
+    """Fork the worker from a middle process that then exits, so that the grader adopts it.
+    Its pid, once the middle has exited, or 0."""
+    read, write = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        code = 1
+        try:
+            os.close(read)
+            pid = os.fork()
+            if pid == 0:
+                os.close(write)
+                sock.close()
+                _become_worker(*fds, threads)
+            os.write(write, PID.pack(pid))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with open(read, "rb") as pipe:
+        data = pipe.read(PID.size)
+    os.waitpid(middle, 0)
+    return PID.unpack(data)[0] if len(data) == PID.size else 0
+
+
+def _become_worker(request_fd: int, reply_fd: int, stderr_fd: int, threads: int) -> NoReturn:
+    """In the forked worker: what Popen did for a new one, then `serve.serve`."""
+    from . import serve
+    from .framing import receive
+
+    code = 1
+    try:
+        os.setsid()
+        keep = {request_fd, reply_fd, stderr_fd}
+        for fd in [int(name) for name in os.listdir("/proc/self/fd")]:  # the zygote's own
+            if fd > 2 and fd not in keep:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        os.dup2(stderr_fd, 2)
+        os.close(devnull)
+        os.close(stderr_fd)
+        setup = receive(request_fd, time.monotonic() + serve.SETUP_WAIT_S)
+        os.chdir(setup["cwd"])
+        if sys.path[:1] == [str(KIT_ROOT)]:  # the zygote's folder: as `python -m` there
+            sys.path[0] = setup["cwd"]
+        os.environ.clear()
+        os.environ.update(worker_env(setup["env"]))
+        import tempfile
+
+        tempfile.tempdir = None  # TMPDIR is read again
+        if setup["account"] is not None:
+            _drop_to(*setup["account"])
+        _fresh_state(threads)
+        serve.serve(setup, request_fd, reply_fd)
+        code = 0
+    except SystemExit as exit_:  # the worker's own exit, before student code ran
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException as err:  # a setup failure: its one line is the grader's to show
+        with contextlib.suppress(BaseException):
+            sys.stderr.write(f"{type(err).__name__}: {err}\n")
+            sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def _drop_to(uid: int, gid: int) -> None:
+    """The account student code runs as, for good. It must be able to read Python, torch and
+    the kit, as a new interpreter started as this account would (their modules that are not
+    imported yet are imported from there): else this is the grader's setup error."""
+    import torch
+
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+    for needed in (Path(sys.executable), KIT_ROOT / "autograder", Path(torch.__file__).parent):
+        if not os.access(needed, os.R_OK | os.X_OK):
+            raise PermissionError(f"{needed} is not readable by uid {uid}")
+
+
+def _fresh_state(threads: int) -> None:
+    """What a forked worker shares with the zygote and a new interpreter would not."""
+    import torch
+
+    torch.set_num_threads(threads)  # the zygote's pool never started: the child starts its own
+    if "numpy.random" in sys.modules:  # seeded once in the zygote: each worker its own seed
+        sys.modules["numpy.random"].seed()
+
+
+def _main(argv: list[str]) -> None:
+    try:
+        _run_zygote(int(argv[0]), int(argv[1]))
+    except BaseException as err:
+        sys.stderr.write(f"{type(err).__name__}: {err}\n")
+        sys.stderr.flush()
+        os._exit(1)
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])

@@ -1,0 +1,116 @@
+"""How workers start: forked from a zygote that has imported torch, or (zygote.FORK off) as a
+new interpreter. Either way a worker is the grader's own child, in a session of its own, with
+the same limits and account, and it dies with its grader."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT, TEMPLATE
+
+from autograder.runner import zygote
+from autograder.runner.policy import Limits, worker_user
+from autograder.runner.serve import FILE_SIZE_LIMIT
+from autograder.runner.worker import WorkerSubmission
+
+REPORTS = """
+import os, resource, torch
+
+
+def causal_mask(seq_len, device=None):
+    return torch.tensor([os.getppid(), os.getuid(), os.getsid(0), os.getpid(),
+                         resource.getrlimit(resource.RLIMIT_AS)[0],
+                         resource.getrlimit(resource.RLIMIT_FSIZE)[0],
+                         resource.getrlimit(resource.RLIMIT_CORE)[0],
+                         os.getcwd() == os.environ["HOME"] == os.environ["TMPDIR"]])
+"""
+
+
+def _dead(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.fixture(params=["forked", "new interpreter"])
+def start(request, monkeypatch):
+    """Both ways of starting a worker."""
+    if request.param == "forked" and not zygote.FORK:
+        pytest.skip("workers are forked only on Linux")
+    monkeypatch.setattr(zygote, "FORK", request.param == "forked")
+    return request.param
+
+
+def test_a_worker_is_the_graders_child_with_its_limits_and_account(start, tmp_path):
+    source = tmp_path / "reports.py"
+    source.write_text(REPORTS)
+    with WorkerSubmission(source, limits=Limits(memory_gib=3)) as sub:
+        parent, uid, session, pid, memory, file_size, core, in_its_folder = (
+            sub.call("causal_mask", 1).value.tolist())
+        worker = sub._proc.pid
+        cmdline = open(f"/proc/{worker}/cmdline").read().split("\0")
+    assert pid == worker and parent == os.getpid()  # what `kills_grader.py` relies on
+    assert session == pid  # its own session and process group: killed as a group
+    assert uid == (65534 if worker_user() == "nobody" else os.getuid())
+    assert (memory, file_size, core) == (3 * 2**30, FILE_SIZE_LIMIT, 0)
+    assert in_its_folder
+    started_by = "autograder.runner.zygote" if start == "forked" else "autograder.runner.serve"
+    assert started_by in cmdline
+
+
+def test_a_worker_dies_with_its_grader(start, tmp_path):
+    grader = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\n"
+         "from autograder.runner import zygote\n"
+         "from autograder.runner.worker import WorkerSubmission\n"
+         f"zygote.FORK = {zygote.FORK}\n"
+         f"sub = WorkerSubmission({str(TEMPLATE)!r})\n"
+         "sub.ensure_loaded()\n"
+         "print(sub._proc.pid, zygote._zygote.proc.pid if zygote._zygote else 0, flush=True)\n"
+         "time.sleep(120)\n"],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        worker, zygote_pid = map(int, grader.stdout.readline().split())
+        assert not _dead(worker)
+    finally:
+        grader.kill()
+        grader.wait()
+    deadline = time.monotonic() + 10
+    while not (_dead(worker) and (not zygote_pid or _dead(zygote_pid))):
+        assert time.monotonic() < deadline, "the worker outlived its grader"
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(not zygote.FORK, reason="workers are forked only on Linux")
+def test_a_killed_zygote_is_replaced():
+    """Student code running as the grader's account can kill the zygote: the next worker
+    comes from a new one, and the grade goes on."""
+    with WorkerSubmission(TEMPLATE) as sub:
+        sub.ensure_loaded()
+    assert zygote._zygote is not None
+    old = zygote._zygote.proc.pid
+    os.kill(old, signal.SIGKILL)
+    while not _dead(old):
+        time.sleep(0.01)
+    with WorkerSubmission(TEMPLATE) as sub:
+        assert sub.call("causal_mask", 2).value.tolist() == [[False, True], [False, False]]
+    assert zygote._zygote.proc.pid != old
+
+
+def test_the_worker_gets_the_interpreters_default_threads(tmp_path):
+    """The zygote never started torch's thread pool: a worker gets what a new process does."""
+    source = tmp_path / "threads.py"
+    source.write_text("import torch\n"
+                      "def causal_mask(seq_len, device=None):\n"
+                      "    return torch.tensor(torch.get_num_threads())\n")
+    fresh = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                           capture_output=True, text=True, check=True)
+    with WorkerSubmission(source) as sub:
+        assert sub.call("causal_mask", 1).value.item() == int(fresh.stdout)
