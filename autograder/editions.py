@@ -94,6 +94,15 @@ def language_cell(lang: str) -> nbformat.NotebookNode:
     return nbformat.v4.new_code_cell(source, id=LANGUAGE_CELL_ID)
 
 
+def notebook_language(nb: nbformat.NotebookNode) -> str | None:
+    """The language an edition's `language_cell` sets, or None for the English master."""
+    for cell in nb.cells:
+        if cell.get("id") == LANGUAGE_CELL_ID:
+            return next((lang for lang in EDITION_LANGUAGES
+                         if language_cell(lang).source == cell.source), None)
+    return None
+
+
 def translated_notebook(nb: nbformat.NotebookNode, overlay: dict[str, dict[str, str]], lang: str
               ) -> nbformat.NotebookNode:
     """The edition: every markdown cell from the overlay, a language cell after the setup."""

@@ -14,8 +14,11 @@ student's own cells keep the outputs the kernel gave them, plots and prints incl
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
+import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +27,29 @@ from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
 
 from .checks.core import HIDDEN_SALT, CheckResult
+from .editions import notebook_language
 from .grading.batch import grade_submission
 from .grading.files import detect_assignment
 from .grading.report import score_line
-from .messages import msg, render
+from .messages import LANG_VARIABLE, msg, render
 from .runner.loading import is_test_cell
 from .runner.policy import Limits
 from .runtime import default_device
+
+
+@contextlib.contextmanager
+def language(lang: str | None) -> Iterator[None]:
+    """Messages rendered in `lang` meanwhile (None: as they are)."""
+    before = os.environ.get(LANG_VARIABLE)
+    if lang:
+        os.environ[LANG_VARIABLE] = lang
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(LANG_VARIABLE, None)
+        else:
+            os.environ[LANG_VARIABLE] = before
 
 
 def _png(result: CheckResult) -> str | None:
@@ -51,8 +70,14 @@ def _png(result: CheckResult) -> str | None:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-def cell_outputs(result: CheckResult) -> list[nbformat.NotebookNode]:
-    """What a test cell shows for a result: ✓ and the points, or ✗, the picture and an error."""
+def cell_outputs(result: CheckResult, lang: str | None = None) -> list[nbformat.NotebookNode]:
+    """What a test cell shows for a result, in `lang`: ✓ and the points, or ✗, the picture
+    and an error."""
+    with language(lang):
+        return _outputs(result)
+
+
+def _outputs(result: CheckResult) -> list[nbformat.NotebookNode]:
     line = nbformat.v4.new_output("stream", name="stdout", text=score_line(result) + "\n")
     if result.score > 0:
         return [line, nbformat.v4.new_output(
@@ -81,10 +106,11 @@ class TrustedGrades(Preprocessor):
             results, problems = grade_submission(path, default_device(), assignment=assignment,
                                                  limits=Limits.from_env(), salt=HIDDEN_SALT)
         found = {result.id: result for result in results}
+        lang = notebook_language(nb)  # an edition shows the grader's messages in its language
         for cell in nb.cells:
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
             if is_test_cell(cell) and grade_id in found:
-                cell.outputs = cell_outputs(found[grade_id])
+                cell.outputs = cell_outputs(found[grade_id], lang)
         for problem in problems:
             self.log.warning(render(msg("trusted.problem", problem=problem)))
         return nb, resources

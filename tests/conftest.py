@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -61,8 +62,85 @@ MHA_STUDENTS = ("complete", "empty", "partial", "tampered")
 STUDENTS = ("complete", "empty")
 
 
+def _build_course(course: Path, env: dict[str, str], running: dict) -> None:
+    """The course of the `course` fixture, built in `course`; a failure is left in `running`."""
+    import nbformat  # here: notebook_helpers imports this module
+    from notebook_helpers import PARTIAL, SOLUTION, is_test_cell, read, solved, tampered
+
+    def run(*command: str) -> subprocess.CompletedProcess:
+        running["process"] = process = subprocess.Popen(
+            [sys.executable, *command], cwd=ROOT, env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            stdout, stderr = process.communicate(timeout=1200)
+        finally:
+            process.kill()  # a no-op once it has exited
+        return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    source = course / "solutions" / "mha" / SOLUTION.name
+    shutil.copytree(SOLUTION.parent, source.parent)
+    nb = read(source)
+    next(filter(is_test_cell, nb.cells)).metadata.nbgrader.points = 1
+    nbformat.write(nb, str(source))
+    release = run("-m", "autograder.cli", "release", "mha", "--course-dir", str(course))
+    assert release.returncode == 0, release.stdout + release.stderr
+    assert "points updated" in release.stdout
+
+    released = read(course / "assignments" / "mha" / SOLUTION.name)
+    for student, nb in zip(MHA_STUDENTS, (solved(released), released, solved(released, PARTIAL),
+                                          tampered(solved(released, PARTIAL)))):
+        folder = course / "submitted" / student / "mha"
+        folder.mkdir(parents=True)
+        nbformat.write(nb, str(folder / SOLUTION.name))
+    for name in COURSE_ASSIGNMENTS:
+        if name != "mha":
+            shutil.copytree(ROOT / "solutions" / name, course / "solutions" / name)
+            for student, folder in zip(STUDENTS, ("solutions", "assignments")):
+                shutil.copytree(ROOT / folder / name, course / "submitted" / student / name)
+
+    cycle = run(str(ROOT / "tests" / "nbgrader_cycle.py"), str(course), *COURSE_ASSIGNMENTS)
+    assert cycle.returncode == 0, cycle.stdout[-3000:] + cycle.stderr[-3000:]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that read the nbgrader course go last: the others run while it is built."""
+    items.sort(key=lambda item: "course" in getattr(item, "fixturenames", ()))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _course_in_the_background(request, tmp_path_factory):
+    """Starts building `course` with the session, when some test will use it.
+
+    The cycle is a minute or more of one process waiting on another (kernels, workers), so the
+    tests that come before those using it run meanwhile, on the other core. The build gets
+    the environment as it is now, before any test changes it.
+    """
+    if not any("course" in getattr(item, "fixturenames", ()) for item in request.session.items):
+        yield None
+        return
+    from notebook_helpers import kernel_env
+
+    course = tmp_path_factory.mktemp("course")
+    running: dict = {}
+
+    def build() -> None:
+        try:
+            _build_course(course, kernel_env(), running)
+        except BaseException as err:  # reported by `course`, in the main thread
+            running["error"] = err
+
+    thread = threading.Thread(target=build, name="nbgrader cycle", daemon=True)
+    thread.start()
+    yield course, thread, running
+    while thread.is_alive():  # the session stopped early: do not wait for the cycle
+        if "process" in running:
+            running["process"].kill()
+        thread.join(0.1)
+
+
 @pytest.fixture(scope="session")
-def course(tmp_path_factory) -> Path:
+def course(_course_in_the_background) -> Path:
     """The suite's one real nbgrader cycle, on a temporary copy of the course. Nothing is mocked.
 
     `mha-kit release mha` releases the core assignment from a source whose points drifted;
@@ -73,34 +151,8 @@ def course(tmp_path_factory) -> Path:
     runs nbgrader's generate_assignment for each, autograde and generate_feedback for every
     submission, and exports grades.csv.
     """
-    import nbformat  # here: notebook_helpers imports this module
-    from notebook_helpers import PARTIAL, SOLUTION, is_test_cell, kernel_env, read, solved, tampered
-
-    course = tmp_path_factory.mktemp("course")
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    source = course / "solutions" / "mha" / SOLUTION.name
-    shutil.copytree(SOLUTION.parent, source.parent)
-    nb = read(source)
-    next(filter(is_test_cell, nb.cells)).metadata.nbgrader.points = 1
-    nbformat.write(nb, str(source))
-    run = run_cli("release", "mha", "--course-dir", str(course))
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "points updated" in run.stdout
-
-    release = read(course / "assignments" / "mha" / SOLUTION.name)
-    for student, nb in zip(MHA_STUDENTS, (solved(release), release, solved(release, PARTIAL),
-                                          tampered(solved(release, PARTIAL)))):
-        folder = course / "submitted" / student / "mha"
-        folder.mkdir(parents=True)
-        nbformat.write(nb, str(folder / SOLUTION.name))
-    for name in COURSE_ASSIGNMENTS:
-        if name != "mha":
-            shutil.copytree(ROOT / "solutions" / name, course / "solutions" / name)
-            for student, folder in zip(STUDENTS, ("solutions", "assignments")):
-                shutil.copytree(ROOT / folder / name, course / "submitted" / student / name)
-
-    run = subprocess.run([sys.executable, str(ROOT / "tests" / "nbgrader_cycle.py"), str(course),
-                          *COURSE_ASSIGNMENTS], capture_output=True, text=True, env=kernel_env(),
-                         timeout=1200)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    course, thread, running = _course_in_the_background
+    thread.join()
+    if "error" in running:
+        raise running["error"]
     return course

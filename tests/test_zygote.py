@@ -108,8 +108,9 @@ def test_the_worker_gets_the_interpreters_default_threads(tmp_path):
     """The zygote never started torch's thread pool: a worker gets what a new process does."""
     source = tmp_path / "threads.py"
     source.write_text("import torch\n"
+                      "THREADS = torch.get_num_threads()  # at load: calls run on one thread\n"
                       "def causal_mask(seq_len, device=None):\n"
-                      "    return torch.tensor(torch.get_num_threads())\n")
+                      "    return torch.tensor(THREADS)\n")
     fresh = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
                            capture_output=True, text=True, check=True)
     with WorkerSubmission(source) as sub:

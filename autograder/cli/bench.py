@@ -57,7 +57,8 @@ def grade_batch(names: list[str], n: int, device: str) -> dict[str, list[tuple[f
                 path.write_text("from autograder.speed.styleset import STYLES\n\n"
                                 f"MultiHeadAttention = STYLES[{name!r}]\n", encoding="utf-8")
                 path.chmod(0o644)
-        for entry, payload in grade_all(discover(Path(folder)), 2, device, "mha", Limits()):
+        limits = Limits.from_env()  # as `mha-kit grade` without limit flags
+        for entry, payload in grade_all(discover(Path(folder)), 2, device, "mha", limits):
             test = next(t for t in payload["tests"] if t["name"] == SPEED)
             graded[names[int(entry.student.rpartition("_s")[2])]].append(
                 (test["score"] / test["max_score"], test["output"]))
