@@ -8,12 +8,12 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbgrader.preprocessors import (
     AssignLatePenalties,
     CheckCellMetadata,
-    Execute,
     IgnorePattern,
     LimitOutput,
     SaveAutoGrades,
 )
 
+from autograder.sandboxed_kernel import SandboxedStudentCells
 from autograder.trusted_autograde import TrustedGrades
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
@@ -23,8 +23,9 @@ c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "assignments"
 
-# Seconds per cell when autograding. The slowest test cell is the speed check (about 2 s on a
-# 2-core CPU); the margin covers a slow student machine and a first CUDA initialisation.
+# Seconds per cell when autograding (SandboxedStudentCells is nbgrader's Execute: its options
+# apply). The kernel runs the student's cells only; the margin covers a slow student cell and a
+# first CUDA initialisation.
 c.Execute.timeout = 120
 
 # nbgrader gives 0 to a test cell with any stderr output. Warnings (a UserWarning from torch,
@@ -35,12 +36,16 @@ c.IgnorePattern.pattern = r"Warning"
 # A test cell the student deleted comes back at grading (an edited one is always restored).
 c.OverwriteCells.add_missing_cells = True
 
-# The points come from the kit's own grading of each submitted notebook, in its isolated worker,
-# not from what the student's kernel printed: TrustedGrades rewrites every kit test cell's
-# outputs right before SaveAutoGrades records them (autograder/trusted_autograde.py). The other
-# preprocessors are nbgrader's defaults, in their order.
+# The points come from the kit's own grading of each submitted notebook, in its isolated
+# worker, not from what the student's kernel printed. SandboxedStudentCells (nbgrader's Execute)
+# runs every cell but the kit's test cells, in a kernel inside the sandbox: files read-only but
+# a scratch copy of its folder, no network (autograder/sandboxed_kernel.py). TrustedGrades then
+# writes the test cells' outputs right before SaveAutoGrades records them
+# (autograder/trusted_autograde.py). The other preprocessors are nbgrader's defaults, in their
+# order. `mha-kit autograde ASSIGNMENT --jobs N` runs the same list, several submissions at
+# once (autograder/course_autograde.py).
 c.Autograde.autograde_preprocessors = [
-    Execute,
+    SandboxedStudentCells,
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,

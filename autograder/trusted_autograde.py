@@ -9,12 +9,20 @@ process under the kit's limits, the comparisons happen here), then rewrites the 
 every kit test cell from those results: the ✓ line and the points as the cell's value, or the
 ✗ line, the picture, and an error. `SaveAutoGrades` then records the trusted points. The
 student's own cells keep the outputs the kernel gave them, plots and prints included.
+
+`StudentCells` replaces nbgrader's `Execute` in that list: it runs every cell but the kit's
+test cells, which the kernel would only grade a second time (`check()` in the student's
+kernel, whose outputs `TrustedGrades` overwrites anyway). Test cells call `check()` and
+nothing else, so no later cell depends on them. A kit test cell is one whose grade id is a
+check id (`graded_by_kit`); a test cell of the instructor's own still runs in the kernel.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
+import functools
 import io
 import os
 import tempfile
@@ -23,15 +31,18 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbconvert.preprocessors import Preprocessor
+from nbgrader.preprocessors import Execute
 from traitlets import Bool
 
 from .checks.core import HIDDEN_SALT, CheckResult
 from .editions import notebook_language
 from .grading.batch import grade_submission
 from .grading.files import detect_assignment
+from .grading.registry import POINTS, SPEED_CHECK
 from .grading.report import score_line
-from .messages import LANG_VARIABLE, msg, render
+from .messages import LANG_VARIABLE, Message, msg, render
 from .runner.loading import is_test_cell
 from .runner.policy import Limits
 from .runtime import default_device
@@ -92,10 +103,49 @@ def _outputs(result: CheckResult) -> list[nbformat.NotebookNode]:
     return outputs
 
 
+def graded_by_kit(cell: nbformat.NotebookNode) -> bool:
+    """A test cell whose outputs `TrustedGrades` writes: its grade id is a kit check's."""
+    return is_test_cell(cell) and cell.metadata["nbgrader"].get("grade_id") in POINTS
+
+
+def zero_points(cell: nbformat.NotebookNode, reason: Message, lang: str | None
+                ) -> list[nbformat.NotebookNode]:
+    """A test cell's outputs for no points, and why (an empty test cell earns them all)."""
+    meta = cell.metadata["nbgrader"]
+    return cell_outputs(CheckResult(meta["grade_id"], 0.0, meta.get("points", 0), reason), lang)
+
+
+def shown_results(hidden: list[CheckResult], visible: list[CheckResult]) -> list[CheckResult]:
+    """What each test cell records and shows: its check on the hidden inputs (the grade), told
+    with the visible inputs' failure, which the student can run, never the hidden one's
+    values or picture. A cell earns the lower of its two scores, as when both `check` calls
+    in it ran; one that fails only on the hidden inputs says just that. `visible`: the
+    failed checks run again on the visible inputs (the timed check has no hidden inputs)."""
+    again = {result.id: result for result in visible}
+    shown = []
+    for result in hidden:
+        seen = again.get(result.id)
+        if seen is None:
+            shown.append(result)
+        elif not seen.passed:
+            shown.append(dataclasses.replace(seen, score=min(seen.score, result.score)))
+        else:
+            shown.append(CheckResult(result.id, result.score, result.max_score,
+                                     msg("trusted.hidden_failed")))
+    return shown
+
+
 class TrustedGrades(Preprocessor):
-    """Every kit test cell's outputs, from the kit's isolated grading of the notebook."""
+    """Every kit test cell's outputs, from the kit's isolated grading of the notebook.
+
+    `graded` keeps (results, problems) of each notebook graded, for `course_autograde`.
+    """
 
     enabled = Bool(True).tag(config=True)  # nbconvert's preprocessors are off by default
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.graded: list[tuple[list[CheckResult], list]] = []
 
     def preprocess(self, nb: nbformat.NotebookNode, resources: dict[str, Any]
                    ) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
@@ -103,14 +153,62 @@ class TrustedGrades(Preprocessor):
             path = Path(folder) / "submission.ipynb"
             nbformat.write(nb, str(path))
             assignment = detect_assignment(path)
-            results, problems = grade_submission(path, default_device(), assignment=assignment,
-                                                 limits=Limits.from_env(), salt=HIDDEN_SALT)
+            grade = functools.partial(grade_submission, path, default_device(),
+                                      assignment=assignment, limits=Limits.from_env())
+            hidden, problems = grade(salt=HIDDEN_SALT)
+            again = [r.id for r in hidden if not r.passed and r.id != SPEED_CHECK]
+            visible = grade(only=again)[0] if again else []
+        results = shown_results(hidden, visible)
+        self.graded.append((results, problems))
         found = {result.id: result for result in results}
         lang = notebook_language(nb)  # an edition shows the grader's messages in its language
-        for cell in nb.cells:
-            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if is_test_cell(cell) and grade_id in found:
-                cell.outputs = cell_outputs(found[grade_id], lang)
+        for cell in filter(graded_by_kit, nb.cells):
+            grade_id = cell.metadata["nbgrader"]["grade_id"]
+            cell.outputs = (cell_outputs(found[grade_id], lang) if grade_id in found else
+                            zero_points(cell, msg("autograde.other_assignment",
+                                                  assignment=assignment), lang))
         for problem in problems:
             self.log.warning(render(msg("trusted.problem", problem=problem)))
         return nb, resources
+
+
+# What the name of an error in a student's cell says about the kernel: nbgrader's Execute shows
+# a CellTimeoutError in a cell it interrupted at its timeout; `StudentCells` shows the error
+# nbclient raised when the kernel died, or stopped answering (it ignored the interrupt).
+KERNEL_TROUBLE = {"CellTimeoutError": "autograde.timed_out",
+                  "DeadKernelError": "autograde.kernel_died"}
+_HALTED = {DeadKernelError: "autograde.kernel_died", CellTimeoutError: "autograde.kernel_stuck"}
+
+
+class StudentCells(Execute):
+    """nbgrader's Execute for every cell but the kit's test cells, which get 0 points until
+    `TrustedGrades` writes their outputs (so that a list without it grades nothing). A kernel
+    that dies or stops answering ends the run at that cell, with an error saying so; the later
+    cells stay unexecuted (a test cell of the instructor's own among them gets 0 points), and
+    the grading goes on."""
+
+    def preprocess(self, nb: nbformat.NotebookNode, resources: Any = None, km: Any = None
+                   ) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
+        self._lang = notebook_language(nb)
+        self._halted: Message | None = None
+        return super().preprocess(nb, resources, km)
+
+    def preprocess_cell(self, cell: nbformat.NotebookNode, resources: dict[str, Any],
+                        index: int) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
+        if graded_by_kit(cell):
+            cell.outputs = zero_points(cell, msg("autograde.kit_grades"), self._lang)
+            return cell, self.resources
+        if self._halted is not None:
+            if cell.cell_type == "code" and is_test_cell(cell):
+                cell.outputs = zero_points(cell, self._halted, self._lang)
+            return cell, self.resources
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        except (DeadKernelError, CellTimeoutError) as err:
+            self._halted = msg(_HALTED[type(err)], cell=index + 1, seconds=self.timeout)
+            self.log.warning(render(self._halted))
+            with language(self._lang):
+                text = render(self._halted)
+            cell.outputs.append(nbformat.v4.new_output(
+                "error", ename=type(err).__name__, evalue=text, traceback=[text]))
+            return cell, self.resources

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -11,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import editions
-from autograder.grading.registry import ASSIGNMENTS, CHECKS, POINTS
+from autograder.grading.registry import CHECKS, POINTS
 from autograder.speed import config as speed_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,6 +20,7 @@ CORPUS = ROOT / "tests" / "corpus"
 TEMPLATE = CORPUS / "template.py"
 STUBS = CORPUS / "stubs.py"
 HOSTILE = ROOT / "tests" / "hostile"
+KERNEL_TIMEOUT_S = 30  # nbgrader's Execute.timeout in the course of the `course` fixture
 SPEED = "speed_fused_vs_looped"
 # Every check but the speed check: what a submission gets the same way on any machine.
 DETERMINISTIC = [c.id for c in CHECKS if c.id != SPEED]
@@ -34,6 +35,23 @@ def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None,
         [sys.executable, "-m", "autograder.cli", *args],
         capture_output=True, text=True, timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})},
     )
+
+
+def check_here(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *args: str,
+               **env: str) -> subprocess.CompletedProcess:
+    """`mha-kit check ARGS` as `run_cli` runs it, but in this process: the same `main`, its
+    exit code and output, without a fresh interpreter and zygote importing torch again.
+    `env` is set for the call; MHA_KIT_LANG (which `--lang` sets) is restored after the test."""
+    from autograder.cli import main
+    from autograder.messages import LANG_VARIABLE
+
+    monkeypatch.setenv(LANG_VARIABLE, os.environ.get(LANG_VARIABLE, "en"))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    capsys.readouterr()
+    code = main(["check", *args])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["mha-kit", "check", *args], code, out, err)
 
 
 def assert_full_marks(found: dict[str, tuple[bool, float]], check_ids) -> None:
@@ -55,17 +73,21 @@ def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # --------------------------------------------------------------------------- nbgrader
 
-# Every assignment and every edition: the one nbgrader cycle of the suite goes through them all.
-COURSE_ASSIGNMENTS = (*ASSIGNMENTS, *editions.edition_names(ROOT))
-# Who submits what: the core assignment gets four students, every other one two.
-MHA_STUDENTS = ("complete", "empty", "partial", "tampered")
-STUDENTS = ("complete", "empty")
-
-
 def _build_course(course: Path, env: dict[str, str], running: dict) -> None:
     """The course of the `course` fixture, built in `course`; a failure is left in `running`."""
+    import hostile_notebooks
     import nbformat  # here: notebook_helpers imports this module
-    from notebook_helpers import PARTIAL, SOLUTION, is_test_cell, read, solved, tampered
+    from notebook_helpers import (
+        COURSE_ASSIGNMENTS,
+        MHA_STUDENTS,
+        PARTIAL,
+        SOLUTION,
+        STUDENTS,
+        is_test_cell,
+        read,
+        solved,
+        tampered,
+    )
 
     def run(*command: str) -> subprocess.CompletedProcess:
         running["process"] = process = subprocess.Popen(
@@ -78,6 +100,8 @@ def _build_course(course: Path, env: dict[str, str], running: dict) -> None:
         return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
     shutil.copy(ROOT / "nbgrader_config.py", course)
+    with open(course / "nbgrader_config.py", "a") as config:  # hostile_notebooks' loop: not 2 min
+        config.write(f"\nc.Execute.timeout = {KERNEL_TIMEOUT_S}\n")
     source = course / "solutions" / "mha" / SOLUTION.name
     shutil.copytree(SOLUTION.parent, source.parent)
     nb = read(source)
@@ -93,6 +117,15 @@ def _build_course(course: Path, env: dict[str, str], running: dict) -> None:
         folder = course / "submitted" / student / "mha"
         folder.mkdir(parents=True)
         nbformat.write(nb, str(folder / SOLUTION.name))
+    bases = {"complete": solved(released), "empty": released}
+    for case in hostile_notebooks.cases():
+        folder = course / "submitted" / case.student / "mha"
+        folder.mkdir(parents=True)
+        nb = hostile_notebooks.build(case, bases, course, ROOT / "autograder")
+        nbformat.write(nb, str(folder / SOLUTION.name))
+    submitted = sorted(course.glob("submitted/*/*/*.ipynb"))
+    (course.parent / "submitted-before.json").write_text(
+        json.dumps(hostile_notebooks.fingerprint(submitted)))
     for name in COURSE_ASSIGNMENTS:
         if name != "mha":
             shutil.copytree(ROOT / "solutions" / name, course / "solutions" / name)

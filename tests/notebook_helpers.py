@@ -11,7 +11,8 @@ import nbformat
 from conftest import ROOT, SPEED
 from nbclient import NotebookClient
 
-from autograder.grading.registry import GATE_MESSAGES
+from autograder import editions
+from autograder.grading.registry import ASSIGNMENTS, GATE_MESSAGES
 from autograder.messages import msg
 from autograder.runner.loading import is_test_cell
 
@@ -20,6 +21,11 @@ RELEASE = ROOT / "assignments" / "mha" / "multi_head_attention.ipynb"
 # Three of the six step functions: what a student half way through section 3 has.
 PARTIAL = ("split_heads", "causal_mask", "merge_heads")
 VERDICT = re.compile(r"^([✓✗]) (\w+): ([\d.]+)/(\d+)", re.MULTILINE)
+# The nbgrader cycle (conftest's `course`) goes through every assignment and every edition.
+COURSE_ASSIGNMENTS = (*ASSIGNMENTS, *editions.edition_names(ROOT))
+# Who submits what: the core assignment gets four students, every other one two.
+MHA_STUDENTS = ("complete", "empty", "partial", "tampered")
+STUDENTS = ("complete", "empty")
 
 
 def read(path: Path) -> nbformat.NotebookNode:

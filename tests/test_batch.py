@@ -93,6 +93,7 @@ EXPECTED: dict[str, Expect] = {
                        "(UnpicklingError)",
         "merge_heads": "wrong values"}),
     "writes_results_file.py": Expect(fails={"split_heads": "`split_heads` is not implemented"}),
+    "writes_outside.py": Expect(STEPS),  # what it tries: tests/test_sandbox.py
     "forbidden_apis.py": Expect(STEPS, {
         "attention_head": "`AttentionHead.forward` uses F.scaled_dot_product_attention, which",
         "looped_mha": "`LoopedMultiHeadAttention.forward` uses nn.MultiheadAttention, which",

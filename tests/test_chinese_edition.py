@@ -9,18 +9,12 @@ import shutil
 
 import nbformat
 import pytest
-from conftest import (
-    COURSE_ASSIGNMENTS,
-    HOSTILE,
-    ROOT,
-    STUBS,
-    STUDENTS,
-    assert_full_marks,
-    run_cli,
-)
+from conftest import HOSTILE, ROOT, STUBS, assert_full_marks, run_cli
 from nbgrader.api import Gradebook
 from notebook_helpers import (
+    COURSE_ASSIGNMENTS,
     SPEED,
+    STUDENTS,
     errors,
     is_test_cell,
     nbgrader_meta,

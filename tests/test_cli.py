@@ -1,10 +1,11 @@
-"""`mha-kit check` and `pytest autograder` as users run them: exit codes, table, JSON."""
+"""`mha-kit check` and `pytest autograder` as users run them: exit codes, table, JSON. One
+`mha-kit check` runs in a fresh interpreter; the others run the same `main` in this process."""
 
 import json
 import subprocess
 import sys
 
-from conftest import DETERMINISTIC, ROOT, STUBS, TEMPLATE, assert_full_marks, run_cli
+from conftest import DETERMINISTIC, ROOT, STUBS, TEMPLATE, assert_full_marks, check_here, run_cli
 
 from autograder.cli import main
 from autograder.grading.registry import CHECKS, EXTENSION_CHECKS, POINTS, SHAPES_CHECKS
@@ -33,9 +34,9 @@ def test_full_marks_and_gradescope_json(tmp_path):
     assert run.returncode == (0 if all_passed else 1), run.stdout + run.stderr
 
 
-def test_stubs_score_zero_with_plain_messages(tmp_path):
+def test_stubs_score_zero_with_plain_messages(tmp_path, capsys, monkeypatch):
     results = tmp_path / "results.json"
-    run = run_cli("check", str(STUBS), "--json", str(results))
+    run = check_here(capsys, monkeypatch, str(STUBS), "--json", str(results))
     assert run.returncode == 1
     data = json.loads(results.read_text())
     assert data["score"] == 0
@@ -44,8 +45,8 @@ def test_stubs_score_zero_with_plain_messages(tmp_path):
             assert "is not implemented yet" in test["output"], test
 
 
-def test_only_runs_the_named_checks():
-    run = run_cli("check", str(TEMPLATE), *_only(["split_heads", "attend"]))
+def test_only_runs_the_named_checks(capsys, monkeypatch):
+    run = check_here(capsys, monkeypatch, str(TEMPLATE), *_only(["split_heads", "attend"]))
     assert run.returncode == 0, run.stdout
     assert "split_heads" in run.stdout and "attend" in run.stdout
     assert "merge_heads" not in run.stdout
@@ -65,12 +66,12 @@ def test_usage_errors_exit_2(tmp_path):
     assert main([]) == 2
 
 
-def test_a_broken_function_costs_only_its_own_checks(tmp_path):
+def test_a_broken_function_costs_only_its_own_checks(tmp_path, capsys, monkeypatch):
     source = TEMPLATE.read_text().replace(
         "def split_heads(x, num_heads):\n", "def split_heads(x, num_heads):\n    1 / 0\n")
     path = tmp_path / "one_bug.py"
     path.write_text(source)
-    run = run_cli("check", str(path), *_only(DETERMINISTIC))
+    run = check_here(capsys, monkeypatch, str(path), *_only(DETERMINISTIC))
     assert run.returncode == 1
     failed = [line.split()[1] for line in run.stdout.splitlines() if line.startswith("✗")]
     # The template's fused module splits heads with split_heads, so it fails with it.

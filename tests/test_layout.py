@@ -20,6 +20,7 @@ LAYERS = {
     "speed": 3,
     "grading": 4,
     "notebook": 5, "training": 5, "trusted_autograde": 5, "release": 5, "editions": 5,
+    "course_autograde": 5, "sandboxed_kernel": 5,
     "conftest": 5, "test_submission": 5,
     "cli": 6,
 }

@@ -12,13 +12,17 @@ import copy
 
 import nbformat
 import pytest
+import torch
 from conftest import SPEED
 from nbgrader.utils import determine_grade
 from notebook_helpers import RELEASE, read, solved
 
+from autograder.checks.core import HIDDEN_SALT, CheckResult, Picture
+from autograder.grading.batch import grade_submission
 from autograder.grading.registry import POINTS
+from autograder.messages import msg, render
 from autograder.runner.loading import is_test_cell
-from autograder.trusted_autograde import TrustedGrades
+from autograder.trusted_autograde import TrustedGrades, shown_results
 
 HOSTILE_CELLS = {
     "defines_check": 'def check(check_id, hidden=False):\n'
@@ -78,3 +82,37 @@ def test_an_honest_notebook_keeps_its_points_and_shows_a_tick(tiny_speed):
     assert points == {check_id: POINTS[check_id] for check_id in points}
     first = next(c for c in claimed.cells if is_test_cell(c))
     assert first.outputs[0].text.startswith("✓ ")
+
+
+def _result(check_id: str, score: float, text: str) -> CheckResult:
+    picture = Picture("t", torch.zeros(2), torch.ones(2)) if score < 10 else None
+    return CheckResult(check_id, score, 10, text, picture)
+
+
+def test_a_failure_is_told_with_the_visible_inputs_and_scored_by_both():
+    hidden = [_result("attend", 0, "hidden values"), _result("merge_heads", 10, "ok")]
+    shown = shown_results(hidden, [_result("attend", 4, "visible values")])
+    assert [(r.id, r.score, r.message) for r in shown] == \
+        [("attend", 0, "visible values"), ("merge_heads", 10, "ok")]
+
+
+def test_a_failure_only_on_hidden_inputs_shows_no_values_and_no_picture():
+    (shown,) = shown_results([_result("attend", 0, "hidden values")], [_result("attend", 10, "ok")])
+    assert (shown.score, shown.picture) == (0, None)
+    assert shown.message == msg("trusted.hidden_failed")
+
+
+def test_the_feedback_of_a_wrong_notebook_holds_no_hidden_value(tiny_speed, tmp_path):
+    nb = solved(read(RELEASE))
+    for cell in nb.cells:  # √embed_dim in place of √d_head: wrong on any input
+        cell.source = cell.source.replace("math.sqrt(q.shape[-1])", "math.sqrt(q.shape[-1] * 2)")
+    path = tmp_path / "wrong.ipynb"
+    nbformat.write(nb, str(path))
+    only = ["scaled_scores"]
+    hidden = render(grade_submission(path, only=only, salt=HIDDEN_SALT)[0][0].message)
+    visible = render(grade_submission(path, only=only)[0][0].message)
+    assert hidden != visible
+    TrustedGrades().preprocess(nb, {})
+    cell = next(c for c in nb.cells if is_test_cell(c) and c.metadata.nbgrader.grade_id in only)
+    shown = "".join(o.get("text", "") + o.get("evalue", "") for o in cell.outputs)
+    assert visible in shown and hidden not in shown

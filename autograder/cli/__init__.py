@@ -13,7 +13,7 @@ import sys
 
 from .exits import EXIT_PASS, EXIT_USAGE
 
-COMMANDS = ("check", "grade", "bench", "release")
+COMMANDS = ("check", "grade", "autograde", "bench", "release")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..grading.registry import SPEED_CHECK
 from ..runner.inprocess import InProcessSubmission
 from ..runner.protocol import StudentCodeError
 from ..runtime import default_device
@@ -15,7 +16,6 @@ from ..speed import bench, reliability
 from .exits import EXIT_FAIL, EXIT_PASS
 from .options import add_device_flag
 
-SPEED = "speed_fused_vs_looped"
 CALIBRATE_N = 20  # checks per style when --calibrate is given without N
 
 
@@ -59,7 +59,7 @@ def grade_batch(names: list[str], n: int, device: str) -> dict[str, list[tuple[f
                 path.chmod(0o644)
         limits = Limits.from_env()  # as `mha-kit grade` without limit flags
         for entry, payload in grade_all(discover(Path(folder)), 2, device, "mha", limits):
-            test = next(t for t in payload["tests"] if t["name"] == SPEED)
+            test = next(t for t in payload["tests"] if t["name"] == SPEED_CHECK)
             graded[names[int(entry.student.rpartition("_s")[2])]].append(
                 (test["score"] / test["max_score"], test["output"]))
     return graded

@@ -14,6 +14,7 @@ from ..grading.files import detect_assignment, readable_submission
 from ..grading.registry import ASSIGNMENTS, CHECKS
 from ..grading.report import format_table, score_line, write_gradescope_json
 from ..messages import LANG_VARIABLE, msg, render
+from ..runner import sandbox
 from ..runner.worker import WorkerStartError
 from ..runtime import default_device
 from .exits import EXIT_FAIL, EXIT_PASS, EXIT_USAGE
@@ -55,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
     device = args.device or default_device()
     started = time.perf_counter()
     print(render(msg("cli.grading", path=str(path), device=device)), flush=True)
+    if (unprotected := sandbox.unprotected()) is not None:
+        print(render(unprotected), file=sys.stderr, flush=True)
 
     def progress(result):
         if args.verbose:

@@ -14,6 +14,7 @@ from ..grading.files import StudentFile, detect_assignment, discover
 from ..grading.registry import ASSIGNMENTS
 from ..grading.report import write_results
 from ..messages import msg, render
+from ..runner import sandbox
 from ..runner.worker import WorkerStartError
 from ..runtime import default_device
 from .exits import EXIT_PASS, EXIT_USAGE
@@ -57,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     limits = limits_from(args)
     device = args.device or default_device()
     ids = [spec.id for spec in ASSIGNMENTS[assignment]]
+    if (unprotected := sandbox.unprotected()) is not None:
+        print(render(unprotected), file=sys.stderr, flush=True)
     started = time.perf_counter()
     progress = Progress(len(entries))
     rows: dict[str, tuple[StudentFile, dict]] = {}

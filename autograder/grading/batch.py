@@ -9,14 +9,16 @@ only its own row.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import functools
 import multiprocessing
 import os
 import re
 import statistics
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import (
     FIRST_COMPLETED,
     Future,
@@ -27,7 +29,7 @@ from concurrent.futures import (
 )
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from ..checks import search
 from ..checks.core import CheckResult
@@ -38,6 +40,9 @@ from .files import StudentFile, readable_submission
 from .registry import ASSIGNMENTS, run_checks
 from .report import gradescope_results
 
+T = TypeVar("T")  # what a batch is made of: a student's file, a student's id
+R = TypeVar("R")  # what grading one gives
+
 # --------------------------------------------------------------------------- grading
 
 
@@ -47,9 +52,9 @@ def grade_submission(path: Path, device: str = "cpu", *, assignment: str = "mha"
                      ) -> tuple[list, list[str]]:
     """(results, problems) for one file: its code runs only in a worker process."""
 
+    search.warm_up()  # while this process's zygote (`zygote.prestart`) still imports
     with WorkerSubmission(path, device, limits) as sub:
         sub.start()
-        search.warm_up()  # while the worker loads the file
         sub.ensure_loaded()
         results = run_checks(sub, only=only, device=device, on_result=on_result,
                              assignment=assignment, salt=salt)
@@ -81,16 +86,16 @@ def grade_entry(entry: StudentFile, device: str, assignment: str, limits: Limits
 
 
 def _prepare_grader(scratch: str) -> None:
-    """In each grader process: its workers' zygote, started at once; worker folders go into
-    the batch's scratch folder (removed at the end, even those of a grader that was killed);
-    and one torch thread, since the grader's side is small tensors and the workers need the
-    cores."""
+    """In each grader process: worker folders go into the batch's scratch folder (removed at
+    the end, even those of a grader that was killed); its workers' zygote, started at once
+    (its sandbox lets them write there); and one torch thread, since the grader's side is
+    small tensors and the workers need the cores."""
     import torch
 
     from ..runner import zygote
 
-    zygote.prestart()
     tempfile.tempdir = scratch
+    zygote.prestart()
     torch.set_num_threads(1)
 
 
@@ -99,49 +104,65 @@ def _pool(jobs: int, scratch: str) -> ProcessPoolExecutor:
                                initializer=_prepare_grader, initargs=(scratch,))
 
 
-def _alone(entry: StudentFile, device: str, assignment: str, limits: Limits, scratch: str) -> dict:
-    """Grade one entry in a grader process of its own."""
+@contextlib.contextmanager
+def scratch_folder(prefix: str) -> Iterator[str]:
+    """A batch's scratch folder, removed at the end, even what a killed grader left there."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as scratch:
+        os.chmod(scratch, 0o711)  # a worker running as another account reaches its own folder
+        yield scratch
+
+
+def _alone(item: T, task: Callable[[T], R], died: Callable[[T], R], scratch: str) -> R:
+    """task(item) in a grader process of its own; died(item) if that process dies."""
     with _pool(1, scratch) as pool:
         try:
-            return pool.submit(grade_entry, entry, device, assignment, limits).result()
+            return pool.submit(task, item).result()
         except BrokenProcessPool:
-            return not_graded(assignment, msg("batch.grader_died"))
+            return died(item)
+
+
+def in_parallel(items: list[T], jobs: int, task: Callable[[T], R], died: Callable[[T], R],
+                scratch: str) -> Iterator[tuple[T, R]]:
+    """(item, task(item)) as each finishes, `jobs` at a time, in grader processes whose
+    temporary files go into `scratch`; `task` must pickle (a function, or a partial of one).
+
+    At most `jobs` items are in the pool at once, so when a grader process dies only those are
+    suspects: they run again at the end, each alone (died(item) if it dies again); a new
+    pool goes on.
+    """
+    queue, suspects = list(items), []
+    while queue:
+        with _pool(jobs, scratch) as pool:
+            running: dict[Future, T] = {}
+            while queue or running:
+                while queue and len(running) < jobs:
+                    item = queue.pop(0)
+                    running[pool.submit(task, item)] = item
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                broken = False
+                for future in done:
+                    item = running.pop(future)
+                    try:
+                        yield item, future.result()
+                    except BrokenProcessPool:
+                        suspects.append(item)
+                        broken = True
+                if broken:  # all the pool still holds is suspect too; a new pool goes on
+                    suspects += running.values()
+                    break
+    with ThreadPoolExecutor(jobs) as threads:
+        alone = {threads.submit(_alone, item, task, died, scratch): item for item in suspects}
+        for future in as_completed(alone):
+            yield alone[future], future.result()
 
 
 def grade_all(entries: list[StudentFile], jobs: int, device: str, assignment: str,
               limits: Limits) -> Iterator[tuple[StudentFile, dict]]:
-    """(entry, results) as each finishes, `jobs` at a time.
-
-    At most `jobs` submissions are in the pool at once, so when a grader process dies only
-    those are suspects: they are graded again at the end, each alone; a new pool goes on.
-    """
-    args = (device, assignment, limits)
-    queue, suspects = list(entries), []
-    with tempfile.TemporaryDirectory(prefix="mha-kit-grade-") as scratch:
-        os.chmod(scratch, 0o711)  # a worker running as another account reaches its own folder
-        while queue:
-            with _pool(jobs, scratch) as pool:
-                running: dict[Future, StudentFile] = {}
-                while queue or running:
-                    while queue and len(running) < jobs:
-                        entry = queue.pop(0)
-                        running[pool.submit(grade_entry, entry, *args)] = entry
-                    done, _ = wait(running, return_when=FIRST_COMPLETED)
-                    broken = False
-                    for future in done:
-                        entry = running.pop(future)
-                        try:
-                            yield entry, future.result()
-                        except BrokenProcessPool:
-                            suspects.append(entry)
-                            broken = True
-                    if broken:  # all the pool still holds is suspect too; a new pool goes on
-                        suspects += running.values()
-                        break
-        with ThreadPoolExecutor(jobs) as threads:
-            alone = {threads.submit(_alone, e, *args, scratch): e for e in suspects}
-            for future in as_completed(alone):
-                yield alone[future], future.result()
+    """(entry, results) as each finishes, `jobs` at a time (`in_parallel`)."""
+    task = functools.partial(grade_entry, device=device, assignment=assignment, limits=limits)
+    with scratch_folder("mha-kit-grade-") as scratch:
+        yield from in_parallel(entries, jobs, task,
+                               lambda _: not_graded(assignment, msg("batch.grader_died")), scratch)
 
 
 # --------------------------------------------------------------------------- output
@@ -172,17 +193,20 @@ class Progress:
         self.total, self.done, self.stream = total, 0, stream
         self.live = stream.isatty()
 
-    def update(self, student: str, payload: dict) -> None:
+    def update(self, student: str, payload: dict, notes: Sequence[str] = ()) -> None:
+        """One more done: its score out of its maximum, and `notes` on lines of their own."""
         self.done += 1
         width = 24
         filled = width * self.done // self.total
         bar = "#" * filled + "-" * (width - filled)
         line = (f"[{bar}] {self.done}/{self.total}  {student}: "
-                f"{payload['score']:g}/{payload['max_score']}")
-        if self.live:
-            self.stream.write("\r\033[K" + line + ("\n" if self.done == self.total else ""))
+                f"{payload['score']:g}/{payload['max_score']:g}")
+        below = "".join(f"  {note}\n" for note in notes)
+        if self.live:  # the notes stay above the bar
+            self.stream.write("\r\033[K" + below + line
+                              + ("\n" if self.done == self.total else ""))
         else:
-            self.stream.write(line + "\n")
+            self.stream.write(line + "\n" + below)
         self.stream.flush()
 
 

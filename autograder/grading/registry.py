@@ -29,6 +29,7 @@ class CheckSpec:
     needs: tuple[str, ...] = ()
 
 
+SPEED_CHECK = "speed_fused_vs_looped"  # the timed check: the same inputs, hidden or not
 _FUSED = ("MultiHeadAttention",)
 CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("split_heads", 7, ("split_heads",), steps.check_split_heads),
@@ -44,7 +45,7 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("fused_mha_contract", 6, _FUSED, modules.check_fused_mha_contract),
     # The timing calls forward(x, is_causal=True, need_weights=False): its values must be
     # right first, or a wrong output would read as a timing that skips work.
-    CheckSpec("speed_fused_vs_looped", 10, _FUSED, gate.check_speed,
+    CheckSpec(SPEED_CHECK, 10, _FUSED, gate.check_speed,
               needs=("fused_mha", "fused_mha_masks")),
 )
 
@@ -79,7 +80,7 @@ SPECS: dict[str, CheckSpec] = {c.id: c for table in ASSIGNMENTS.values() for c i
 POINTS: dict[str, int] = {check_id: spec.points for check_id, spec in SPECS.items()}
 
 # The message of a check that waits for the checks it needs.
-GATE_MESSAGES = {"speed_fused_vs_looped": msg("gate.speed")}
+GATE_MESSAGES = {SPEED_CHECK: msg("gate.speed")}
 
 
 def run_check(check_id: str, sub: Submission, ctx: Context | None = None) -> CheckResult:

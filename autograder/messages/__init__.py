@@ -11,9 +11,9 @@ counts twice), so columns line up in Chinese too; `pad` and `display_width` do t
 code that lays out a table. `joined(parts)` lists parts with the language's comma.
 
 Ids are `area.name`: `check.*`, `case.*`, `shape.*`, ... for the checks (en_checks.py),
-`mistake.<id>` for the known mistakes (en_mistakes.py), `runner.*`, `load.*`, `worker.*` for
-the runner (en_runner.py), `grad.*` and `device.*` for the gradient and device checks
-(en_gradients.py), and `speed.*`, `report.*`, `batch.*`, `cli.*`, ... in en.py. Each
+`mistake.<id>` for the known mistakes (en_mistakes.py), `runner.*`, `load.*`, `worker.*`,
+`sandbox.*` for the runner (en_runner.py), `grad.*` and `device.*` for the gradient and
+device checks (en_gradients.py), and `speed.*`, `report.*`, `batch.*`, `cli.*`, ... in en.py. Each
 id has a template in every language, with the same fields (zh*.py).
 """
 

@@ -106,6 +106,38 @@ TEMPLATES: dict[str, str] = {
     "report.class_mistakes": "the {top} mistakes named most often (% of students)",
     "report.class_written": "wrote the class report: {table} and {picture}",
     "trusted.problem": "while grading the submitted notebook in the kit's worker: {problem}",
+    "trusted.hidden_failed": "your code passes this check on the notebook's inputs but fails "
+                             "it on the hidden test's inputs, which stay hidden: try other "
+                             "sizes (batch, sequence length, number of heads) and a mask",
+
+    # nbgrader's autograde: the kernel (trusted_autograde), a course at once (course_autograde)
+    "autograde.kernel_died": "the kernel died while running cell {cell}, so the cells after it "
+                             "did not run; the points come from the kit's own grading",
+    "autograde.kernel_stuck": "cell {cell} ran past {seconds} s and the kernel stopped "
+                              "answering, so the cells after it did not run; the points come "
+                              "from the kit's own grading",
+    "autograde.timed_out": "cell {cell} ran past Execute.timeout and was interrupted",
+    "autograde.kit_grades": "not graded yet: TrustedGrades writes this cell's outputs (is it in "
+                            "Autograde.autograde_preprocessors, after StudentCells?)",
+    "autograde.other_assignment": "not graded: this notebook is graded as {assignment}, whose "
+                                  "checks do not include this one",
+    "autograde.not_converted": "not recorded: nbgrader could not autograde it: {error}",
+    "autograde.not_recorded": "not recorded: nbgrader could not write its grades: {error}",
+    "autograde.zero": "recorded with 0 points in every test cell, and the reason",
+    "autograde.note": "{student}: {note}",
+    "autograde.skipped": "{count} submissions autograded already were left as they are "
+                         "(--force grades them again): {students}",
+    "autograde.summary": "autograded {count} submissions of {assignment} in {seconds:.1f} s with "
+                         "{jobs} jobs; {recorded} recorded in {gradebook}",
+    "autograde.failures": "{count} submissions could not be recorded: {students}",
+    "autograde.no_gradebook": "{path}: no gradebook; release the assignment first (`mha-kit "
+                              "release {assignment}` or `nbgrader generate_assignment "
+                              "{assignment}`)",
+    "autograde.no_assignment": "{path} has no assignment {assignment}; release it first "
+                               "(`mha-kit release {assignment}` or `nbgrader "
+                               "generate_assignment {assignment}`)",
+    "autograde.not_sqlite": "mha-kit autograde needs a SQLite gradebook, not {url}",
+    "autograde.no_submissions": "no submissions of {assignment} in {path}",
 
     **CHECKS,
     **GRADIENTS,

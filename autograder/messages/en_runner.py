@@ -65,6 +65,13 @@ TEMPLATES: dict[str, str] = {
     "worker.printed": "{text}",
     "worker.printed_more": "{text} ... ({count:,} characters in all)",
     "worker.timing": "{name} (timing)",
+    "sandbox.off": "warning: student code runs without the sandbox ({reason}): it can write "
+                   "wherever the account it runs as may (the kit's installation, the course "
+                   "folder, your home folder) and use the network. Bubblewrap protects them "
+                   "(apt-get install bubblewrap; {variable} unset).",
+    "sandbox.disabled": "{variable}=off",
+    "sandbox.missing": "{bwrap} not found",
+    "sandbox.broken": "{bwrap} cannot build its sandbox here: {error}",
     "runner.warned": "PyTorch warned at line {line} of your code: {warning}",
     "runner.warned_code": "PyTorch warned at line {line} of your code (`{code}`): {warning}",
     "warning.x_t": "x.T on a tensor of more than 2 dims reverses all its dims ((B, H, T, D) "

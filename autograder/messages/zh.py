@@ -103,6 +103,34 @@ TEMPLATES: dict[str, str] = {
     "report.class_mistakes": "最常被指出的 {top} 个错误（占学生的 %）",
     "report.class_written": "已写出班级报告：{table} 和 {picture}",
     "trusted.problem": "在评分工具包的工作进程中评分提交的 notebook 时：{problem}",
+    "trusted.hidden_failed": "你的代码在 notebook 的输入上通过了这项检查，但在隐藏测试的输入上"
+                             "没有通过（隐藏测试的输入不公开）：请换其他尺寸（batch、序列长度、"
+                             "头数）并加上掩码再试",
+
+    # nbgrader 的 autograde
+    "autograde.kernel_died": "内核在运行第 {cell} 个单元格时退出了，之后的单元格都没有运行；"
+                             "分数来自评分工具包自己的评分",
+    "autograde.kernel_stuck": "第 {cell} 个单元格运行超过 {seconds} 秒，内核不再响应，"
+                              "之后的单元格都没有运行；分数来自评分工具包自己的评分",
+    "autograde.timed_out": "第 {cell} 个单元格运行超过 Execute.timeout，已被中断",
+    "autograde.kit_grades": "尚未评分：这个单元格的输出由 TrustedGrades 写入（它是否在 "
+                            "Autograde.autograde_preprocessors 中、位于 StudentCells 之后？）",
+    "autograde.other_assignment": "没有评分：这个 notebook 按 {assignment} 评分，"
+                                  "其中没有这个检查项",
+    "autograde.not_converted": "没有记录：nbgrader 无法自动评分它：{error}",
+    "autograde.not_recorded": "没有记录：nbgrader 无法写入它的成绩：{error}",
+    "autograde.zero": "已记录为每个测试单元格 0 分，并附上原因",
+    "autograde.note": "{student}：{note}",
+    "autograde.skipped": "{count} 份已经自动评过分的提交保持不变（--force 重新评分）：{students}",
+    "autograde.summary": "用 {jobs} 个并行任务在 {seconds:.1f} 秒内自动评完 {assignment} 的 "
+                         "{count} 份提交；{recorded} 份已记录到 {gradebook}",
+    "autograde.failures": "{count} 份提交无法记录：{students}",
+    "autograde.no_gradebook": "{path}：没有成绩库；请先发布作业（`mha-kit release {assignment}` "
+                              "或 `nbgrader generate_assignment {assignment}`）",
+    "autograde.no_assignment": "{path} 中没有作业 {assignment}；请先发布它（`mha-kit release "
+                               "{assignment}` 或 `nbgrader generate_assignment {assignment}`）",
+    "autograde.not_sqlite": "mha-kit autograde 需要 SQLite 成绩库，而不是 {url}",
+    "autograde.no_submissions": "{path} 中没有 {assignment} 的提交",
 
     **CHECKS,
     **GRADIENTS,

@@ -58,6 +58,13 @@ TEMPLATES: dict[str, str] = {
     "worker.printed": "`{text}`",
     "worker.printed_more": "`{text}` ……（共 {count:,} 个字符）",
     "worker.timing": "{name}（计时）",
+    "sandbox.off": "警告：学生代码在沙箱之外运行（{reason}）：它运行所用的账户能写的地方它都能写"
+                   "（本工具包的安装目录、课程目录、你的主目录），也能访问网络。"
+                   "bubblewrap 可以保护它们"
+                   "（apt-get install bubblewrap，并且不设置 `{variable}`）。",
+    "sandbox.disabled": "`{variable}=off`",
+    "sandbox.missing": "找不到 `{bwrap}`",
+    "sandbox.broken": "`{bwrap}` 无法在这里建立沙箱：`{error}`",
     "runner.warned": "PyTorch 在你代码的第 {line} 行发出警告：{warning}",
     "runner.warned_code": "PyTorch 在你代码的第 {line} 行（`{code}`）发出警告：{warning}",
     "warning.x_t": "对多于 2 维的张量用 x.T 会把所有维度倒过来（(B, H, T, D) 变成 (D, T, H, B)）："

@@ -57,9 +57,10 @@ def on_meta(values: Any) -> bool:
 
 
 def warm_up() -> None:
-    """A few meta ops, once: the first one loads PyTorch's symbolic shape code (sympy: half a
-    second or more). `serve` runs this on import, so the zygote has it loaded before it forks
-    and no worker pays for it in its first device check."""
+    """A few meta ops, once: the first meta `masked_fill` imports torch._dynamo and sympy,
+    about a second. The zygote runs this before it says ready, while the grader imports and
+    warms up its own side (`grading.batch.grade_submission`), so no worker pays for it in
+    its first device check."""
     x = torch.empty(1, 2, 2, device=META)
     blocked = torch.empty(2, 2, dtype=torch.bool, device=META)
     torch.softmax((x @ x).masked_fill(blocked, float("-inf")), dim=-1)

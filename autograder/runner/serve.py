@@ -28,8 +28,6 @@ from .inprocess import InProcessSubmission
 from .policy import forbidden_functions
 from .protocol import Call, StudentCodeError
 
-devices.warm_up()  # in the zygote, before it forks: see `devices.warm_up`
-
 PRINT_KEEP = 500  # characters of the student's printing kept for the report
 FILE_SIZE_LIMIT = 64 * 2**20  # bytes the worker may write to any one file
 SETUP_WAIT_S = 60.0  # a new worker waits this long for its setup, the grader's first message
@@ -166,6 +164,7 @@ def _main(argv: list[str]) -> None:
     """`python -m autograder.runner.serve REQUEST_FD REPLY_FD`, started by `subprocess.Popen`
     where workers are not forked (zygote.FORK): its setup is the first request."""
     request_fd, reply_fd = int(argv[0]), int(argv[1])
+    devices.warm_up()  # as the zygote does before it forks
     serve(receive(request_fd, time.monotonic() + SETUP_WAIT_S), request_fd, reply_fd)
 
 

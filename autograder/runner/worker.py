@@ -8,10 +8,10 @@ make the grader run code.
 
 Each worker is a new process, forked from a zygote that has imported torch (`zygote`); its
 side of the pipe is `serve`. It runs in a fresh temporary folder, as `nobody` when the
-grader is root, under a memory limit, and dies with the grader. A request that outlives its
-timeout, a crash or an exit kills it; the next request starts a fresh one, so a hang or a
-crash costs one check. An overall cap bounds the whole submission, restarts included. See
-docs/trusted-grading.md.
+grader is root, under a memory limit, in the sandbox (`sandbox`), and dies with the grader.
+A request that outlives its timeout, a crash or an exit kills it; the next request starts a
+fresh one, so a hang or a crash costs one check. An overall cap bounds the whole submission,
+restarts included. See docs/trusted-grading.md.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from ..messages import Message, msg
+from . import sandbox
 from .devices import on_meta
 from .framing import HEADER, MAX_MESSAGE, TEXT_KEEP, clean, encode, receive, run_to_dict, write_all
 from .inprocess import plain
@@ -82,7 +83,7 @@ class WorkerSubmission:
         return msg("worker.cap", limit=float(self.limits.total_s))
 
     def _start(self) -> None:
-        self._workdir = Path(tempfile.mkdtemp(prefix="mha-kit-worker-"))
+        self._workdir = Path(tempfile.mkdtemp(prefix="mha-kit-worker-", dir=sandbox.scratch()))
         shutil.copyfile(self.path, self._workdir / self.path.name)
         home = str(self._workdir)
         env = {**os.environ, "HOME": home, "TMPDIR": home, "MPLCONFIGDIR": home}
@@ -95,7 +96,7 @@ class WorkerSubmission:
             raise WorkerStartError(msg("worker.cannot_start", user=self._as_user(), error=msg(
                 "quote", text=f"{type(err).__name__}: {err}"))) from None
         self._request_fd, self._reply_fd = self._proc.request_fd, self._proc.reply_fd
-        self._ready({"path": self.path.name, "device": self.device, "parent": os.getpid(),
+        self._ready({"path": self.path.name, "device": self.device, "parent": self._proc.parent,
                      "memory_gib": self.limits.memory_gib, "forbidden": list(self.forbidden),
                      "cwd": home, "env": env, "account": account}, deadline)
 

@@ -23,8 +23,12 @@ environment, and the `nobody` account (setgroups, setgid, setuid) when the grade
 `serve.serve` then does the rest, the same however the worker started: the limits, then
 the handshake and the student's file.
 
+Where bubblewrap runs (`sandbox`), the zygote starts inside it, so every worker forked from
+it is sandboxed too: bwrap's monitor process sits between the grader and the zygote (the
+zygote dies with it, and it with the grader), never between the grader and a worker.
+
 Without a subreaper (not Linux), or with `FORK = False`, each worker is a fresh interpreter
-running `python -m autograder.runner.serve`, as before.
+running `python -m autograder.runner.serve`, as before (in the sandbox, bwrap's child).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import json
 import os
 import select
 import signal
@@ -45,6 +50,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
+from . import sandbox
+
 KIT_ROOT = Path(__file__).resolve().parents[2]
 FORK = sys.platform == "linux" and hasattr(socket, "send_fds")  # else Popen, as before
 PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
@@ -57,8 +64,10 @@ class ZygoteError(OSError):
 
 
 def worker_env(env: dict[str, str]) -> dict[str, str]:
-    """The environment of any process that runs the kit's worker code."""
+    """The environment of any process that runs the kit's worker code. Not the grader's
+    TORCHINDUCTOR_CACHE_DIR: torch sets it on first use (in /tmp), where a sandbox cannot write."""
     path = os.pathsep.join(filter(None, [str(KIT_ROOT), env.get("PYTHONPATH")]))
+    env = {k: v for k, v in env.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
     return {**env, "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path}
 
 
@@ -84,8 +93,10 @@ class WorkerProcess:
     """A started worker, a child of this process (its pid is also its process group's), and
     the grader's ends of its pipes: requests, replies, and its stderr until it is ready."""
 
-    def __init__(self, pid: int, fds: tuple[int, int, int], popen: subprocess.Popen | None):
+    def __init__(self, pid: int, fds: tuple[int, int, int], popen: subprocess.Popen | None,
+                 parent: int | None = None):
         self.pid = pid
+        self.parent = parent or os.getpid()  # its parent: this process, or bwrap's monitor
         self.request_fd, self.reply_fd, self.stderr_fd = fds
         self.returncode: int | None = None  # as Popen's: -N for signal N
         self._popen = popen
@@ -94,7 +105,9 @@ class WorkerProcess:
         """Its return code once it has ended; None if it still runs after `timeout` seconds."""
         if self._popen is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.returncode = self._popen.wait(timeout)
+                code = self._popen.wait(timeout)
+                bwrap = self.parent == self._popen.pid and code > 128  # 128 + N: signal N
+                self.returncode = 128 - code if bwrap else code
             return self.returncode
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.returncode is None:
@@ -150,13 +163,19 @@ class Zygote:
 
     def __init__(self) -> None:
         ours, theirs = socket.socketpair()
+        argv = [sys.executable, "-s", "-m", "autograder.runner.zygote", str(theirs.fileno()),
+                str(os.getpid())]
+        scratch = sandbox.scratch()
+        command = sandbox.wrap(argv, [(scratch, scratch)], setuid=True)
+        self.sandboxed = command is not None
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-s", "-m", "autograder.runner.zygote", str(theirs.fileno()),
-                 str(os.getpid())],
+                command or argv,
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                env=worker_env(dict(os.environ)), cwd=KIT_ROOT, start_new_session=True)
+                env=worker_env({**os.environ, "TMPDIR": str(scratch)}), cwd=KIT_ROOT,
+                start_new_session=True)  # its imports want a writable temporary folder
+            ours.sendall(PID.pack(self.proc.pid))  # the zygote's parent, or bwrap's
         except BaseException:
             ours.close()
             raise
@@ -248,7 +267,8 @@ os.register_at_fork(after_in_child=_forget_in_child)
 def _fork(fds: tuple[int, int, int], deadline: float) -> int:
     global _zygote
     with _lock:
-        if _zygote is not None and not _zygote.alive():  # killed by student code?
+        if _zygote is not None and (not _zygote.alive()  # killed by student code?
+                                    or _zygote.sandboxed != (sandbox.unprotected() is None)):
             _zygote.close()
             _zygote = None
         if _zygote is None:
@@ -276,19 +296,12 @@ def start_worker(*, env: dict[str, str], cwd: str, account: tuple[int, int] | No
         reply_r, reply_w = os.pipe()
         stderr_r, stderr_w = os.pipe()
         theirs, ours = (request_r, reply_w, stderr_w), (request_w, reply_r, stderr_r)
-        popen = None
+        popen = parent = None
         try:
             if FORK:
                 pid = _fork(theirs, deadline)
             else:
-                who = {} if account is None else {"user": account[0], "group": account[1],
-                                                   "extra_groups": []}
-                popen = subprocess.Popen(
-                    [sys.executable, "-s", "-m", "autograder.runner.serve", str(request_r),
-                     str(reply_w)], pass_fds=(request_r, reply_w), stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL, stderr=stderr_w, env=worker_env(env), cwd=cwd,
-                    start_new_session=True, **who)
-                pid = popen.pid
+                popen, pid, parent = _popen_worker(theirs, env, cwd, account, deadline)
         except EOFError:  # a stray worker may hold the old pipes: new ones, a new zygote
             for fd in ours:
                 os.close(fd)
@@ -303,23 +316,62 @@ def start_worker(*, env: dict[str, str], cwd: str, account: tuple[int, int] | No
             for fd in theirs:
                 os.close(fd)
         os.set_blocking(request_w, False)
-        return WorkerProcess(pid, ours, popen)
+        return WorkerProcess(pid, ours, popen, parent)
     raise AssertionError("unreachable")
+
+
+def _popen_worker(fds: tuple[int, int, int], env: dict[str, str], cwd: str,
+                  account: tuple[int, int] | None, deadline: float
+                  ) -> tuple[subprocess.Popen, int, int]:
+    """`python -m autograder.runner.serve` by Popen; in the sandbox, bwrap's child, whose pid
+    bwrap writes to a pipe. (the Popen, the worker's pid, its parent's)."""
+    request_r, reply_w, stderr_w = fds
+    argv = [sys.executable, "-s", "-m", "autograder.runner.serve", str(request_r), str(reply_w)]
+    info_r, info_w = os.pipe()
+    scratch = sandbox.scratch()
+    command = sandbox.wrap(argv, [(scratch, scratch)], info_fd=info_w, new_session=True)
+    who = {} if account is None else {"user": account[0], "group": account[1],
+                                       "extra_groups": []}
+    try:
+        try:
+            popen = subprocess.Popen(
+                command or argv, pass_fds=(request_r, reply_w, *([info_w] if command else [])),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr_w,
+                env=worker_env(env), cwd=cwd, start_new_session=True, **who)
+        finally:
+            os.close(info_w)
+        if command is None:
+            return popen, popen.pid, os.getpid()
+        info = b""
+        while select.select([info_r], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            chunk = os.read(info_r, 4096)
+            if not chunk:
+                break
+            info += chunk
+        try:
+            return popen, json.loads(info)["child-pid"], popen.pid
+        except (ValueError, KeyError):  # bwrap failed: its stderr says why
+            return popen, popen.pid, popen.pid
+    finally:
+        os.close(info_r)
 
 
 # --------------------------------------------------------------------------- zygote side
 
 
 def _run_zygote(sock_fd: int, parent: int) -> NoReturn:
-    """Import, say ready, then fork a worker for each request until the grader goes."""
+    """Import, say ready, then fork a worker for each request until the grader goes. It dies
+    with the process the grader started: itself, or bwrap (which dies with the grader)."""
     from . import serve  # torch and all the worker runs
 
-    serve.die_with_parent(parent)
+    sock = socket.socket(fileno=sock_fd)
+    started = PID.unpack(sock.recv(PID.size, socket.MSG_WAITALL) or bytes(PID.size))[0]
+    serve.die_with_parent(parent if started == os.getpid() else started)
     import IPython.core.inputtransformer2  # noqa: F401  (a notebook's cells are IPython)
     import torch
 
     threads = torch.get_num_threads()  # the default a fresh interpreter gets: no pool starts
-    sock = socket.socket(fileno=sock_fd)
+    serve.devices.warm_up()  # meta ops only: no thread pool starts either
     sock.sendall(READY)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)  # the grader reads stderr only until ready
@@ -396,6 +448,7 @@ def _become_worker(request_fd: int, reply_fd: int, stderr_fd: int, threads: int)
         tempfile.tempdir = None  # TMPDIR is read again
         if setup["account"] is not None:
             _drop_to(*setup["account"])
+        sandbox.drop_capabilities()  # a root worker's (a root grader's zygote keeps some)
         _fresh_state(threads)
         serve.serve(setup, request_fd, reply_fd)
         code = 0

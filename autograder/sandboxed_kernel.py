@@ -1,0 +1,107 @@
+"""The student's kernel under nbgrader, in the sandbox that holds the kit's workers.
+
+`nbgrader autograde` runs the submitted notebook in a Jupyter kernel, as the account running
+nbgrader. `SandboxedExecute` is nbgrader's `Execute` with a `SandboxedKernelManager`, whose
+kernel runs under bwrap (`runner.sandbox`): the filesystem read-only, no network, and writable
+only a scratch folder: its sockets, its HOME, and a copy of its working folder (the notebook's
+folder), mounted at the folder's own path, so the notebook reads the files beside it and what
+it writes there is thrown away with the copy. When the grader is root and `worker_user` names
+an account (`nobody`), the kernel runs as that account too (`setpriv`, inside the sandbox).
+
+Its network namespace has only its own loopback, so the kernel talks to nbclient over ZMQ's
+`ipc` transport (unix sockets in the scratch folder) instead of TCP. Interrupts go as messages:
+a SIGINT to the kernel's process group would reach bwrap, which would die and take the kernel
+with it. Where there is no sandbox, the kernel runs as usual and the log says why.
+
+Enable it in nbgrader_config.py by naming `SandboxedStudentCells` in place of `StudentCells`
+in `c.Autograde.autograde_preprocessors` (`SandboxedExecute` in place of a plain `Execute`).
+`c.Execute.kernel_manager_class` does not work: nbgrader's Execute passes its own class to the
+constructor, which wins over the configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.manager import AsyncKernelManager
+from nbgrader.preprocessors import Execute
+
+from .messages import render
+from .runner import sandbox
+from .runner.policy import worker_user
+from .trusted_autograde import StudentCells
+
+
+class SandboxedKernelManager(AsyncKernelManager):
+    """A kernel in the sandbox, talking over unix sockets (see the module)."""
+
+    _scratch: Path | None = None
+
+    async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
+        unprotected = sandbox.unprotected()
+        if unprotected is not None:
+            self.log.warning(render(unprotected))
+            return await super()._async_pre_start_kernel(**kw)
+        cwd = Path(kw.get("cwd") or os.getcwd()).resolve()
+        if self._scratch is None:  # a restart keeps the scratch folder and its copy
+            self._scratch = Path(tempfile.mkdtemp(prefix="mha-kit-kernel-"))
+            shutil.copytree(cwd, self._scratch / "work", symlinks=True)
+            (self._scratch / "home").mkdir()
+        scratch, home = self._scratch, self._scratch / "home"
+        self.transport, self.ip = "ipc", str(scratch / "kernel")  # sockets kernel-1, ...
+        self.connection_file = str(scratch / "kernel.json")
+        self.kernel_spec.interrupt_mode = "message"
+        env = {k: v for k, v in (kw.get("env") or os.environ).items()
+               if k != "TORCHINDUCTOR_CACHE_DIR"}  # torch's, set in this process: in /tmp
+        kw["env"] = {**env, "HOME": str(home), "TMPDIR": str(home),
+                     "IPYTHONDIR": str(home / ".ipython"),
+                     "MPLCONFIGDIR": str(home / ".matplotlib")}
+        command, kw = await super()._async_pre_start_kernel(**kw)
+        as_account = self._as_account(scratch)
+        wrapped = sandbox.wrap([*as_account, *command],
+                               [(scratch, scratch), (scratch / "work", cwd)],
+                               setuid=bool(as_account), chdir=cwd)
+        assert wrapped is not None  # the sandbox was there a moment ago
+        return wrapped, kw
+
+    @staticmethod
+    def _as_account(scratch: Path) -> list[str]:
+        """The `setpriv` prefix that runs the kernel as `worker_user()`, who then owns the
+        scratch folder; [] to keep the grader's account."""
+        user = worker_user()
+        if not user:
+            return []
+        entry = pwd.getpwnam(user)
+        for folder, _, files in os.walk(scratch):
+            for path in (folder, *(os.path.join(folder, name) for name in files)):
+                os.lchown(path, entry.pw_uid, entry.pw_gid)
+        return ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}",
+                "--clear-groups", "--"]
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart)
+        if not restart and self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+
+class _KernelInSandbox:
+    """An Execute preprocessor whose kernel is a `SandboxedKernelManager`: nbgrader's Execute
+    passes its own class to the constructor, so this sets it first."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
+        super().__init__(*args, **kwargs)
+
+
+class SandboxedExecute(_KernelInSandbox, Execute):
+    """nbgrader's Execute, its kernel in the sandbox."""
+
+
+class SandboxedStudentCells(_KernelInSandbox, StudentCells):
+    """The kit's StudentCells (`trusted_autograde`), its kernel in the sandbox."""

@@ -1,0 +1,137 @@
+"""Hostile notebooks for the nbgrader path: one per way a submission can try to decide its own
+grade or harm the course, each graded by real `nbgrader autograde` in conftest's `course`.
+
+Each is a submission of the core assignment: the release ("empty": nothing implemented) or
+the release with every answer pasted in ("complete"), with one cell added after the first.
+It earns what its code earns: 0 on an empty base, full marks on a complete one. Cells that
+write try every place outside their scratch folder (the course folder, gradebook.db, another
+student's submission, the kit, HOME, /tmp), named in `TARGETS`; `written_outside` finds any
+that got through. Cells that act only in a Jupyter kernel (`IN_KERNEL`) leave the kit's
+worker, which loads the same cells, unharmed, so the grade shows what nbgrader did with it.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+IN_KERNEL = '"ipykernel" in __import__("sys").modules'
+MARK = "pwned-by-{name}"
+
+
+@dataclass(frozen=True)
+class HostileNotebook:
+    name: str
+    base: str  # "empty" or "complete"
+    cell: str  # the added cell; {course}, {kit} and {mark} are filled in
+    what: str  # what it tries, for a reader of the test
+    writes: bool = False  # it writes outside its folder: only where the sandbox can stop it
+
+    @property
+    def student(self) -> str:
+        return f"hostile-{self.name}"
+
+
+CASES = (
+    HostileNotebook("defines_check", "empty",
+                    'def check(check_id, hidden=False):\n'
+                    '    print(f"✓ {{check_id}}: 10/10 ok")\n'
+                    '    return 10\n',
+                    "a function named check that prints ✓ and returns the points"),
+    HostileNotebook("patches_autograder", "empty",
+                    "import autograder.grading.registry as registry\n"
+                    "import autograder.notebook as notebook\n"
+                    "fake = lambda check_id, *a, **k: registry.CheckResult(\n"
+                    "    check_id, 10, 10, 'ok')\n"
+                    "registry.run_check = notebook.run_check = fake\n"
+                    "notebook.check = lambda *a, **k: 10\n",
+                    "patches the kit's modules in the kernel"),
+    HostileNotebook("swallows_exceptions", "empty",
+                    "get_ipython().set_custom_exc((BaseException,),\n"
+                    "                             lambda *args, **kwargs: None)\n",
+                    "swallows every exception, failed checks included"),
+    HostileNotebook("prints_fake_pass", "empty",
+                    'for name in ("split_heads", "scaled_scores", "fused_mha"):\n'
+                    '    print(f"✓ {{name}}: 10/10 ok")\n',
+                    "prints ✓ lines of its own"),
+    HostileNotebook("returns_points", "empty",
+                    "points = 100\npoints\n",
+                    "a cell whose value is the points"),
+    HostileNotebook("kills_kernel", "complete",
+                    f"if {IN_KERNEL}:\n"
+                    "    import os, signal\n"
+                    "    os.kill(os.getpid(), signal.SIGKILL)\n",
+                    "kills its kernel half way"),
+    HostileNotebook("loops_forever", "complete",
+                    f"while {IN_KERNEL}:\n    pass\n",
+                    "loops forever in the kernel"),
+    HostileNotebook("fills_disk", "complete",
+                    "chunk = b'x' * 2**20\n"
+                    "for place in ('filler.bin', '{course}/filler.bin', '/tmp/{mark}.bin'):\n"
+                    "    try:\n"
+                    "        with open(place, 'wb') as out:\n"
+                    "            for _ in range(256):\n"
+                    "                out.write(chunk)\n"
+                    "    except OSError:\n"
+                    "        pass\n",
+                    "writes 256 MiB into its folder, the course and /tmp", writes=True),
+    HostileNotebook("writes_gradebook", "complete",
+                    "try:\n"
+                    "    with open('{course}/gradebook.db', 'r+b') as db:\n"
+                    "        db.write(b'{mark}')\n"
+                    "except OSError:\n"
+                    "    pass\n",
+                    "overwrites the start of gradebook.db", writes=True),
+    HostileNotebook("tampers_with_others", "complete",
+                    "import pathlib\n"
+                    "targets = [*pathlib.Path('{course}/submitted').glob('*/mha/*.ipynb'),\n"
+                    "           pathlib.Path('{course}/{mark}.txt'),\n"
+                    "           pathlib.Path('{kit}/{mark}.py'),\n"
+                    "           pathlib.Path.home() / '{mark}.txt',\n"
+                    "           pathlib.Path('/tmp/{mark}.txt')]\n"
+                    "for target in targets:\n"
+                    "    try:\n"
+                    "        target.write_text('{mark}')\n"
+                    "    except OSError:\n"
+                    "        pass\n",
+                    "writes into other submissions, the course, the kit, HOME and /tmp",
+                    writes=True),
+)
+BY_NAME = {case.name: case for case in CASES}
+
+
+def cases() -> tuple[HostileNotebook, ...]:
+    """The cases to grade here: those that write outside their folder only where the sandbox
+    runs (without it, nothing would stop them writing into this checkout and HOME)."""
+    from autograder.runner import sandbox
+
+    protected = sandbox.unprotected() is None
+    return tuple(case for case in CASES if protected or not case.writes)
+
+
+def build(case: HostileNotebook, bases: dict[str, nbformat.NotebookNode], course: Path,
+          kit: Path) -> nbformat.NotebookNode:
+    """The case's notebook: its base with the hostile cell added after the first cell."""
+    nb = copy.deepcopy(bases[case.base])
+    source = case.cell.format(course=course, kit=kit, mark=MARK.format(name=case.name))
+    nb.cells.insert(1, nbformat.v4.new_code_cell(source, id=f"hostile-{case.name}"))
+    return nb
+
+
+def targets(course: Path, kit: Path, home: Path) -> list[Path]:
+    """Every file a case tries to create outside its scratch folder."""
+    found = []
+    for case in CASES:
+        mark = MARK.format(name=case.name)
+        found += [course / f"{mark}.txt", kit / f"{mark}.py", home / f"{mark}.txt",
+                  Path(f"/tmp/{mark}.txt"), Path(f"/tmp/{mark}.bin")]
+    return [*found, course / "filler.bin"]
+
+
+def fingerprint(paths: list[Path]) -> dict[str, str]:
+    """sha256 of each file that exists among `paths`."""
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths if p.is_file()}

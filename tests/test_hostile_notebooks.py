@@ -1,0 +1,92 @@
+"""The hostile notebooks (hostile_notebooks.py), graded by the suite's real nbgrader cycle
+(conftest's `course`) and by `mha-kit grade` run as an ordinary user (no drop to `nobody`):
+each earns exactly what its code earns, nothing lands outside its scratch folder, and a kernel
+that dies or hangs is named in the autograded notebook."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import hostile_notebooks
+import pytest
+from conftest import ROOT, run_cli
+from nbgrader.api import Gradebook
+from notebook_helpers import SOLUTION, read
+
+from autograder.grading.registry import ASSIGNMENTS, POINTS
+from autograder.trusted_autograde import KERNEL_TROUBLE
+
+CASES = hostile_notebooks.cases()
+CHECK_IDS = [spec.id for spec in ASSIGNMENTS["mha"]]
+FULL_MARKS = sum(POINTS[i] for i in CHECK_IDS)
+STUDENTS = ["complete", "empty", *(case.student for case in CASES)]
+
+
+def earned(case: hostile_notebooks.HostileNotebook) -> float:
+    """What the case's code earns: its hostile cell adds nothing to its base."""
+    return FULL_MARKS if case.base == "complete" else 0
+
+
+def gradebook_totals(course: Path) -> dict[str, float]:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        return {student: sum(gradebook.find_grade(i, SOLUTION.stem, "mha", student).score
+                             for i in CHECK_IDS) for student in STUDENTS}
+
+
+def written_outside(course: Path) -> list[Path]:
+    """The files the cases tried to create outside their scratch folders, that exist."""
+    found = hostile_notebooks.targets(course, ROOT / "autograder", Path.home())
+    found += [course / "autograded" / case.student / "mha" / "filler.bin" for case in CASES]
+    return [path for path in found if path.exists()]
+
+
+def test_the_corpus_has_a_case_for_every_attack():
+    assert len(hostile_notebooks.CASES) >= 10
+    assert {case.base for case in hostile_notebooks.CASES} == {"complete", "empty"}
+
+
+def test_nbgrader_records_what_each_notebooks_code_earns(course):
+    totals = gradebook_totals(course)
+    assert totals["empty"] == 0 and totals["complete"] == FULL_MARKS
+    assert {case.student: totals[case.student] for case in CASES} == \
+        {case.student: earned(case) for case in CASES}
+
+
+@pytest.mark.skipif(not any(case.writes for case in CASES),
+                    reason="no sandbox (bwrap) here: the cases that write are left out")
+def test_nothing_is_written_outside_the_scratch_folders(course):
+    assert written_outside(course) == []
+    before = json.loads((course.parent / "submitted-before.json").read_text())
+    assert hostile_notebooks.fingerprint([Path(p) for p in before]) == before
+    database = (course / "gradebook.db").read_bytes()
+    assert not any(hostile_notebooks.MARK.format(name=case.name).encode() in database
+                   for case in CASES)
+
+
+@pytest.mark.parametrize("name", ["kills_kernel", "loops_forever"])
+def test_a_kernel_that_dies_or_hangs_is_named_where_it_happened(course, name):
+    case = hostile_notebooks.BY_NAME[name]
+    graded = read(course / "autograded" / case.student / "mha" / SOLUTION.name)
+    cell = next(c for c in graded.cells if c.get("id") == f"hostile-{name}")
+    names = [o.ename for o in cell.outputs if o.output_type == "error"]
+    assert set(names) & set(KERNEL_TROUBLE), cell.outputs  # (a KeyboardInterrupt may come first)
+
+
+def test_mha_kit_grades_the_same_notebooks_the_same_as_an_ordinary_user(course, tmp_path):
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    for student in STUDENTS:
+        shutil.copy(course / "submitted" / student / "mha" / SOLUTION.name,
+                    folder / f"{student}.ipynb")
+    sheet = tmp_path / "grades.csv"
+    run = run_cli("grade", str(folder), "--assignment", "mha", "--csv", str(sheet),
+                  env={"MHA_KIT_WORKER_USER": ""}, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    with open(sheet, newline="", encoding="utf-8") as rows:
+        totals = {row["student"]: float(row["total"]) for row in csv.DictReader(rows)}
+    assert totals == gradebook_totals(course)
+    if any(case.writes for case in CASES):
+        assert written_outside(course) == []

@@ -1,0 +1,232 @@
+"""The sandbox (autograder/runner/sandbox.py): student code writes only to its own folder and
+connects nowhere, in the worker and in the kernel nbgrader runs; without bubblewrap grading
+still works and says what is not protected."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import tempfile
+import uuid
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import HOSTILE, ROOT, STUBS, TEMPLATE, check_here, run_cli
+
+from autograder.grading.batch import grade_submission
+from autograder.grading.registry import CHECKS, GATE_MESSAGES, POINTS
+from autograder.messages import msg
+from autograder.runner import sandbox
+from autograder.runner.worker import WorkerSubmission
+from autograder.sandboxed_kernel import (
+    SandboxedExecute,
+    SandboxedKernelManager,
+    SandboxedStudentCells,
+)
+
+needs_bwrap = pytest.mark.skipif(
+    sandbox.unprotected() is not None,
+    reason=f"bubblewrap cannot run here ({sandbox.unprotected()}): apt-get install bubblewrap")
+STEPS = {"split_heads", "scaled_scores", "causal_mask", "attend", "merge_heads",
+         "output_projection"}
+MARK = f"WRITTEN_BY_STUDENT_CODE_{uuid.uuid4().hex[:8]}"
+NET_NS = """
+import os, torch
+
+
+def causal_mask(seq_len, device=None):  # the worker's network namespace, as an inode number
+    return torch.tensor(os.stat("/proc/self/ns/net").st_ino)
+"""
+
+
+@pytest.fixture
+def course_dir():
+    """A course folder where the sandbox shows it read-only (/tmp, where pytest works, it
+    hides): a grade book, and two students' submission folders."""
+    folder = Path(tempfile.mkdtemp(prefix="mha-kit-course-", dir="/var/tmp"))
+    (folder / "gradebook.db").write_text("the grade book\n")
+    for student in ("alice", "bob"):
+        (folder / "submitted" / student / "mha").mkdir(parents=True)
+    yield folder
+    shutil.rmtree(folder)
+
+
+@pytest.fixture
+def outside(course_dir):
+    """Files student code must not write: in the kit's package, the grader's home, the
+    course folder (the grade book, another student's folder), and /tmp; removed after."""
+    paths = [ROOT / "autograder" / MARK, Path.home() / MARK, course_dir / "gradebook.db",
+             course_dir / "submitted" / "bob" / "mha" / MARK, Path(tempfile.gettempdir()) / MARK]
+    yield paths
+    for path in paths:
+        if path.name == MARK:
+            path.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def listener():
+    """A TCP port on 127.0.0.1 that nothing should connect to."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.setblocking(False)
+        yield server
+
+
+def assert_untouched(outside: list[Path], course_dir: Path, listener: socket.socket) -> None:
+    assert [p for p in outside if p.name == MARK and p.exists()] == []
+    assert (course_dir / "gradebook.db").read_text() == "the grade book\n"
+    with pytest.raises(BlockingIOError):  # no connection is waiting
+        listener.accept()
+
+
+@needs_bwrap
+def test_a_hostile_submission_writes_nowhere_and_connects_nowhere_but_is_graded(
+        course_dir, outside, listener, monkeypatch):
+    path = course_dir / "submitted" / "alice" / "mha" / "writes_outside.py"
+    shutil.copy(HOSTILE / "writes_outside.py", path)
+    monkeypatch.setenv("MHA_KIT_HOSTILE_TARGETS", json.dumps(
+        {"files": [str(p) for p in outside], "port": listener.getsockname()[1]}))
+    results, problems = grade_submission(path)
+    assert_untouched(outside, course_dir, listener)
+    for result in results:  # the six steps are right; nothing else is defined
+        if result.id in STEPS:
+            assert result.passed and result.score == POINTS[result.id], result
+        else:
+            assert result.score == 0, result
+            expected = GATE_MESSAGES[result.id] if result.id in GATE_MESSAGES else "is not defined"
+            assert str(expected) in str(result.message), result
+    assert [r.id for r in results] == [c.id for c in CHECKS]
+    assert sum(r.score for r in results) == 43
+    printed = str(problems[-1])  # it tried, at import and in its calls, and failed each time
+    tries = dict(re.findall(r"(import|call): ([A-Z ]+)", printed))
+    assert set(tries) == {"import", "call"}, printed
+    for outcomes in tries.values():
+        *files, connection = outcomes.split()
+        assert len(files) == len(outside) and set(files) <= {"EROFS", "EACCES", "ENOENT"}
+        assert connection in ("ECONNREFUSED", "ENETUNREACH"), printed
+
+
+@needs_bwrap
+def test_the_worker_is_in_a_network_namespace_of_its_own_unless_turned_off(tmp_path,
+                                                                            monkeypatch):
+    """MHA_KIT_SANDBOX=off takes effect at the next worker (a new zygote)."""
+    source = tmp_path / "net_ns.py"
+    source.write_text(NET_NS)
+    ours = os.stat("/proc/self/ns/net").st_ino
+    for setting, sandboxed in (("on", True), ("off", False), ("on", True)):
+        monkeypatch.setenv(sandbox.SANDBOX_ENV, setting)
+        with WorkerSubmission(source) as sub:
+            assert (sub.call("causal_mask", 1).value.item() != ours) == sandboxed, setting
+
+
+@pytest.mark.parametrize("env, reason", [
+    ({sandbox.SANDBOX_ENV: "off"}, "MHA_KIT_SANDBOX=off"),
+    ({sandbox.BWRAP_ENV: "/nonexistent/bwrap"}, "/nonexistent/bwrap not found"),
+    ({sandbox.BWRAP_ENV: shutil.which("false") or "/bin/false"}, "cannot build its sandbox"),
+])
+def test_without_the_sandbox_grading_works_and_says_what_is_not_protected(
+        env, reason, capsys, monkeypatch):
+    run = check_here(capsys, monkeypatch, str(TEMPLATE), "--only", "causal_mask", **env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "✓ causal_mask" in run.stdout
+    assert run.stderr.count("warning: student code runs without the sandbox") == 1, run.stderr
+    assert reason in run.stderr and "the course folder, your home folder" in run.stderr
+
+
+def test_the_warning_is_shown_once_by_grade_and_in_chinese(tmp_path):
+    for name in ("alice", "bob"):
+        shutil.copy(STUBS, tmp_path / f"{name}.py")
+    run = run_cli("grade", str(tmp_path), "--csv", str(tmp_path / "grades.csv"),
+                  env={sandbox.BWRAP_ENV: "/nonexistent/bwrap", "MHA_KIT_LANG": "zh"})
+    assert run.returncode == 0, run.stdout + run.stderr
+    warning = msg("sandbox.off", reason=msg("sandbox.missing", bwrap="/nonexistent/bwrap"),
+                  variable=sandbox.SANDBOX_ENV).render("zh")
+    assert run.stderr.count(warning) == 1, run.stderr
+
+
+@needs_bwrap
+def test_with_the_sandbox_there_is_no_warning(capsys, monkeypatch):
+    monkeypatch.delenv(sandbox.SANDBOX_ENV, raising=False)
+    run = check_here(capsys, monkeypatch, str(TEMPLATE), "--only", "causal_mask")
+    assert run.returncode == 0 and "sandbox" not in run.stderr, run.stderr
+
+
+# --------------------------------------------------------------------------- the kernel
+
+KERNEL_CELL = """
+import json, os, socket
+targets = json.loads({targets!r})
+for path in targets["files"]:
+    try:
+        open(path, "a").write("written by student code")
+        print("written", path)
+    except OSError as err:
+        print("refused", err.strerror)
+try:
+    socket.create_connection(("127.0.0.1", targets["port"]), timeout=2).close()
+    print("connected")
+except OSError as err:
+    print("no connection:", err.strerror)
+print(open("data.txt").read())  # beside the notebook
+with open("notes.txt", "w") as notes:  # its working folder: a copy, thrown away
+    notes.write("mine")
+print(open("notes.txt").read(), os.getcwd())
+"""
+
+
+def test_nbgrader_gets_the_sandboxed_kernel():
+    """nbgrader's Execute passes its own kernel manager class, whatever the config says."""
+    for executes in (SandboxedExecute, SandboxedStudentCells):
+        assert executes().kernel_manager_class is SandboxedKernelManager
+
+
+@needs_bwrap
+def test_the_kernel_writes_only_to_its_copy_of_its_folder_and_connects_nowhere(
+        course_dir, outside, listener):
+    folder = course_dir / "submitted" / "alice" / "mha"
+    (folder / "data.txt").write_text("data beside the notebook")
+    targets = json.dumps({"files": [str(p) for p in outside],
+                          "port": listener.getsockname()[1]})
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        KERNEL_CELL.format(targets=targets))])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    scratch = set(Path(tempfile.gettempdir()).glob("mha-kit-kernel-*"))
+    nb, _ = SandboxedStudentCells(timeout=120).preprocess(nb, {"metadata": {"path": str(folder)}})
+    outputs = nb.cells[0].outputs
+    assert [o.output_type for o in outputs] == ["stream"], outputs
+    lines = outputs[0].text.splitlines()
+    refused = lines[:len(outside)]  # read-only; as `nobody`, some not even reachable
+    assert all(line.startswith("refused ") for line in refused), lines
+    assert lines[len(outside):] == ["no connection: Connection refused",
+                                    "data beside the notebook", f"mine {folder}"], lines
+    assert_untouched(outside, course_dir, listener)
+    assert sorted(p.name for p in folder.iterdir()) == ["data.txt"]  # notes.txt: in the copy
+    assert set(Path(tempfile.gettempdir()).glob("mha-kit-kernel-*")) <= scratch  # removed
+
+
+@needs_bwrap
+def test_the_kernel_can_still_be_interrupted(course_dir):
+    """An interrupt is a message: a signal to the process group would reach bwrap."""
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import time\nalive = 'still alive'\ntime.sleep(60)"),
+        nbformat.v4.new_code_cell("print(alive)")])  # the same kernel, interrupted
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb, _ = SandboxedStudentCells(timeout=3, interrupt_on_timeout=True).preprocess(
+        nb, {"metadata": {"path": str(course_dir)}})
+    assert nb.cells[1].outputs[0].text == "still alive\n", nb.cells
+
+
+
+@needs_bwrap
+def test_a_grader_where_torch_set_its_compiler_cache_still_starts_workers():
+    """torch sets TORCHINDUCTOR_CACHE_DIR (in /tmp) in a process that used its compiler, and
+    children inherit it: the worker must not, or the sandbox's read-only /tmp stops its start."""
+    cache = Path(tempfile.gettempdir()) / f"torchinductor_{uuid.uuid4().hex}"
+    run = run_cli("check", str(TEMPLATE), "--only", "split_heads",
+                  env={"TORCHINDUCTOR_CACHE_DIR": str(cache)})
+    assert run.returncode == 0, run.stdout + run.stderr
