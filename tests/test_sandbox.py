@@ -9,6 +9,8 @@ import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -230,3 +232,14 @@ def test_a_grader_where_torch_set_its_compiler_cache_still_starts_workers():
     run = run_cli("check", str(TEMPLATE), "--only", "split_heads",
                   env={"TORCHINDUCTOR_CACHE_DIR": str(cache)})
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+@needs_bwrap
+def test_a_kit_in_tmp_stays_visible_read_only(tmp_path, monkeypatch):
+    """The sandbox empties /tmp, where a CI clone and its venv may live: what Python imports
+    from there stays visible, read-only."""
+    (tmp_path / "kit.py").write_text("seen")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path)])
+    command = sandbox.wrap(["/bin/sh", "-c", f"cat {tmp_path}/kit.py; touch {tmp_path}/x"], [])
+    run = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert run.stdout == "seen" and "Read-only file system" in run.stderr

@@ -40,14 +40,29 @@ def _bwrap() -> str | None:
     return shutil.which(os.environ.get(BWRAP_ENV) or "bwrap")
 
 
+def _kept_visible() -> list[str]:
+    """What the sandboxed Python needs that lies in /tmp or /run, which the sandbox empties:
+    its installation, its import path, the kit (a checkout or a venv in /tmp). Outermost
+    folders only; they stay read-only."""
+    needed = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(__file__).parents[2]),
+              *filter(None, sys.path)}
+    resolved = {Path(p).resolve() for p in needed if os.path.isdir(p)}
+    kept: list[str] = []
+    for path in sorted(p for p in resolved if p.parts[1:2] in (("tmp",), ("run",))):
+        if not any(path.is_relative_to(k) for k in kept):
+            kept.append(str(path))
+    return kept
+
+
 def _options(binds: Sequence[tuple[Path, Path]], setuid: bool) -> list[str]:
     devices = [arg for path in sorted({p for g in GPU_DEVICES for p in glob.glob(g)})
                for arg in ("--dev-bind", path, path)]
+    kept = [arg for path in _kept_visible() for arg in ("--ro-bind", path, path)]
     writable = [arg for source, dest in binds for arg in ("--bind", str(source), str(dest))]
     caps = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if setuid else []
     return ["--ro-bind", "/", "/", "--dev", "/dev", *devices,
             "--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm", "--proc", "/proc",
-            "--tmpfs", "/tmp", "--tmpfs", "/run", *writable, "--remount-ro", "/tmp",
+            "--tmpfs", "/tmp", "--tmpfs", "/run", *kept, *writable, "--remount-ro", "/tmp",
             "--remount-ro", "/run", "--unshare-net", "--unshare-ipc", "--die-with-parent",
             "--cap-drop", "ALL", *caps]
 
