@@ -187,7 +187,7 @@ def test_nbgrader_gets_the_sandboxed_kernel():
 
 @needs_bwrap
 def test_the_kernel_writes_only_to_its_copy_of_its_folder_and_connects_nowhere(
-        course_dir, outside, listener):
+        course_dir, outside, listener, monkeypatch):
     folder = course_dir / "submitted" / "alice" / "mha"
     (folder / "data.txt").write_text("data beside the notebook")
     targets = json.dumps({"files": [str(p) for p in outside],
@@ -196,7 +196,14 @@ def test_the_kernel_writes_only_to_its_copy_of_its_folder_and_connects_nowhere(
         KERNEL_CELL.format(targets=targets))])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
-    scratch = set(Path(tempfile.gettempdir()).glob("mha-kit-kernel-*"))
+    made = []  # this kernel's scratch folder: the course's cycle makes others meanwhile
+    mkdtemp = tempfile.mkdtemp
+
+    def remembered(*args, **kwargs):
+        made.append(mkdtemp(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", remembered)
     nb, _ = SandboxedStudentCells(timeout=120).preprocess(nb, {"metadata": {"path": str(folder)}})
     outputs = nb.cells[0].outputs
     assert [o.output_type for o in outputs] == ["stream"], outputs
@@ -207,7 +214,8 @@ def test_the_kernel_writes_only_to_its_copy_of_its_folder_and_connects_nowhere(
                                     "data beside the notebook", f"mine {folder}"], lines
     assert_untouched(outside, course_dir, listener)
     assert sorted(p.name for p in folder.iterdir()) == ["data.txt"]  # notes.txt: in the copy
-    assert set(Path(tempfile.gettempdir()).glob("mha-kit-kernel-*")) <= scratch  # removed
+    kernel_scratch = [path for path in made if "mha-kit-kernel-" in path]
+    assert len(kernel_scratch) == 1 and not Path(kernel_scratch[0]).exists()  # removed
 
 
 @needs_bwrap
