@@ -32,6 +32,7 @@ def test_full_marks_and_gradescope_json(tmp_path):
         assert test["visibility"] == "visible" and test["output"]
     all_passed = all(t["status"] == "passed" for t in tests)
     assert run.returncode == (0 if all_passed else 1), run.stdout + run.stderr
+    assert str(results) in run.stdout.splitlines()[-1]  # the output came through whole
 
 
 def test_stubs_score_zero_with_plain_messages(tmp_path, capsys, monkeypatch):

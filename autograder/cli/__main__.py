@@ -1,7 +1,5 @@
 """`python -m autograder.cli`: the same as `mha-kit`."""
 
-import sys
+from . import console
 
-from . import main
-
-sys.exit(main())
+console()
