@@ -12,8 +12,10 @@ student's own cells keep the outputs the kernel gave them, plots and prints incl
 
 `StudentCells` replaces nbgrader's `Execute` in that list: it runs every cell but the kit's
 test cells, which the kernel would only grade a second time (`check()` in the student's
-kernel, whose outputs `TrustedGrades` overwrites anyway). Test cells call `check()` and
-nothing else, so no later cell depends on them. A kit test cell is one whose grade id is a
+kernel, whose outputs `TrustedGrades` overwrites anyway), and the kit's demos (cells tagged
+`mha-kit-skip`: a timing and a training run, two seconds a submission, that grade nothing and
+define nothing; `run_demos` turns them on). Test cells call `check()` and nothing else, so no
+later cell depends on them. A kit test cell is one whose grade id is a
 check id (`graded_by_kit`); a test cell of the instructor's own still runs in the kernel.
 """
 
@@ -34,16 +36,16 @@ import nbformat
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import Execute
-from traitlets import Bool
+from traitlets import Bool, default
 
 from .checks.core import HIDDEN_SALT, CheckResult
 from .editions import notebook_language
-from .grading.batch import grade_submission
+from .grading.batch import loaded_worker, worker_problems
 from .grading.files import detect_assignment
-from .grading.registry import POINTS, SPEED_CHECK
+from .grading.registry import POINTS, SPEED_CHECK, run_checks
 from .grading.report import score_line
 from .messages import LANG_VARIABLE, Message, msg, render
-from .runner.loading import is_test_cell
+from .runner.loading import SKIP_TAG, is_test_cell
 from .runner.policy import Limits
 from .runtime import default_device
 
@@ -149,15 +151,17 @@ class TrustedGrades(Preprocessor):
 
     def preprocess(self, nb: nbformat.NotebookNode, resources: dict[str, Any]
                    ) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
+        device = default_device()
         with tempfile.TemporaryDirectory(prefix="mha-kit-autograde-") as folder:
             path = Path(folder) / "submission.ipynb"
             nbformat.write(nb, str(path))
             assignment = detect_assignment(path)
-            grade = functools.partial(grade_submission, path, default_device(),
-                                      assignment=assignment, limits=Limits.from_env())
-            hidden, problems = grade(salt=HIDDEN_SALT)
-            again = [r.id for r in hidden if not r.passed and r.id != SPEED_CHECK]
-            visible = grade(only=again)[0] if again else []
+            with loaded_worker(path, device, Limits.from_env()) as sub:  # for both runs
+                grade = functools.partial(run_checks, sub, device=device, assignment=assignment)
+                hidden = grade(salt=HIDDEN_SALT)
+                again = [r.id for r in hidden if not r.passed and r.id != SPEED_CHECK]
+                visible = grade(only=again) if again else []
+                problems = worker_problems(sub)
         results = shown_results(hidden, visible)
         self.graded.append((results, problems))
         found = {result.id: result for result in results}
@@ -182,10 +186,19 @@ _HALTED = {DeadKernelError: "autograde.kernel_died", CellTimeoutError: "autograd
 
 class StudentCells(Execute):
     """nbgrader's Execute for every cell but the kit's test cells, which get 0 points until
-    `TrustedGrades` writes their outputs (so that a list without it grades nothing). A kernel
-    that dies or stops answering ends the run at that cell, with an error saying so; the later
-    cells stay unexecuted (a test cell of the instructor's own among them gets 0 points), and
-    the grading goes on."""
+    `TrustedGrades` writes their outputs (so that a list without it grades nothing), and but
+    the kit's demos, which say they were not run. A kernel that dies or stops answering ends
+    the run at that cell, with an error saying so; the later cells stay unexecuted (a test
+    cell of the instructor's own among them gets 0 points), and the grading goes on."""
+
+    run_demos = Bool(False, help="Run the cells tagged mha-kit-skip too: the kit's timing and "
+                                 "training demos, which grade nothing.").tag(config=True)
+
+    @default("shutdown_kernel")
+    def _immediately(self) -> str:
+        """Every output is in once the last cell is done: the kernel is stopped, not asked to
+        tidy up (a second, mostly the interpreter's teardown of torch)."""
+        return "immediate"
 
     def preprocess(self, nb: nbformat.NotebookNode, resources: Any = None, km: Any = None
                    ) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
@@ -197,6 +210,13 @@ class StudentCells(Execute):
                         index: int) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
         if graded_by_kit(cell):
             cell.outputs = zero_points(cell, msg("autograde.kit_grades"), self._lang)
+            return cell, self.resources
+        if (cell.cell_type == "code" and not self.run_demos
+                and SKIP_TAG in cell.metadata.get("tags", ())
+                and not cell.metadata.get("nbgrader", {}).get("grade")):  # a graded cell runs
+            with language(self._lang):
+                text = render(msg("autograde.demo_not_run"))
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text + "\n")]
             return cell, self.resources
         if self._halted is not None:
             if cell.cell_type == "code" and is_test_cell(cell):

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from conftest import HOSTILE, ROOT, SPEED, TEMPLATE, run_cli
 
 from autograder.cli import main
+from autograder.grading.batch import in_parallel
 from autograder.grading.files import StudentFile, discover, find_submission
 from autograder.grading.registry import CHECKS, GATE_MESSAGES, POINTS
 from autograder.messages import msg
@@ -273,3 +275,21 @@ def test_gradescope_zip_holds_the_entry_point_and_the_kit(tmp_path):
     assert {"run_autograder", "setup.sh", "mha-kit/pyproject.toml",
             "mha-kit/autograder/runner/worker.py"} <= names
     assert not any("__pycache__" in n for n in names)
+
+
+def _returned_or_died(item: str) -> str:
+    if item == "dies":
+        time.sleep(0.5)
+        os._exit(1)  # as student code that kills its grader process
+    return item
+
+
+def test_a_grader_process_that_dies_between_two_results_costs_only_its_own_item(tmp_path):
+    """The pool may break while the batch handles a result: the next item goes to a new pool,
+    the dead process's item is tried alone, and the batch goes on."""
+    got = {}
+    for item, result in in_parallel(["fast", "dies", "next"], 2, _returned_or_died,
+                                    lambda item: "died", str(tmp_path)):
+        got[item] = result
+        time.sleep(2 if item == "fast" else 0)  # meanwhile `dies` ends its process
+    assert got == {"fast": "fast", "next": "next", "dies": "died"}

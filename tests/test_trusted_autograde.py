@@ -21,8 +21,8 @@ from autograder.checks.core import HIDDEN_SALT, CheckResult, Picture
 from autograder.grading.batch import grade_submission
 from autograder.grading.registry import POINTS
 from autograder.messages import msg, render
-from autograder.runner.loading import is_test_cell
-from autograder.trusted_autograde import TrustedGrades, shown_results
+from autograder.runner.loading import SKIP_TAG, is_test_cell
+from autograder.trusted_autograde import StudentCells, TrustedGrades, shown_results
 
 HOSTILE_CELLS = {
     "defines_check": 'def check(check_id, hidden=False):\n'
@@ -116,3 +116,21 @@ def test_the_feedback_of_a_wrong_notebook_holds_no_hidden_value(tiny_speed, tmp_
     cell = next(c for c in nb.cells if is_test_cell(c) and c.metadata.nbgrader.grade_id in only)
     shown = "".join(o.get("text", "") + o.get("evalue", "") for o in cell.outputs)
     assert visible in shown and hidden not in shown
+
+
+@pytest.mark.parametrize("run_demos", [False, True])
+def test_the_kernel_leaves_out_the_kit_demos_unless_asked(run_demos, tmp_path):
+    """A demo cell (tagged mha-kit-skip) says it was not run; a graded cell runs, tag or not."""
+    code = nbformat.v4.new_code_cell
+    graded = {"grade": True, "solution": False, "grade_id": "mine", "points": 1, "locked": True}
+    nb = nbformat.v4.new_notebook(cells=[
+        code("x = 1"),
+        code("x = 2\nprint('demo ran')", metadata={"tags": [SKIP_TAG]}),
+        code("print('graded ran')", metadata={"tags": [SKIP_TAG], "nbgrader": graded}),
+        code("print(x)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb, _ = StudentCells(run_demos=run_demos).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    printed = ["".join(o.get("text", "") for o in cell.outputs) for cell in nb.cells[1:]]
+    demo = "demo ran\n" if run_demos else render(msg("autograde.demo_not_run")) + "\n"
+    assert printed == [demo, "graded ran\n", "2\n" if run_demos else "1\n"]

@@ -46,20 +46,31 @@ R = TypeVar("R")  # what grading one gives
 # --------------------------------------------------------------------------- grading
 
 
+@contextlib.contextmanager
+def loaded_worker(path: Path, device: str, limits: Limits | None) -> Iterator[WorkerSubmission]:
+    """A worker with the file loaded: its code runs only there."""
+    search.warm_up()  # while this process's zygote (`zygote.prestart`) still imports
+    with WorkerSubmission(path, device, limits) as sub:
+        sub.start()
+        sub.ensure_loaded()
+        yield sub
+
+
+def worker_problems(sub: WorkerSubmission) -> list:
+    """What went wrong outside the checks: loading problems, the worker's trouble, prints."""
+    printed = [msg("report.printed", printed=sub.printed)] if sub.printed else []
+    return sub.problems + printed
+
+
 def grade_submission(path: Path, device: str = "cpu", *, assignment: str = "mha",
                      only: list[str] | None = None, limits: Limits | None = None,
                      on_result: Callable | None = None, salt: str = ""
                      ) -> tuple[list, list[str]]:
     """(results, problems) for one file: its code runs only in a worker process."""
-
-    search.warm_up()  # while this process's zygote (`zygote.prestart`) still imports
-    with WorkerSubmission(path, device, limits) as sub:
-        sub.start()
-        sub.ensure_loaded()
+    with loaded_worker(path, device, limits) as sub:
         results = run_checks(sub, only=only, device=device, on_result=on_result,
                              assignment=assignment, salt=salt)
-        printed = [msg("report.printed", printed=sub.printed)] if sub.printed else []
-        return results, sub.problems + printed
+        return results, worker_problems(sub)
 
 
 def not_graded(assignment: str, message: Message | str) -> dict:
@@ -135,11 +146,14 @@ def in_parallel(items: list[T], jobs: int, task: Callable[[T], R], died: Callabl
         with _pool(jobs, scratch) as pool:
             running: dict[Future, T] = {}
             while queue or running:
-                while queue and len(running) < jobs:
-                    item = queue.pop(0)
-                    running[pool.submit(task, item)] = item
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
                 broken = False
+                while queue and len(running) < jobs and not broken:
+                    try:
+                        running[pool.submit(task, queue[0])] = queue[0]
+                        queue.pop(0)
+                    except BrokenProcessPool:  # a process died since the last result
+                        broken = True
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
                     item = running.pop(future)
                     try:
