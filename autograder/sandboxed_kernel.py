@@ -32,7 +32,7 @@ from jupyter_client.manager import AsyncKernelManager
 from nbgrader.preprocessors import Execute
 
 from .messages import render
-from .runner import sandbox
+from .runner import fonts, sandbox
 from .runner.policy import worker_user
 from .trusted_autograde import StudentCells
 
@@ -51,7 +51,8 @@ class SandboxedKernelManager(AsyncKernelManager):
         if self._scratch is None:  # a restart keeps the scratch folder and its copy
             self._scratch = Path(tempfile.mkdtemp(prefix="mha-kit-kernel-"))
             shutil.copytree(cwd, self._scratch / "work", symlinks=True)
-            (self._scratch / "home").mkdir()
+            (self._scratch / "home" / ".matplotlib").mkdir(parents=True)
+            fonts.seed(self._scratch / "home" / ".matplotlib")
         scratch, home = self._scratch, self._scratch / "home"
         self.transport, self.ip = "ipc", str(scratch / "kernel")  # sockets kernel-1, ...
         self.connection_file = str(scratch / "kernel.json")

@@ -4,6 +4,8 @@ temporary folder and the account student code runs as."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -12,6 +14,7 @@ from conftest import HOSTILE
 from torch import nn
 
 from autograder.grading.registry import run_check
+from autograder.runner import fonts
 from autograder.runner.inprocess import plain
 from autograder.runner.policy import WORKER_USER_ENV, Limits, worker_user
 from autograder.runner.protocol import StudentCodeError
@@ -156,3 +159,18 @@ def test_the_worker_runs_as_another_account_when_the_grader_is_root(tmp_path, mo
     with pytest.raises(WorkerStartError, match="could not start as user 'nobody'"):
         with WorkerSubmission(source) as sub:
             sub.ensure_loaded()
+
+
+def test_a_fresh_home_gets_a_font_list_that_matplotlib_uses_as_it_is(tmp_path):
+    """Seeded, matplotlib reads the grader's font list instead of building one (it would
+    write a new file); an empty folder gets one built."""
+    seeded, empty = tmp_path / "seeded", tmp_path / "empty"
+    seeded.mkdir()
+    empty.mkdir()
+    fonts.seed(seeded)
+    (copied,) = seeded.iterdir()
+    os.utime(copied, (0, 0))
+    for folder in (seeded, empty):
+        subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], check=True,
+                       env={**os.environ, "MPLCONFIGDIR": str(folder)})
+    assert copied.stat().st_mtime == 0 and [p.name for p in empty.iterdir()] == [copied.name]

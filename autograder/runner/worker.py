@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from ..messages import Message, msg
-from . import sandbox
+from . import fonts, sandbox
 from .devices import on_meta
 from .framing import HEADER, MAX_MESSAGE, TEXT_KEEP, clean, encode, receive, run_to_dict, write_all
 from .inprocess import plain
@@ -85,6 +85,7 @@ class WorkerSubmission:
     def _start(self) -> None:
         self._workdir = Path(tempfile.mkdtemp(prefix="mha-kit-worker-", dir=sandbox.scratch()))
         shutil.copyfile(self.path, self._workdir / self.path.name)
+        fonts.seed(self._workdir)
         home = str(self._workdir)
         env = {**os.environ, "HOME": home, "TMPDIR": home, "MPLCONFIGDIR": home}
         deadline = time.monotonic() + self.limits.start_s
