@@ -90,6 +90,10 @@ class SandboxedKernelManager(AsyncKernelManager):
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
 
+    # jupyter_client binds this name to its own method, which nbclient calls for a kernel that
+    # died: the scratch folder would stay behind.
+    cleanup_resources = _async_cleanup_resources
+
 
 class _KernelInSandbox:
     """An Execute preprocessor whose kernel is a `SandboxedKernelManager`: nbgrader's Execute

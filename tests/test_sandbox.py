@@ -185,9 +185,29 @@ def test_nbgrader_gets_the_sandboxed_kernel():
         assert executes().kernel_manager_class is SandboxedKernelManager
 
 
+@pytest.fixture
+def kernel_scratch(monkeypatch) -> list[str]:
+    """The scratch folders the kernels of this test made (the course's cycle makes others
+    meanwhile)."""
+    made: list[str] = []
+    mkdtemp = tempfile.mkdtemp
+
+    def remembered(*args, **kwargs):
+        made.append(mkdtemp(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", remembered)
+    return made
+
+
+def assert_removed(made: list[str]) -> None:
+    kernels = [path for path in made if "mha-kit-kernel-" in path]
+    assert len(kernels) == 1 and not Path(kernels[0]).exists(), kernels
+
+
 @needs_bwrap
 def test_the_kernel_writes_only_to_its_copy_of_its_folder_and_connects_nowhere(
-        course_dir, outside, listener, monkeypatch):
+        course_dir, outside, listener, kernel_scratch):
     folder = course_dir / "submitted" / "alice" / "mha"
     (folder / "data.txt").write_text("data beside the notebook")
     targets = json.dumps({"files": [str(p) for p in outside],
@@ -196,14 +216,6 @@ def test_the_kernel_writes_only_to_its_copy_of_its_folder_and_connects_nowhere(
         KERNEL_CELL.format(targets=targets))])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
-    made = []  # this kernel's scratch folder: the course's cycle makes others meanwhile
-    mkdtemp = tempfile.mkdtemp
-
-    def remembered(*args, **kwargs):
-        made.append(mkdtemp(*args, **kwargs))
-        return made[-1]
-
-    monkeypatch.setattr(tempfile, "mkdtemp", remembered)
     nb, _ = SandboxedStudentCells(timeout=120).preprocess(nb, {"metadata": {"path": str(folder)}})
     outputs = nb.cells[0].outputs
     assert [o.output_type for o in outputs] == ["stream"], outputs
@@ -214,8 +226,7 @@ def test_the_kernel_writes_only_to_its_copy_of_its_folder_and_connects_nowhere(
                                     "data beside the notebook", f"mine {folder}"], lines
     assert_untouched(outside, course_dir, listener)
     assert sorted(p.name for p in folder.iterdir()) == ["data.txt"]  # notes.txt: in the copy
-    kernel_scratch = [path for path in made if "mha-kit-kernel-" in path]
-    assert len(kernel_scratch) == 1 and not Path(kernel_scratch[0]).exists()  # removed
+    assert_removed(kernel_scratch)
 
 
 @needs_bwrap
@@ -229,6 +240,18 @@ def test_the_kernel_can_still_be_interrupted(course_dir):
     nb, _ = SandboxedStudentCells(timeout=3, interrupt_on_timeout=True).preprocess(
         nb, {"metadata": {"path": str(course_dir)}})
     assert nb.cells[1].outputs[0].text == "still alive\n", nb.cells
+
+
+@needs_bwrap
+def test_a_kernel_that_kills_itself_leaves_no_scratch_folder(course_dir, kernel_scratch):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb, _ = SandboxedStudentCells(timeout=30).preprocess(
+        nb, {"metadata": {"path": str(course_dir)}})
+    assert nb.cells[0].outputs[-1].ename == "DeadKernelError"
+    assert_removed(kernel_scratch)
 
 
 
