@@ -14,9 +14,10 @@ student's own cells keep the outputs the kernel gave them, plots and prints incl
 test cells, which the kernel would only grade a second time (`check()` in the student's
 kernel, whose outputs `TrustedGrades` overwrites anyway), and the kit's demos (cells tagged
 `mha-kit-skip`: a timing and a training run, two seconds a submission, that grade nothing and
-define nothing; `run_demos` turns them on). Test cells call `check()` and nothing else, so no
-later cell depends on them. A kit test cell is one whose grade id is a
-check id (`graded_by_kit`); a test cell of the instructor's own still runs in the kernel.
+define only what they show, `times` and `losses`; `run_demos` turns them on). Test cells
+call `check()` and nothing else, so no later cell depends on them. A kit test cell is one
+whose grade id is a check id (`graded_by_kit`); a test cell of the instructor's own still
+runs in the kernel.
 """
 
 from __future__ import annotations
@@ -160,6 +161,7 @@ class TrustedGrades(Preprocessor):
                 grade = functools.partial(run_checks, sub, device=device, assignment=assignment)
                 hidden = grade(salt=HIDDEN_SALT)
                 again = [r.id for r in hidden if not r.passed and r.id != SPEED_CHECK]
+                sub.restart_clock()  # each run gets the whole cap, as in its own worker
                 visible = grade(only=again) if again else []
                 problems = worker_problems(sub)
         results = shown_results(hidden, visible)
@@ -185,11 +187,12 @@ _HALTED = {DeadKernelError: "autograde.kernel_died", CellTimeoutError: "autograd
 
 
 class StudentCells(Execute):
-    """nbgrader's Execute for every cell but the kit's test cells, which get 0 points until
-    `TrustedGrades` writes their outputs (so that a list without it grades nothing), and but
-    the kit's demos, which say they were not run. A kernel that dies or stops answering ends
-    the run at that cell, with an error saying so; the later cells stay unexecuted (a test
-    cell of the instructor's own among them gets 0 points), and the grading goes on."""
+    """nbgrader's Execute for every cell but two kinds: the kit's test cells, which get 0
+    points until `TrustedGrades` writes their outputs (so that a list without it grades
+    nothing), and the kit's demos, which say they were not run. A kernel that dies or stops
+    answering ends the run at that cell, with an error saying so; the later cells stay
+    unexecuted (a test cell of the instructor's own among them gets 0 points), and the
+    grading goes on."""
 
     run_demos = Bool(False, help="Run the cells tagged mha-kit-skip too: the kit's timing and "
                                  "training demos, which grade nothing.").tag(config=True)

@@ -20,7 +20,7 @@ CORPUS = ROOT / "tests" / "corpus"
 TEMPLATE = CORPUS / "template.py"
 STUBS = CORPUS / "stubs.py"
 HOSTILE = ROOT / "tests" / "hostile"
-KERNEL_TIMEOUT_S = 30  # nbgrader's Execute.timeout in the course of the `course` fixture
+KERNEL_TIMEOUT_S = 15  # nbgrader's Execute.timeout in the course of the `course` fixture
 SPEED = "speed_fused_vs_looped"
 # Every check but the speed check: what a submission gets the same way on any machine.
 DETERMINISTIC = [c.id for c in CHECKS if c.id != SPEED]

@@ -50,11 +50,9 @@ def console() -> NoReturn:
     torch's modules (about 0.4 s of garbage collection, for nothing) once the other threads,
     the atexit handlers and the output are done."""
     code = main()
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    threading._shutdown()  # what the interpreter does first: pools told to stop, threads joined
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed pipe, a closed file
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # None, closed, a pipe
             stream.flush()
     os._exit(code)

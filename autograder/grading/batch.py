@@ -151,8 +151,8 @@ def in_parallel(items: list[T], jobs: int, task: Callable[[T], R], died: Callabl
                     try:
                         running[pool.submit(task, queue[0])] = queue[0]
                         queue.pop(0)
-                    except BrokenProcessPool:  # a process died since the last result
-                        broken = True
+                    except (BrokenProcessPool, RuntimeError):  # a process died since the last
+                        broken = True  # result (RuntimeError: while the pool shuts down)
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
                     item = running.pop(future)

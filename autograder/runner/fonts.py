@@ -3,33 +3,39 @@
 Student code runs with a new, empty home each time (`worker`, `sandboxed_kernel`), so
 matplotlib would build its font list again before each one's first plot: a quarter of a
 second, every submission, twice under nbgrader. The grader's own list (built once, by the
-grader) is copied in instead. It is the grader's file, never one a worker wrote.
+grader) is copied in instead. It is the grader's file, never one a worker wrote. Only time
+depends on it: without it, matplotlib builds its own as before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import shutil
 from pathlib import Path
 
 
 @functools.cache
 def font_list() -> Path | None:
-    """The grader's matplotlib font list, built now if there is none; None without
-    matplotlib."""
+    """The grader's matplotlib font list for the installed matplotlib (importing its font
+    manager builds one where there is none); None without matplotlib or a file."""
     try:
         import matplotlib
+        from matplotlib.font_manager import FontManager
     except ImportError:
         return None
-    folder = Path(matplotlib.get_cachedir())
-    if not any(folder.glob("fontlist-v*.json")):
-        import matplotlib.font_manager  # noqa: F401  builds the list and writes it there
-    found = sorted(folder.glob("fontlist-v*.json"))
-    return found[-1] if found else None
+    path = Path(matplotlib.get_cachedir()) / f"fontlist-v{FontManager.__version__}.json"
+    return path if path.is_file() else None
 
 
 def seed(config_dir: Path) -> None:
-    """Put the font list where matplotlib looks with MPLCONFIGDIR=config_dir."""
+    """Put the font list, readable by any account, where matplotlib looks with
+    MPLCONFIGDIR=config_dir."""
     source = font_list()
-    if source is not None:
-        shutil.copyfile(source, config_dir / source.name)
+    if source is None:
+        return
+    with contextlib.suppress(OSError):
+        target = config_dir / source.name
+        shutil.copyfile(source, target)
+        os.chmod(target, 0o644)

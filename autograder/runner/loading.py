@@ -45,7 +45,8 @@ class _QuietIPython:
 
 
 # A notebook cell with this tag only shows something (a timing, a demo) and defines nothing a
-# check needs: `mha-kit check` leaves it out. nbgrader, which runs the whole notebook, runs it.
+# check needs: the grader's worker leaves it out, and so does the kernel under nbgrader's
+# autograde (`trusted_autograde.StudentCells`, unless run_demos); Validate runs it.
 SKIP_TAG = "mha-kit-skip"
 
 

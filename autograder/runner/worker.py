@@ -203,6 +203,10 @@ class WorkerSubmission:
         if self._proc is None and self._dead_at_load is None and self._left() > 0:
             self._start()
 
+    def restart_clock(self) -> None:
+        """The overall cap counts again from now: for a second grading of the same file."""
+        self._deadline = time.monotonic() + self.limits.total_s
+
     def ensure_loaded(self) -> None:
         """`start`, and wait until the worker has loaded the file."""
         self.start()
