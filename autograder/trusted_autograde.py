@@ -46,7 +46,7 @@ from .grading.files import detect_assignment
 from .grading.registry import POINTS, SPEED_CHECK, run_checks
 from .grading.report import score_line
 from .messages import LANG_VARIABLE, Message, msg, render
-from .runner.loading import SKIP_TAG, is_test_cell
+from .runner.loading import is_demo, is_test_cell
 from .runner.policy import Limits
 from .runtime import default_device
 
@@ -214,8 +214,7 @@ class StudentCells(Execute):
         if graded_by_kit(cell):
             cell.outputs = zero_points(cell, msg("autograde.kit_grades"), self._lang)
             return cell, self.resources
-        if (cell.cell_type == "code" and not self.run_demos
-                and SKIP_TAG in cell.metadata.get("tags", ())
+        if (cell.cell_type == "code" and not self.run_demos and is_demo(cell)
                 and not cell.metadata.get("nbgrader", {}).get("grade")):  # a graded cell runs
             with language(self._lang):
                 text = render(msg("autograde.demo_not_run"))

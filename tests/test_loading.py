@@ -1,5 +1,7 @@
 """Loading a submission: which notebook cells run, and what a failing cell costs."""
 
+import json
+
 import nbformat
 from conftest import TEMPLATE
 
@@ -43,6 +45,15 @@ def test_test_cells_and_skipped_cells_are_not_run(tmp_path):
     loaded = load_source(path)
     assert loaded.problems == []
     assert loaded.namespace["split_heads"](None, 1) == "mine"
+
+
+def test_tags_that_are_not_a_list_count_as_none(tmp_path):
+    """nbformat refuses to write such a notebook, but a student's editor may."""
+    nb = nbformat.v4.new_notebook(cells=[code("ran = True"), code("tagged = True")])
+    nb.cells[0].metadata.tags, nb.cells[1].metadata.tags = 5, None
+    path = tmp_path / "student.ipynb"
+    path.write_text(json.dumps(nb))
+    assert {"ran", "tagged"} <= set(load_source(path).namespace)
 
 
 def test_grading_leaves_nothing_in_the_working_folder(tmp_path, monkeypatch):

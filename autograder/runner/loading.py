@@ -50,6 +50,12 @@ class _QuietIPython:
 SKIP_TAG = "mha-kit-skip"
 
 
+def is_demo(cell: Any) -> bool:
+    """A cell tagged SKIP_TAG (tags that are not a list count as none)."""
+    tags = cell.get("metadata", {}).get("tags")
+    return isinstance(tags, list) and SKIP_TAG in tags
+
+
 def is_test_cell(cell: Any) -> bool:
     """nbgrader's locked test cells: graded, not a solution. The grader runs its own checks."""
     meta = cell.get("metadata", {}).get("nbgrader", {})
@@ -84,7 +90,7 @@ def _notebook_chunks(path: Path) -> list[tuple[str, str]]:
     chunks = []
     for number, cell in enumerate(notebook_cells(path), start=1):
         if (cell.get("cell_type") != "code" or is_test_cell(cell) or not cell["source"].strip()
-                or SKIP_TAG in cell.get("metadata", {}).get("tags", ())):
+                or is_demo(cell)):
             continue
         chunks.append((f"cell {number}", to_python(cell["source"])))
     return chunks
