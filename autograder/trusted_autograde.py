@@ -216,8 +216,7 @@ class StudentCells(Execute):
             return cell, self.resources
         if (cell.cell_type == "code" and not self.run_demos and is_demo(cell)
                 and not cell.metadata.get("nbgrader", {}).get("grade")):  # a graded cell runs
-            with language(self._lang):
-                text = render(msg("autograde.demo_not_run"))
+            text = render(msg("autograde.demo_not_run"), self._lang)
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text + "\n")]
             return cell, self.resources
         if self._halted is not None:
@@ -229,8 +228,7 @@ class StudentCells(Execute):
         except (DeadKernelError, CellTimeoutError) as err:
             self._halted = msg(_HALTED[type(err)], cell=index + 1, seconds=self.timeout)
             self.log.warning(render(self._halted))
-            with language(self._lang):
-                text = render(self._halted)
+            text = render(self._halted, self._lang)
             cell.outputs.append(nbformat.v4.new_output(
                 "error", ename=type(err).__name__, evalue=text, traceback=[text]))
             return cell, self.resources

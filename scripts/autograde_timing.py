@@ -32,12 +32,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 import nbformat  # noqa: E402
-from notebook_helpers import PARTIAL, SOLUTION, SPEED, read, solved, tampered  # noqa: E402
+from notebook_helpers import (  # noqa: E402
+    MHA_CHECK_IDS,
+    PARTIAL,
+    SOLUTION,
+    SPEED,
+    read,
+    recorded_grades,
+    solved,
+    tampered,
+)
 
-from autograder.grading.registry import ASSIGNMENTS  # noqa: E402
 from autograder.release import with_interpreter_on_path  # noqa: E402
 
-CHECK_IDS = [spec.id for spec in ASSIGNMENTS["mha"]]
 VARIANTS = ("complete", "partial", "complete", "empty", "complete", "tampered")
 # nbgrader's own autograde preprocessors: the stock Execute, points from the kernel's outputs.
 PLAIN = '\ndel c.Autograde["autograde_preprocessors"]  # nbgrader\'s default list\n'
@@ -89,21 +96,14 @@ def timed(course: Path, *command: str) -> tuple[float, list[float]]:
     return wall, per_student(done.stderr, time.time())
 
 
-def gradebook(course: Path, students) -> dict[str, dict[str, float]]:
-    from nbgrader.api import Gradebook
-
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        return {s: {i: gb.find_grade(i, SOLUTION.stem, "mha", s).score for i in CHECK_IDS}
-                for s in students}
-
-
 def kit_csv(course: Path, jobs: int) -> dict[str, dict[str, float]]:
     """`mha-kit grade`'s scores for the same submitted files."""
     sheet = course.parent / "kit.csv"
     run(course, "autograder.cli", "grade", "submitted", "--jobs", str(jobs), "--csv", str(sheet),
         "--assignment", "mha")
     with open(sheet, newline="", encoding="utf-8") as f:
-        return {row["student"]: {i: float(row[i]) for i in CHECK_IDS} for row in csv.DictReader(f)}
+        return {row["student"]: {i: float(row[i]) for i in MHA_CHECK_IDS}
+                for row in csv.DictReader(f)}
 
 
 def differences(recorded: dict, expected: dict) -> list[str]:
@@ -151,7 +151,7 @@ def main() -> None:
             print(f"  {label:54} {wall:8.1f}s {wall / len(students):14.1f}s {median}")
         print("gradebooks against `mha-kit grade`'s CSV (the speed check: earned or not):")
         for label, name in ways.items():
-            recorded = gradebook(Path(tmp) / name, students)
+            recorded = recorded_grades(Path(tmp) / name, students)
             totals = [f"{s} {sum(g.values()):g}/{sum(expected[s].values()):g}"
                       for s, g in sorted(recorded.items())
                       if sum(g.values()) != sum(expected[s].values())]

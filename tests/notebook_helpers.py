@@ -25,6 +25,7 @@ VERDICT = re.compile(r"^([✓✗]) (\w+): ([\d.]+)/(\d+)", re.MULTILINE)
 COURSE_ASSIGNMENTS = (*ASSIGNMENTS, *editions.edition_names(ROOT))
 # Who submits what: the core assignment gets four students, every other one two.
 MHA_STUDENTS = ("complete", "empty", "partial", "tampered")
+MHA_CHECK_IDS = [spec.id for spec in ASSIGNMENTS["mha"]]
 STUDENTS = ("complete", "empty")
 
 
@@ -112,3 +113,12 @@ def verdicts(nb: nbformat.NotebookNode) -> dict[str, tuple[bool, float]]:
 def normalised(nb: nbformat.NotebookNode) -> list:
     """What a release is made of: its cells' ids, types, sources and metadata."""
     return [(c.id, c.cell_type, c.source, c.metadata) for c in nb.cells]
+
+
+def recorded_grades(course: Path, students) -> dict[str, dict[str, float]]:
+    """What a course's gradebook.db holds for the mha notebook: student -> check -> points."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        return {student: {i: gradebook.find_grade(i, SOLUTION.stem, "mha", student).score
+                          for i in MHA_CHECK_IDS} for student in students}

@@ -19,6 +19,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 from notebook_helpers import (
+    MHA_CHECK_IDS,
     MHA_STUDENTS,
     SOLUTION,
     SPEED,
@@ -27,15 +28,15 @@ from notebook_helpers import (
     kernel_env,
     nbgrader_meta,
     read,
+    recorded_grades,
     solved,
     verdicts,
 )
 
-from autograder.grading.registry import ASSIGNMENTS, POINTS
+from autograder.grading.registry import POINTS
 from autograder.release import run_nbgrader, with_interpreter_on_path
 
 NOTEBOOK = SOLUTION.stem
-CHECK_IDS = [spec.id for spec in ASSIGNMENTS["mha"]]
 # Each inserted after the setup cell of a complete submission.
 BREAKING = {
     "dies": "import os\nos._exit(1)\n",
@@ -55,12 +56,6 @@ def autograde(course: Path, *args: str) -> subprocess.CompletedProcess:
                                     "MHA_KIT_WORKER_USER": ""})
     return subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "mha", *args],
                           cwd=course, env=env, capture_output=True, text=True, timeout=900)
-
-
-def grades(course: Path, students) -> dict[str, dict[str, float]]:
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        return {s: {i: gradebook.find_grade(i, NOTEBOOK, "mha", s).score for i in CHECK_IDS}
-                for s in students}
 
 
 @pytest.fixture(scope="module")
@@ -92,11 +87,12 @@ def kit_course(course, tmp_path_factory) -> tuple[Path, subprocess.CompletedProc
 def test_the_gradebook_holds_what_nbgrader_autograde_recorded(course, kit_course):
     copy, run = kit_course
     assert run.returncode == 0, run.stdout + run.stderr
-    kit, nbgrader = grades(copy, MHA_STUDENTS), grades(course, MHA_STUDENTS)
+    kit, nbgrader = recorded_grades(copy, MHA_STUDENTS), recorded_grades(course, MHA_STUDENTS)
     speed = kit["complete"].pop(SPEED), nbgrader["complete"].pop(SPEED)
     assert kit == nbgrader
-    assert all(0 < s <= POINTS[SPEED] for s in speed), speed  # timed: partial credit possible
-    assert grades(copy, BREAKING) == dict.fromkeys(BREAKING, dict.fromkeys(CHECK_IDS, 0))
+    assert speed == (POINTS[SPEED],) * 2, speed  # timed separately: all or nothing, earned
+    nothing = dict.fromkeys(MHA_CHECK_IDS, 0)
+    assert recorded_grades(copy, BREAKING) == dict.fromkeys(BREAKING, nothing)
 
 
 def test_the_autograded_notebooks_are_nbgrader_s(course, kit_course):
@@ -137,7 +133,7 @@ def test_a_broken_submission_is_recorded_with_a_line_saying_why(kit_course):
     assert "stopped answering" in errors(breaking_cell("loops"))[0].evalue  # not interrupted
     killed = read(copy / "autograded" / "kills_grader" / "mha" / SOLUTION.name)
     test_cells = [c for c in killed.cells if is_test_cell(c)]
-    assert len(test_cells) == len(CHECK_IDS)
+    assert len(test_cells) == len(MHA_CHECK_IDS)
     assert all("the grading process died" in errors(c)[0].evalue for c in test_cells)
 
 
@@ -153,7 +149,7 @@ def test_feedback_and_export_then_work_as_usual(kit_course):
     with open(copy / "grades.csv", newline="") as f:
         exported = {r["student_id"]: float(r["score"]) for r in csv.DictReader(f)
                     if r["assignment"] == "mha"}
-    recorded = grades(copy, (*MHA_STUDENTS, *BREAKING))
+    recorded = recorded_grades(copy, (*MHA_STUDENTS, *BREAKING))
     assert {s: exported[s] for s in recorded} == {s: sum(g.values()) for s, g in recorded.items()}
 
 

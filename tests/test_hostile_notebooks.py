@@ -13,15 +13,13 @@ from pathlib import Path
 import hostile_notebooks
 import pytest
 from conftest import ROOT, run_cli
-from nbgrader.api import Gradebook
-from notebook_helpers import SOLUTION, read
+from notebook_helpers import MHA_CHECK_IDS, SOLUTION, read, recorded_grades
 
-from autograder.grading.registry import ASSIGNMENTS, POINTS
+from autograder.grading.registry import POINTS
 from autograder.trusted_autograde import KERNEL_TROUBLE
 
 CASES = hostile_notebooks.cases()
-CHECK_IDS = [spec.id for spec in ASSIGNMENTS["mha"]]
-FULL_MARKS = sum(POINTS[i] for i in CHECK_IDS)
+FULL_MARKS = sum(POINTS[i] for i in MHA_CHECK_IDS)
 STUDENTS = ["complete", "empty", *(case.student for case in CASES)]
 
 
@@ -31,9 +29,8 @@ def earned(case: hostile_notebooks.HostileNotebook) -> float:
 
 
 def gradebook_totals(course: Path) -> dict[str, float]:
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        return {student: sum(gradebook.find_grade(i, SOLUTION.stem, "mha", student).score
-                             for i in CHECK_IDS) for student in STUDENTS}
+    return {student: sum(scores.values())
+            for student, scores in recorded_grades(course, STUDENTS).items()}
 
 
 def written_outside(course: Path) -> list[Path]:

@@ -10,24 +10,23 @@ import csv
 
 import pytest
 from conftest import ROOT
-from nbgrader.api import Gradebook
 from notebook_helpers import (
     COURSE_ASSIGNMENTS,
     EDITED,
+    MHA_CHECK_IDS,
     MHA_STUDENTS,
     PARTIAL,
     SOLUTION,
-    SPEED,
     is_test_cell,
     nbgrader_meta,
     normalised,
     read,
+    recorded_grades,
 )
 
-from autograder.grading.registry import ASSIGNMENTS, POINTS
+from autograder.grading.registry import POINTS
 
 NOTEBOOK = SOLUTION.stem
-CHECK_IDS = [spec.id for spec in ASSIGNMENTS["mha"]]
 
 
 @pytest.mark.parametrize("name", COURSE_ASSIGNMENTS)
@@ -42,25 +41,18 @@ def test_committed_release_is_a_fresh_generation(course, name):
 
 
 def test_autograde_feedback_export(course):
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        earned = {
-            student: {i: gradebook.find_grade(i, NOTEBOOK, "mha", student).score
-                      for i in CHECK_IDS}
-            for student in MHA_STUDENTS
-        }
-    partial = {i: POINTS[i] if i in PARTIAL else 0 for i in CHECK_IDS}
-    assert earned["empty"] == dict.fromkeys(CHECK_IDS, 0)
+    earned = recorded_grades(course, MHA_STUDENTS)
+    partial = {i: POINTS[i] if i in PARTIAL else 0 for i in MHA_CHECK_IDS}
+    assert earned["empty"] == dict.fromkeys(MHA_CHECK_IDS, 0)
     assert earned["partial"] == partial
     assert earned["tampered"] == partial, "a tampered test cell must grade the code, not the edit"
-    speed = earned["complete"].pop(SPEED)
-    assert 0 < speed <= POINTS[SPEED]  # timed on a shared machine: partial credit is possible
-    assert earned["complete"] == {i: POINTS[i] for i in CHECK_IDS if i != SPEED}
+    assert earned["complete"] == {i: POINTS[i] for i in MHA_CHECK_IDS}  # the timed one too
 
     with open(course / "grades.csv", newline="") as f:
         scores = {row["student_id"]: float(row["score"]) for row in csv.DictReader(f)
                   if row["assignment"] == "mha" and row["student_id"] in MHA_STUDENTS}
     assert scores == {
-        "complete": sum(POINTS[i] for i in CHECK_IDS if i != SPEED) + speed,
+        "complete": sum(POINTS[i] for i in MHA_CHECK_IDS),
         "empty": 0,
         "partial": sum(partial.values()),
         "tampered": sum(partial.values()),
@@ -68,7 +60,7 @@ def test_autograde_feedback_export(course):
 
     graded = read(course / "autograded" / "tampered" / "mha" / SOLUTION.name)
     restored = {nbgrader_meta(c)["grade_id"]: c.source for c in graded.cells if is_test_cell(c)}
-    assert set(restored) == set(CHECK_IDS)
+    assert set(restored) == set(MHA_CHECK_IDS)
     assert f'check("{EDITED}", hidden=True)' in restored[EDITED]
     for student in MHA_STUDENTS:
         feedback = course / "feedback" / student / "mha" / f"{NOTEBOOK}.html"

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import msg, render
-from ..runner import sandbox
 from .exits import EXIT_FAIL, EXIT_PASS, EXIT_USAGE
+from .options import warn_if_unprotected
 
 
 def add(commands: Any) -> None:
@@ -56,8 +56,7 @@ def run(args: argparse.Namespace) -> int:
             print(render(msg("autograde.no_submissions", assignment=args.assignment,
                              path=str(course.root))), file=sys.stderr)
         return EXIT_PASS if course.skipped else EXIT_USAGE
-    if (unprotected := sandbox.unprotected()) is not None:  # the kernels and the workers
-        print(render(unprotected), file=sys.stderr, flush=True)
+    warn_if_unprotected()  # for the kernels and the workers
     progress = Progress(len(course.students))
     everyone = []
     with course:

@@ -14,11 +14,16 @@ from ..grading.files import detect_assignment, readable_submission
 from ..grading.registry import ASSIGNMENTS, CHECKS
 from ..grading.report import format_table, score_line, write_gradescope_json
 from ..messages import LANG_VARIABLE, msg, render
-from ..runner import sandbox
 from ..runner.worker import WorkerStartError
 from ..runtime import default_device
 from .exits import EXIT_FAIL, EXIT_PASS, EXIT_USAGE
-from .options import add_device_flag, add_lang_flag, add_limit_flags, limits_from
+from .options import (
+    add_device_flag,
+    add_lang_flag,
+    add_limit_flags,
+    limits_from,
+    warn_if_unprotected,
+)
 
 
 def add(commands: Any) -> None:
@@ -56,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
     device = args.device or default_device()
     started = time.perf_counter()
     print(render(msg("cli.grading", path=str(path), device=device)), flush=True)
-    if (unprotected := sandbox.unprotected()) is not None:
-        print(render(unprotected), file=sys.stderr, flush=True)
+    warn_if_unprotected()
 
     def progress(result):
         if args.verbose:

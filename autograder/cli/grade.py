@@ -14,11 +14,10 @@ from ..grading.files import StudentFile, detect_assignment, discover
 from ..grading.registry import ASSIGNMENTS
 from ..grading.report import write_results
 from ..messages import msg, render
-from ..runner import sandbox
 from ..runner.worker import WorkerStartError
 from ..runtime import default_device
 from .exits import EXIT_PASS, EXIT_USAGE
-from .options import add_device_flag, add_limit_flags, limits_from
+from .options import add_device_flag, add_limit_flags, limits_from, warn_if_unprotected
 
 
 def add(commands: Any) -> None:
@@ -58,8 +57,7 @@ def run(args: argparse.Namespace) -> int:
     limits = limits_from(args)
     device = args.device or default_device()
     ids = [spec.id for spec in ASSIGNMENTS[assignment]]
-    if (unprotected := sandbox.unprotected()) is not None:
-        print(render(unprotected), file=sys.stderr, flush=True)
+    warn_if_unprotected()
     started = time.perf_counter()
     progress = Progress(len(entries))
     rows: dict[str, tuple[StudentFile, dict]] = {}

@@ -1,11 +1,20 @@
-"""Options that several commands share: the limits on student code, the device, the language."""
+"""What several commands share: the limits on student code, the device, the language, and
+the warning where student code runs without the sandbox."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
-from ..messages import LANG_VARIABLE, LANGUAGES
+from ..messages import LANG_VARIABLE, LANGUAGES, render
+from ..runner import sandbox
 from ..runner.policy import Limits
+
+
+def warn_if_unprotected() -> None:
+    """Say on stderr what is not protected, where student code runs without the sandbox."""
+    if (unprotected := sandbox.unprotected()) is not None:
+        print(render(unprotected), file=sys.stderr, flush=True)
 
 
 def add_limit_flags(parser: argparse.ArgumentParser) -> None:

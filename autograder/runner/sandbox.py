@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..messages import Message, msg
@@ -34,6 +34,12 @@ SANDBOX_ENV = "MHA_KIT_SANDBOX"
 BWRAP_ENV = "MHA_KIT_BWRAP"
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri", "/dev/kfd")
 SHM_BYTES = 64 * 2**20  # the private /dev/shm: semaphores and small shared buffers
+
+
+def without_grader_paths(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` for student code: not TORCHINDUCTOR_CACHE_DIR, which torch sets in a process that
+    used its compiler (a folder in /tmp, where a sandbox cannot write)."""
+    return {k: v for k, v in env.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
 
 
 def _bwrap() -> str | None:

@@ -64,11 +64,10 @@ class ZygoteError(OSError):
 
 
 def worker_env(env: dict[str, str]) -> dict[str, str]:
-    """The environment of any process that runs the kit's worker code. Not the grader's
-    TORCHINDUCTOR_CACHE_DIR: torch sets it on first use (in /tmp), where a sandbox cannot write."""
+    """The environment of any process that runs the kit's worker code."""
     path = os.pathsep.join(filter(None, [str(KIT_ROOT), env.get("PYTHONPATH")]))
-    env = {k: v for k, v in env.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
-    return {**env, "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path}
+    return {**sandbox.without_grader_paths(env), "MPLBACKEND": "Agg",
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path}
 
 
 @contextlib.contextmanager
