@@ -117,9 +117,8 @@ TEMPLATES: dict[str, str] = {
                               "answering, so the cells after it did not run; the points come "
                               "from the kit's own grading",
     "autograde.timed_out": "cell {cell} ran past Execute.timeout and was interrupted",
-    "autograde.demo_not_run": "not run by the autograder: this demo grades nothing (run it in "
-                              "your own notebook; the instructor can turn demos on with "
-                              "StudentCells.run_demos)",
+    "autograde.demo_not_run": "not run by the autograder: this demo earns no points; run it in "
+                              "your own notebook to see its output",
     "autograde.kit_grades": "not graded yet: TrustedGrades writes this cell's outputs (is it in "
                             "Autograde.autograde_preprocessors, after StudentCells?)",
     "autograde.other_assignment": "not graded: this notebook is graded as {assignment}, whose "

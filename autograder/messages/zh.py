@@ -113,8 +113,8 @@ TEMPLATES: dict[str, str] = {
     "autograde.kernel_stuck": "第 {cell} 个单元格运行超过 {seconds} 秒，内核不再响应，"
                               "之后的单元格都没有运行；分数来自评分工具包自己的评分",
     "autograde.timed_out": "第 {cell} 个单元格运行超过 Execute.timeout，已被中断",
-    "autograde.demo_not_run": "自动评分时没有运行：这个演示不计分（请在你自己的 notebook 里运行；"
-                              "教师可以用 StudentCells.run_demos 打开演示）",
+    "autograde.demo_not_run": "自动评分时没有运行：这个演示不计分；请在你自己的 notebook "
+                              "里运行它，查看输出",
     "autograde.kit_grades": "尚未评分：这个单元格的输出由 TrustedGrades 写入（它是否在 "
                             "Autograde.autograde_preprocessors 中、位于 StudentCells 之后？）",
     "autograde.other_assignment": "没有评分：这个 notebook 按 {assignment} 评分，"
