@@ -91,8 +91,8 @@ EXPECTED: dict[str, Expect] = {
     "monkeypatch_torch.py": Expect(fails={"split_heads": "wrong values",
                                           "merge_heads": "wrong values"}),
     "monkeypatch_autograder.py": Expect(fails={
-        "split_heads": "`split_heads` sent back something other than plain tensors and values "
-                       "(UnpicklingError)",
+        "split_heads": "`split_heads` returned something that cannot be sent back "
+                       "(PicklingError)",
         "merge_heads": "wrong values"}),
     "writes_results_file.py": Expect(fails={"split_heads": "`split_heads` is not implemented"}),
     "writes_outside.py": Expect(STEPS),  # what it tries: tests/test_sandbox.py

@@ -81,7 +81,7 @@ def test_the_quiz_gives_partial_credit(tmp_path):
 
 
 def test_a_copy_is_seen_through_the_worker_too(tmp_path):
-    """View or copy survives the trip from the worker process: torch.save keeps shared storage."""
+    """View or copy survives the trip from the worker process: the pipe keeps shared storage."""
     path = mutated(tmp_path, {SPLIT: SPLIT + ".contiguous()"})
     with WorkerSubmission(path) as sub:
         results = {r.id: r for r in run_checks(sub, assignment="shapes",

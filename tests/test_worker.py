@@ -3,7 +3,10 @@ temporary folder and the account student code runs as."""
 
 from __future__ import annotations
 
+import io
 import os
+import pickle
+import struct
 import subprocess
 import sys
 import time
@@ -60,10 +63,55 @@ def _through_pipe(payload: bytes):
         os.close(write)
 
 
+def test_the_pipe_carries_values_and_views_as_they_were():
+    base = torch.arange(12.0).view(3, 4)
+    view = base[:, 1:3]  # a strided view into the same storage
+    sent = {"value": (view, base, None), "dtype": torch.bfloat16, "size": torch.Size([2]),
+            "meta": torch.empty(2, 3, device="meta"), "parameter": nn.Parameter(torch.ones(2)),
+            "bits": b"\x00\x01", "numbers": [1, 2.5, 3j, True], "kinds": {"a", "b"}}
+    got = _through_pipe(_encode(sent))
+    got_view, got_base, _ = got["value"]
+    assert torch.equal(got_view, view) and got_view.stride() == view.stride() == (4, 1)
+    assert got_view.untyped_storage().data_ptr() == got_base.untyped_storage().data_ptr()
+    assert got["meta"].device.type == "meta" and got["meta"].shape == (2, 3)
+    assert type(got["parameter"]) is nn.Parameter and got["parameter"].requires_grad
+    assert {k: got[k] for k in ("dtype", "size", "bits", "numbers", "kinds")} == {
+        k: sent[k] for k in ("dtype", "size", "bits", "numbers", "kinds")}
+
+
+def _payload(value: object, storages: tuple[bytes, ...] = ()) -> bytes:
+    """A message as `_encode` frames it, but whose tuples ("tensor", ...) are sent as the
+    tensors they claim to be: what a worker that wrote its own pickle could send."""
+
+    class Claims(pickle.Pickler):
+        def persistent_id(self, obj: object) -> object:
+            return obj if isinstance(obj, tuple) and obj[:1] == ("tensor",) else None
+
+    buffer = io.BytesIO()
+    Claims(buffer, protocol=5).dump(value)
+    parts = [struct.pack("!QI", buffer.tell(), len(storages)), buffer.getvalue()]
+    for data in storages:
+        parts += [HEADER.pack(len(data)), data]
+    body = b"".join(parts)
+    return HEADER.pack(len(body)) + body
+
+
 def test_the_pipe_refuses_anything_but_safe_payloads():
     assert _through_pipe(_encode({"value": (torch.ones(2), None)}))["value"][1] is None
-    with pytest.raises(ValueError, match="UnpicklingError"):
-        _through_pipe(_encode(torch.zeros(2).as_subclass(Agreeable)))
+    assert torch.equal(_through_pipe(_payload(  # a claim that fits its storage
+        ("tensor", 0, "float32", (2,), (1,), 0, "cpu", False, False), (bytes(8),))),
+        torch.zeros(2))
+    for value in (torch.zeros(2).as_subclass(Agreeable), os.system, Agreeable):
+        with pytest.raises(pickle.PicklingError):  # the writer sends values only
+            _encode(value)
+    for claim, storages in (
+        (os.system, ()),  # code: the reader knows no such global
+        (("tensor", 0, "float32", (100,), (1,), 0, "cpu", False, False), (bytes(8),)),
+        (("tensor", None, "float32", (2**40,), (0,), 0, "meta", False, False), ()),
+        (("tensor", 0, "float32", (2**40,), (0,), 0, "cpu", False, False), (bytes(4),)),
+    ):
+        with pytest.raises(ValueError):  # and builds no tensor its storage cannot hold
+            _through_pipe(_payload(claim, storages))
     with pytest.raises(ValueError):
         _through_pipe(HEADER.pack(7) + b"garbage")
     with pytest.raises(EOFError):  # a length no reply may have: the pipe is out of step

@@ -1,17 +1,24 @@
-"""The pipe between the grader and its worker: length-prefixed `torch.save` messages.
+"""The pipe between the grader and its worker: length-prefixed messages that carry values only.
 
-Each message is an 8-byte length, then a `torch.save` payload that the reader loads with
-`weights_only=True`: tensors and plain Python values can cross, never code, whichever side
-wrote it. Reads and writes are bounded by a deadline; a reader that gives up (TimeoutError),
-meets the end of the pipe or an impossible length (EOFError) leaves the pipe out of step, so
-its worker is not asked again.
+A message is an 8-byte length, then a pickle of plain Python values (numbers, text, bytes,
+lists, tuples, dicts, sets) and tensors, then the bytes of the tensors' storages. Nothing else
+crosses, never code, whichever side wrote it: the writer refuses any other object, and the
+reader's unpickler knows no global but torch's dtypes, `torch.Size` and `torch.device`, and
+rebuilds each tensor itself from its dtype, shape, strides and storage (views of one storage
+stay views of one storage). It is a few times faster than `torch.save` with
+`torch.load(weights_only=True)`, and as strict. Reads and writes are bounded by a deadline; a
+reader that gives up (TimeoutError), meets the end of the pipe or an impossible length
+(EOFError) leaves the pipe out of step, so its worker is not asked again.
 """
 
 from __future__ import annotations
 
+import collections
+import ctypes
 import dataclasses
 import io
 import os
+import pickle
 import select
 import struct
 import time
@@ -26,11 +33,125 @@ MAX_MESSAGE = 256 * 2**20
 TEXT_KEEP = 1000  # characters of any text from the worker shown to anyone (a message: 4x)
 
 
+_DTYPES = {str(d).removeprefix("torch."): d for d in vars(torch).values()
+           if isinstance(d, torch.dtype)}
+_CLASSES = {("torch", "Size"): torch.Size, ("torch", "device"): torch.device,
+            ("collections", "OrderedDict"): collections.OrderedDict,
+            **{("builtins", c.__name__): c for c in (complex, slice, bytearray, set, frozenset)}}
+_VALUES = (torch.dtype, torch.Size, torch.device, *set(_CLASSES.values()))
+_DEVICES = frozenset({"cpu", "meta", "cuda"})
+
+
+class _Pickler(pickle.Pickler):
+    """Tensors go by reference to the storages that follow the pickle; other objects that are
+    not plain values are refused."""
+
+    def __init__(self, file: io.BytesIO) -> None:
+        super().__init__(file, protocol=5)
+        self.storages: list[bytes] = []
+        self._index: dict[tuple, int] = {}
+
+    def persistent_id(self, obj: Any) -> tuple | None:
+        if not isinstance(obj, torch.Tensor):
+            return None
+        if type(obj) not in (torch.Tensor, torch.nn.Parameter):
+            raise pickle.PicklingError(f"a tensor subclass, {type(obj).__name__}")
+        if obj.layout != torch.strided or obj.is_quantized or obj.is_nested:
+            raise pickle.PicklingError(f"a {obj.layout} tensor")
+        obj = obj.resolve_conj().resolve_neg()
+        device = obj.device.type
+        if device not in _DEVICES:
+            raise pickle.PicklingError(f"a tensor on {obj.device}")
+        index = None
+        if device != "meta":
+            storage = obj.untyped_storage()
+            key = (device, storage.data_ptr(), storage.nbytes())
+            index = self._index.get(key)
+            if index is None:
+                data = storage if device == "cpu" else storage.cpu()
+                index = self._index[key] = len(self.storages)
+                self.storages.append(ctypes.string_at(data.data_ptr(), data.nbytes()))
+        return ("tensor", index, str(obj.dtype).removeprefix("torch."), tuple(obj.shape),
+                obj.stride(), obj.storage_offset(), str(obj.device), obj.requires_grad,
+                isinstance(obj, torch.nn.Parameter))
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, _VALUES) or type(obj) is type and obj in _VALUES:
+            return NotImplemented  # pickled as usual, by the reduce of its type
+        raise pickle.PicklingError(f"not a plain value: {type(obj).__name__}")
+
+
+class _Unpickler(pickle.Unpickler):
+    """Knows torch's dtypes, `torch.Size`, `torch.device` and a few builtins; rebuilds tensors
+    from the storages after the pickle, refusing any that does not fit its storage."""
+
+    def __init__(self, file: io.BytesIO, storages: list[torch.UntypedStorage]) -> None:
+        super().__init__(file)
+        self.storages = storages
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "torch" and name in _DTYPES:
+            return _DTYPES[name]
+        if (module, name) in _CLASSES:
+            return _CLASSES[module, name]
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed")
+
+    def persistent_load(self, pid: Any) -> torch.Tensor:
+        kind, index, dtype, shape, stride, offset, device, requires_grad, parameter = pid
+        dtype = _DTYPES[dtype]
+        if kind != "tensor" or torch.device(device).type not in _DEVICES:
+            raise pickle.UnpicklingError("not a tensor")
+        if _numel(shape) * dtype.itemsize > MAX_MESSAGE:  # e.g. a broadcast view of 1 value
+            raise pickle.UnpicklingError("a tensor too large to hold")
+        if index is None:
+            tensor = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+        else:
+            tensor = torch.empty(0, dtype=dtype).set_(self.storages[index], offset, shape, stride)
+            tensor = tensor if device == "cpu" else tensor.to(device)
+        if parameter:
+            return torch.nn.Parameter(tensor, requires_grad=requires_grad)
+        return tensor.requires_grad_(requires_grad) if requires_grad else tensor
+
+
+def _numel(shape: tuple) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
+
+
 def encode(obj: Any) -> bytes:
+    """One message: header, pickle, then each storage with its length. Raises
+    pickle.PicklingError for an object that is not a plain value or a tensor."""
     buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    data = buffer.getvalue()
-    return HEADER.pack(len(data)) + data
+    pickler = _Pickler(buffer)
+    pickler.dump(obj)
+    parts = [struct.pack("!QI", buffer.tell(), len(pickler.storages)), buffer.getvalue()]
+    for data in pickler.storages:
+        parts += [HEADER.pack(len(data)), data]
+    body = b"".join(parts)
+    return HEADER.pack(len(body)) + body
+
+
+def decode(data: bytes) -> Any:
+    """The value of one message body; any malformed or disallowed content raises."""
+    view = memoryview(data)
+    size, count = struct.unpack_from("!QI", view)
+    start = struct.calcsize("!QI")
+    pickled, at = view[start:start + size], start + size
+    storages = []
+    for _ in range(count):
+        (length,) = HEADER.unpack_from(view, at)
+        at += HEADER.size
+        if at + length > len(view):
+            raise ValueError("truncated")
+        chunk = bytearray(view[at:at + length])
+        storages.append(torch.frombuffer(chunk, dtype=torch.uint8).untyped_storage()
+                        if length else torch.UntypedStorage(0))
+        at += length
+    if at != len(view) or len(pickled) != size:
+        raise ValueError("wrong lengths")
+    return _Unpickler(io.BytesIO(pickled), storages).load()
 
 
 def _read_exactly(fd: int, size: int, deadline: float) -> bytes:
@@ -54,8 +175,8 @@ def receive(fd: int, deadline: float) -> Any:
         raise EOFError
     data = _read_exactly(fd, size, deadline)
     try:
-        return torch.load(io.BytesIO(data), weights_only=True)
-    except Exception as err:  # not a safe payload: an object weights_only refuses, or junk
+        return decode(data)
+    except Exception as err:  # not a safe payload: an object the unpickler refuses, or junk
         raise ValueError(type(err).__name__) from None
 
 

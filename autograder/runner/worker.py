@@ -2,9 +2,9 @@
 
 The grader's process never imports the student's code. It sends requests (call this
 function on these tensors) over a pipe and gets tensors back; every comparison happens on
-its side, and everything that comes back passes `plain` again there. Messages are
-`torch.save` payloads read back with `weights_only=True` (`framing`), so the worker cannot
-make the grader run code.
+its side, and everything that comes back passes `plain` again there. Messages carry
+plain values and tensors only, read back by an unpickler that knows no code (`framing`), so
+the worker cannot make the grader run code.
 
 Each worker is a new process, forked from a zygote that has imported torch (`zygote`); its
 side of the pipe is `serve`. It runs in a fresh temporary folder, as `nobody` when the
