@@ -22,6 +22,7 @@ from autograder.grading.batch import grade_submission
 from autograder.grading.registry import POINTS
 from autograder.messages import msg, render
 from autograder.runner.loading import SKIP_TAG, is_test_cell
+from autograder.runner.worker import WorkerSubmission
 from autograder.trusted_autograde import StudentCells, TrustedGrades, shown_results
 
 HOSTILE_CELLS = {
@@ -102,7 +103,8 @@ def test_a_failure_only_on_hidden_inputs_shows_no_values_and_no_picture():
     assert shown.message == msg("trusted.hidden_failed")
 
 
-def test_the_feedback_of_a_wrong_notebook_holds_no_hidden_value(tiny_speed, tmp_path):
+def test_the_feedback_of_a_wrong_notebook_holds_no_hidden_value(tiny_speed, tmp_path,
+                                                               monkeypatch):
     nb = solved(read(RELEASE))
     for cell in nb.cells:  # √embed_dim in place of √d_head: wrong on any input
         cell.source = cell.source.replace("math.sqrt(q.shape[-1])", "math.sqrt(q.shape[-1] * 2)")
@@ -112,7 +114,11 @@ def test_the_feedback_of_a_wrong_notebook_holds_no_hidden_value(tiny_speed, tmp_
     hidden = render(grade_submission(path, only=only, salt=HIDDEN_SALT)[0][0].message)
     visible = render(grade_submission(path, only=only)[0][0].message)
     assert hidden != visible
+    started = []  # the workers TrustedGrades starts
+    start = WorkerSubmission._start
+    monkeypatch.setattr(WorkerSubmission, "_start", lambda sub: (started.append(sub), start(sub)))
     TrustedGrades().preprocess(nb, {})
+    assert len(started) == 1  # one worker for the hidden inputs, then the visible rerun
     cell = next(c for c in nb.cells if is_test_cell(c) and c.metadata.nbgrader.grade_id in only)
     shown = "".join(o.get("text", "") + o.get("evalue", "") for o in cell.outputs)
     assert visible in shown and hidden not in shown

@@ -81,14 +81,18 @@ def test_the_pipe_carries_values_and_views_as_they_were():
 
 def _payload(value: object, storages: tuple[bytes, ...] = ()) -> bytes:
     """A message as `_encode` frames it, but whose tuples ("tensor", ...) are sent as the
-    tensors they claim to be: what a worker that wrote its own pickle could send."""
+    tensors they claim to be, or whose pickle is `value` itself (bytes): what a worker that
+    wrote its own pickle could send."""
 
     class Claims(pickle.Pickler):
         def persistent_id(self, obj: object) -> object:
             return obj if isinstance(obj, tuple) and obj[:1] == ("tensor",) else None
 
     buffer = io.BytesIO()
-    Claims(buffer, protocol=5).dump(value)
+    if isinstance(value, bytes):  # a pickle written by hand
+        buffer.write(value)
+    else:
+        Claims(buffer, protocol=5).dump(value)
     parts = [struct.pack("!QI", buffer.tell(), len(storages)), buffer.getvalue()]
     for data in storages:
         parts += [HEADER.pack(len(data)), data]
@@ -109,6 +113,9 @@ def test_the_pipe_refuses_anything_but_safe_payloads():
         (("tensor", 0, "float32", (100,), (1,), 0, "cpu", False, False), (bytes(8),)),
         (("tensor", None, "float32", (2**40,), (0,), 0, "meta", False, False), ()),
         (("tensor", 0, "float32", (2**40,), (0,), 0, "cpu", False, False), (bytes(4),)),
+        (("tensor", 0, "float32", (-1, -2**40), (1, 1), 0, "cpu", False, False), (bytes(4),)),
+        ([("tensor", 0, "float32", (2**25,), (0,), 0, "cpu", False, False)] * 3, (bytes(4),)),
+        (b"\x80\x05cbuiltins\nbytearray\n\x8a\x05\x00\x00\x00\x00\x01\x85R.", ()),
     ):
         with pytest.raises(ValueError):  # and builds no tensor its storage cannot hold
             _through_pipe(_payload(claim, storages))

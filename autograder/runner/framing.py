@@ -35,10 +35,12 @@ TEXT_KEEP = 1000  # characters of any text from the worker shown to anyone (a me
 
 _DTYPES = {str(d).removeprefix("torch."): d for d in vars(torch).values()
            if isinstance(d, torch.dtype)}
+# The classes a reader may call: none of them allocates more than its arguments hold.
+# (bytearray, set and frozenset have opcodes of their own in protocol 5: no call needed.)
 _CLASSES = {("torch", "Size"): torch.Size, ("torch", "device"): torch.device,
             ("collections", "OrderedDict"): collections.OrderedDict,
-            **{("builtins", c.__name__): c for c in (complex, slice, bytearray, set, frozenset)}}
-_VALUES = (torch.dtype, torch.Size, torch.device, *set(_CLASSES.values()))
+            ("builtins", "complex"): complex, ("builtins", "slice"): slice}
+_VALUES = (torch.dtype, *_CLASSES.values(), bytearray, set, frozenset)
 _DEVICES = frozenset({"cpu", "meta", "cuda"})
 
 
@@ -88,6 +90,7 @@ class _Unpickler(pickle.Unpickler):
     def __init__(self, file: io.BytesIO, storages: list[torch.UntypedStorage]) -> None:
         super().__init__(file)
         self.storages = storages
+        self.room = MAX_MESSAGE  # bytes that the message's tensors may span, all together
 
     def find_class(self, module: str, name: str) -> Any:
         if module == "torch" and name in _DTYPES:
@@ -99,10 +102,12 @@ class _Unpickler(pickle.Unpickler):
     def persistent_load(self, pid: Any) -> torch.Tensor:
         kind, index, dtype, shape, stride, offset, device, requires_grad, parameter = pid
         dtype = _DTYPES[dtype]
-        if kind != "tensor" or torch.device(device).type not in _DEVICES:
+        if (kind != "tensor" or torch.device(device).type not in _DEVICES
+                or len(shape) != len(stride) or min((*shape, *stride, offset), default=0) < 0):
             raise pickle.UnpicklingError("not a tensor")
-        if _numel(shape) * dtype.itemsize > MAX_MESSAGE:  # e.g. a broadcast view of 1 value
-            raise pickle.UnpicklingError("a tensor too large to hold")
+        self.room -= _numel(shape) * dtype.itemsize
+        if self.room < 0:  # e.g. broadcast views of one value, each as large as a message
+            raise pickle.UnpicklingError("tensors too large to hold")
         if index is None:
             tensor = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
         else:
