@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -70,8 +69,50 @@ def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # --------------------------------------------------------------------------- nbgrader
 
-def _build_course(course: Path, env: dict[str, str], running: dict) -> None:
-    """The course of the `course` fixture, built in `course`; a failure is left in `running`."""
+# Fixtures that many tests share and that take a minute or more to build, and the xdist group
+# of the tests that use each: `make test` runs the suite in two processes (pytest -n 2) and
+# sends each group, file by file, to one of them, so that each fixture is built once.
+SHARED = {"course": "course", "kit_course": "course", "hostile_batch": "hostile_batch"}
+GROUPS = {"test_course_autograde.py": "course", "test_hostile_notebooks.py": "course",
+          "test_nbgrader_cycle.py": "course", "test_chinese_edition.py": "course",
+          "test_batch.py": "hostile_batch",
+          "test_sandbox.py": "sandbox"}  # write to shared places (home, /tmp): one at a time
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses a shared fixture is in a file of that fixture's group."""
+    for item in items:
+        for name in set(getattr(item, "fixturenames", ())) & set(SHARED):
+            if GROUPS.get(item.path.name) != SHARED[name]:
+                raise pytest.UsageError(f"{item.nodeid} uses `{name}`: add its file to "
+                                        f"conftest.GROUPS as {SHARED[name]!r}")
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """xdist's scheduling by scope, where a scope is a file's group, else a single test."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return GROUPS.get(Path(nodeid.split("::")[0]).name, nodeid)
+
+    return GroupScheduling(config, log)
+
+
+@pytest.fixture(scope="session")
+def course(tmp_path_factory) -> Path:
+    """The suite's one real nbgrader cycle, on a temporary copy of the course. Nothing is mocked.
+
+    `mha-kit release mha` releases the core assignment from a source whose points drifted;
+    four students submit it: the release with every answer pasted in ("complete"), as
+    released ("empty"), with three steps answered ("partial"), and that with one test cell
+    edited and another deleted ("tampered"); so do the hostile notebooks
+    (tests/hostile_notebooks.py). Every other assignment and edition gets its solution
+    ("complete") and its committed release ("empty"). tests/nbgrader_cycle.py then runs
+    nbgrader's generate_assignment for each, autograde and generate_feedback for every
+    submission, and exports grades.csv.
+    """
     import hostile_notebooks
     import nbformat  # here: notebook_helpers imports this module
     from notebook_helpers import (
@@ -81,20 +122,17 @@ def _build_course(course: Path, env: dict[str, str], running: dict) -> None:
         SOLUTION,
         STUDENTS,
         is_test_cell,
+        kernel_env,
         read,
         solved,
         tampered,
     )
 
+    course = tmp_path_factory.mktemp("course")
+
     def run(*command: str) -> subprocess.CompletedProcess:
-        running["process"] = process = subprocess.Popen(
-            [sys.executable, *command], cwd=ROOT, env=env, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            stdout, stderr = process.communicate(timeout=1200)
-        finally:
-            process.kill()  # a no-op once it has exited
-        return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+        return subprocess.run([sys.executable, *command], cwd=ROOT, env=kernel_env(), text=True,
+                              capture_output=True, timeout=1200)  # a hang guard only
 
     shutil.copy(ROOT / "nbgrader_config.py", course)
     with open(course / "nbgrader_config.py", "a") as config:  # hostile_notebooks' loop: not 2 min
@@ -131,58 +169,4 @@ def _build_course(course: Path, env: dict[str, str], running: dict) -> None:
 
     cycle = run(str(ROOT / "tests" / "nbgrader_cycle.py"), str(course), *COURSE_ASSIGNMENTS)
     assert cycle.returncode == 0, cycle.stdout[-3000:] + cycle.stderr[-3000:]
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests that read the nbgrader course go last: the others run while it is built."""
-    items.sort(key=lambda item: "course" in getattr(item, "fixturenames", ()))
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _course_in_the_background(request, tmp_path_factory):
-    """Starts building `course` with the session, when some test will use it.
-
-    The cycle is a minute or more of one process waiting on another (kernels, workers), so the
-    tests that come before those using it run meanwhile, on the other core. The build gets
-    the environment as it is now, before any test changes it.
-    """
-    if not any("course" in getattr(item, "fixturenames", ()) for item in request.session.items):
-        yield None
-        return
-    from notebook_helpers import kernel_env
-
-    course = tmp_path_factory.mktemp("course")
-    running: dict = {}
-
-    def build() -> None:
-        try:
-            _build_course(course, kernel_env(), running)
-        except BaseException as err:  # reported by `course`, in the main thread
-            running["error"] = err
-
-    thread = threading.Thread(target=build, name="nbgrader cycle", daemon=True)
-    thread.start()
-    yield course, thread, running
-    while thread.is_alive():  # the session stopped early: do not wait for the cycle
-        if "process" in running:
-            running["process"].kill()
-        thread.join(0.1)
-
-
-@pytest.fixture(scope="session")
-def course(_course_in_the_background) -> Path:
-    """The suite's one real nbgrader cycle, on a temporary copy of the course. Nothing is mocked.
-
-    `mha-kit release mha` releases the core assignment from a source whose points drifted;
-    four students submit it: the release with every answer pasted in ("complete"), as
-    released ("empty"), with three steps answered ("partial"), and that with one test cell
-    edited and another deleted ("tampered"). Every other assignment and edition gets its
-    solution ("complete") and its committed release ("empty"). tests/nbgrader_cycle.py then
-    runs nbgrader's generate_assignment for each, autograde and generate_feedback for every
-    submission, and exports grades.csv.
-    """
-    course, thread, running = _course_in_the_background
-    thread.join()
-    if "error" in running:
-        raise running["error"]
     return course

@@ -40,7 +40,9 @@ NOTEBOOK = SOLUTION.stem
 # Each inserted after the setup cell of a complete submission.
 BREAKING = {
     "dies": "import os\nos._exit(1)\n",
-    "loops": "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n",
+    # Asleep rather than busy: the same hang to nbgrader and the worker, without a core kept busy.
+    "loops": "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+             "while True:\n    time.sleep(1)\n",
     # The process that started the kernel (jupyter_client says which): the one grading it.
     "kills_grader": "import os, signal\n"
                     "os.kill(int(os.environ['JPY_PARENT_PID']), signal.SIGKILL)\n",

@@ -1,7 +1,8 @@
 """The released notebook in a fresh virtual environment that lacks the kit (a fresh Colab).
 
-Only torch (the Makefile's pin) and ipykernel are installed; the notebook's setup cell must
-install the kit itself from MHA_KIT_SOURCE, here a copy of this checkout.
+Like a Colab runtime, it has torch, Jupyter's kernel and the common libraries already: those
+of this environment, seen through a path file, without the kit. The notebook's setup cell
+must install the kit itself from MHA_KIT_SOURCE, here a copy of this checkout, with pip.
 """
 
 import copy
@@ -10,24 +11,34 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
+from pathlib import Path
 
 import nbformat
 from conftest import ROOT
 from notebook_helpers import RELEASE, errors, execute, is_test_cell, read, unexpected_errors
 
 SOURCE_LINE = re.compile(r'^MHA_KIT_SOURCE = ".*"$', re.MULTILINE)
+KIT_ENTRY = re.compile(r"mha_kit-.*\.dist-info|__editable__|.*\.pth$")  # the kit, and path hooks
 
 
-def torch_pin() -> str:
-    return re.search(r"^TORCH_PIN\s*\?=\s*(\S+)", (ROOT / "Makefile").read_text(), re.M)[1]
+def preinstalled(folder: Path) -> Path:
+    """`folder` with links to every package of this environment but the kit (its metadata and
+    its editable install's hooks): what a Colab runtime has before the setup cell runs."""
+    folder.mkdir()
+    for entry in Path(sysconfig.get_path("purelib")).iterdir():
+        if not KIT_ENTRY.match(entry.name):
+            (folder / entry.name).symlink_to(entry)
+    return folder
 
 
 def test_setup_cell_installs_the_kit_in_a_fresh_environment(tmp_path, monkeypatch):
     venv = tmp_path / "venv"
     python = str(venv / "bin" / "python")
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([python, "-m", "pip", "install", "-q", "--no-compile", torch_pin(), "ipykernel"],
-                   check=True, timeout=600)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    Path(site, "preinstalled.pth").write_text(f"{preinstalled(tmp_path / 'preinstalled')}\n")
     absent = subprocess.run([python, "-c", "import autograder"], cwd=tmp_path, capture_output=True)
     assert absent.returncode != 0
 

@@ -56,13 +56,8 @@ def trusted_points(nb: nbformat.NotebookNode) -> dict[str, float]:
             for cell in nb.cells if is_test_cell(cell)}
 
 
-@pytest.fixture
-def tiny_speed(monkeypatch):
-    monkeypatch.setenv("MHA_KIT_SPEED_CONFIG", "tiny")
-
-
 @pytest.mark.parametrize("name", sorted(HOSTILE_CELLS))
-def test_code_in_the_notebook_does_not_decide_its_points(name, tiny_speed):
+def test_code_in_the_notebook_does_not_decide_its_points(name, tiny):
     nb = read(RELEASE)  # every function a stub
     nb.cells.insert(1, nbformat.v4.new_code_cell(HOSTILE_CELLS[name], id="hostile"))
     claimed_full_marks(nb)
@@ -74,7 +69,7 @@ def test_code_in_the_notebook_does_not_decide_its_points(name, tiny_speed):
     assert "not implemented yet" in outputs[0].text
 
 
-def test_an_honest_notebook_keeps_its_points_and_shows_a_tick(tiny_speed):
+def test_an_honest_notebook_keeps_its_points_and_shows_a_tick(tiny):
     nb = solved(read(RELEASE))
     claimed = copy.deepcopy(nb)
     claimed_full_marks(claimed)
@@ -103,8 +98,7 @@ def test_a_failure_only_on_hidden_inputs_shows_no_values_and_no_picture():
     assert shown.message == msg("trusted.hidden_failed")
 
 
-def test_the_feedback_of_a_wrong_notebook_holds_no_hidden_value(tiny_speed, tmp_path,
-                                                               monkeypatch):
+def test_the_feedback_of_a_wrong_notebook_holds_no_hidden_value(tiny, tmp_path, monkeypatch):
     nb = solved(read(RELEASE))
     for cell in nb.cells:  # √embed_dim in place of √d_head: wrong on any input
         cell.source = cell.source.replace("math.sqrt(q.shape[-1])", "math.sqrt(q.shape[-1] * 2)")
