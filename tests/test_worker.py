@@ -3,6 +3,7 @@ temporary folder and the account student code runs as."""
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import pickle
@@ -18,6 +19,7 @@ from torch import nn
 
 from autograder.grading.registry import run_check
 from autograder.runner import fonts
+from autograder.runner.framing import MAX_PICKLE
 from autograder.runner.inprocess import plain
 from autograder.runner.policy import WORKER_USER_ENV, Limits, worker_user
 from autograder.runner.protocol import StudentCodeError
@@ -55,6 +57,7 @@ def test_only_plain_values_pass():
 
 def _through_pipe(payload: bytes):
     read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 2**20)  # room for the whole message: one thread
     try:
         _write_all(write, payload)
         return _receive(read, time.monotonic() + 5)
@@ -68,8 +71,10 @@ def test_the_pipe_carries_values_and_views_as_they_were():
     view = base[:, 1:3]  # a strided view into the same storage
     sent = {"value": (view, base, None), "dtype": torch.bfloat16, "size": torch.Size([2]),
             "meta": torch.empty(2, 3, device="meta"), "parameter": nn.Parameter(torch.ones(2)),
-            "bits": b"\x00\x01", "numbers": [1, 2.5, 3j, True], "kinds": {"a", "b"}}
+            "bits": b"\x00\x01", "numbers": [1, 2.5, 3j, True], "kinds": {"a", "b"},
+            "conj": [torch.randn(1000, dtype=torch.cfloat).conj() for _ in range(10)]}
     got = _through_pipe(_encode(sent))
+    assert all(map(torch.equal, got["conj"], sent["conj"]))  # each from its own copy
     got_view, got_base, _ = got["value"]
     assert torch.equal(got_view, view) and got_view.stride() == view.stride() == (4, 1)
     assert got_view.untyped_storage().data_ptr() == got_base.untyped_storage().data_ptr()
@@ -105,7 +110,7 @@ def test_the_pipe_refuses_anything_but_safe_payloads():
     assert torch.equal(_through_pipe(_payload(  # a claim that fits its storage
         ("tensor", 0, "float32", (2,), (1,), 0, "cpu", False, False), (bytes(8),))),
         torch.zeros(2))
-    for value in (torch.zeros(2).as_subclass(Agreeable), os.system, Agreeable):
+    for value in (torch.zeros(2).as_subclass(Agreeable), os.system, Agreeable, [0] * MAX_PICKLE):
         with pytest.raises(pickle.PicklingError):  # the writer sends values only
             _encode(value)
     for claim, storages in (
@@ -116,6 +121,10 @@ def test_the_pipe_refuses_anything_but_safe_payloads():
         (("tensor", 0, "float32", (-1, -2**40), (1, 1), 0, "cpu", False, False), (bytes(4),)),
         ([("tensor", 0, "float32", (2**25,), (0,), 0, "cpu", False, False)] * 3, (bytes(4),)),
         (b"\x80\x05cbuiltins\nbytearray\n\x8a\x05\x00\x00\x00\x00\x01\x85R.", ()),
+        (("tensor", 0, "float32", (1000,), (1,), 0, "cpu", False, False), (b"",)),  # resizable
+        (("tensor", None, "float32", (2**2**16,) * 64, (1,) * 64, 0, "meta", False, False), ()),
+        (b"\x80\x05Nr" + struct.pack("<I", 2**24) + b".", ()),  # a memo of 2**24 slots
+        (pickle.dumps([0] * MAX_PICKLE), ()),  # values that would take far more than their bytes
     ):
         with pytest.raises(ValueError):  # and builds no tensor its storage cannot hold
             _through_pipe(_payload(claim, storages))

@@ -9,6 +9,12 @@ stay views of one storage). It is a few times faster than `torch.save` with
 `torch.load(weights_only=True)`, and as strict. Reads and writes are bounded by a deadline; a
 reader that gives up (TimeoutError), meets the end of the pipe or an impossible length
 (EOFError) leaves the pipe out of step, so its worker is not asked again.
+
+What a hostile writer can make the reader do is bounded too: the pickle is at most
+MAX_PICKLE bytes (a few kilobytes in practice), with no opcode that writes the memo at a
+chosen index, so the values it builds take tens of megabytes at most, and a few seconds
+(hash collisions: past the deadline, that is a timeout); a tensor must fit its storage, and
+all of a message's tensors together count at most MAX_MESSAGE bytes.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import dataclasses
 import io
 import os
 import pickle
+import pickletools
 import select
 import struct
 import time
@@ -30,6 +37,14 @@ from .protocol import Backward, ModuleRun
 
 HEADER = struct.Struct("!Q")
 MAX_MESSAGE = 256 * 2**20
+MAX_PICKLE = 2**18  # the values around the tensors' bytes: at most a few kilobytes in practice
+MAX_DIMS = 64  # as torch's own limit on a tensor's dimensions
+TENSOR_COST = 2**10  # bytes each tensor counts against a message's room, however small
+# Opcodes the writer never uses and a reader refuses: memo writes at a chosen index (the C
+# unpickler sizes its memo by the highest one), globals by name or registry, text persistent
+# ids, out-of-band buffers.
+_REFUSED = frozenset({"PUT", "BINPUT", "LONG_BINPUT", "GLOBAL", "INST", "OBJ", "EXT1", "EXT2",
+                      "EXT4", "PERSID", "NEXT_BUFFER", "READONLY_BUFFER"})
 TEXT_KEEP = 1000  # characters of any text from the worker shown to anyone (a message: 4x)
 
 
@@ -52,6 +67,7 @@ class _Pickler(pickle.Pickler):
         super().__init__(file, protocol=5)
         self.storages: list[bytes] = []
         self._index: dict[tuple, int] = {}
+        self._resolved: list[torch.Tensor] = []  # alive while pickling: their storages' keys
 
     def persistent_id(self, obj: Any) -> tuple | None:
         if not isinstance(obj, torch.Tensor):
@@ -61,6 +77,7 @@ class _Pickler(pickle.Pickler):
         if obj.layout != torch.strided or obj.is_quantized or obj.is_nested:
             raise pickle.PicklingError(f"a {obj.layout} tensor")
         obj = obj.resolve_conj().resolve_neg()
+        self._resolved.append(obj)  # a copy freed now would leave its address to the next one
         device = obj.device.type
         if device not in _DEVICES:
             raise pickle.PicklingError(f"a tensor on {obj.device}")
@@ -102,35 +119,54 @@ class _Unpickler(pickle.Unpickler):
     def persistent_load(self, pid: Any) -> torch.Tensor:
         kind, index, dtype, shape, stride, offset, device, requires_grad, parameter = pid
         dtype = _DTYPES[dtype]
+        numbers = (*shape, *stride, offset)
         if (kind != "tensor" or torch.device(device).type not in _DEVICES
-                or len(shape) != len(stride) or min((*shape, *stride, offset), default=0) < 0):
+                or len(shape) != len(stride) or len(shape) > MAX_DIMS
+                or not all(type(n) is int and 0 <= n < 2**63 for n in numbers)):
             raise pickle.UnpicklingError("not a tensor")
-        self.room -= _numel(shape) * dtype.itemsize
+        self.room -= TENSOR_COST + _nbytes(shape, dtype.itemsize, self.room)
         if self.room < 0:  # e.g. broadcast views of one value, each as large as a message
             raise pickle.UnpicklingError("tensors too large to hold")
         if index is None:
             tensor = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
         else:
-            tensor = torch.empty(0, dtype=dtype).set_(self.storages[index], offset, shape, stride)
+            storage = self.storages[index]
+            if _span(shape, stride, offset) * dtype.itemsize > storage.nbytes():
+                raise pickle.UnpicklingError("a tensor larger than its storage")
+            tensor = torch.empty(0, dtype=dtype).set_(storage, offset, shape, stride)
             tensor = tensor if device == "cpu" else tensor.to(device)
         if parameter:
             return torch.nn.Parameter(tensor, requires_grad=requires_grad)
         return tensor.requires_grad_(requires_grad) if requires_grad else tensor
 
 
-def _numel(shape: tuple) -> int:
-    count = 1
+def _nbytes(shape: tuple, itemsize: int, limit: int) -> int:
+    """The bytes of a tensor of this shape, or more than `limit` (no giant products)."""
+    if 0 in shape:
+        return 0
+    count = itemsize
     for size in shape:
         count *= size
+        if count > limit:
+            break
     return count
+
+
+def _span(shape: tuple, stride: tuple, offset: int) -> int:
+    """Elements of storage a view reaches, from the start: none for an empty view."""
+    if 0 in shape:
+        return 0
+    return offset + 1 + sum((size - 1) * step for size, step in zip(shape, stride))
 
 
 def encode(obj: Any) -> bytes:
     """One message: header, pickle, then each storage with its length. Raises
-    pickle.PicklingError for an object that is not a plain value or a tensor."""
+    pickle.PicklingError for an object that is not a plain value or a tensor, or too many."""
     buffer = io.BytesIO()
     pickler = _Pickler(buffer)
     pickler.dump(obj)
+    if buffer.tell() > MAX_PICKLE:
+        raise pickle.PicklingError("too many values to send")
     parts = [struct.pack("!QI", buffer.tell(), len(pickler.storages)), buffer.getvalue()]
     for data in pickler.storages:
         parts += [HEADER.pack(len(data)), data]
@@ -156,7 +192,14 @@ def decode(data: bytes) -> Any:
         at += length
     if at != len(view) or len(pickled) != size:
         raise ValueError("wrong lengths")
-    return _Unpickler(io.BytesIO(pickled), storages).load()
+    if size > MAX_PICKLE:
+        raise ValueError("too many values")
+    file = io.BytesIO(pickled)
+    for opcode, _, _ in pickletools.genops(file):
+        if opcode.name in _REFUSED:
+            raise ValueError(f"opcode {opcode.name}")
+    file.seek(0)
+    return _Unpickler(file, storages).load()
 
 
 def _read_exactly(fd: int, size: int, deadline: float) -> bytes:
@@ -174,15 +217,19 @@ def _read_exactly(fd: int, size: int, deadline: float) -> bytes:
 
 
 def receive(fd: int, deadline: float) -> Any:
-    """One message. TimeoutError, EOFError, or ValueError for anything unreadable."""
+    """One message. TimeoutError (also for one that took past the deadline to rebuild),
+    EOFError, or ValueError for anything unreadable."""
     (size,) = HEADER.unpack(_read_exactly(fd, HEADER.size, deadline))
     if size > MAX_MESSAGE:  # left unread: the pipe is out of step, as after a crash
         raise EOFError
     data = _read_exactly(fd, size, deadline)
     try:
-        return decode(data)
+        value = decode(data)
     except Exception as err:  # not a safe payload: an object the unpickler refuses, or junk
         raise ValueError(type(err).__name__) from None
+    if time.monotonic() > deadline:  # values made slow to build (keys whose hashes collide)
+        raise TimeoutError
+    return value
 
 
 def write_all(fd: int, data: bytes, deadline: float | None = None) -> None:
