@@ -110,7 +110,12 @@ def test_the_feedback_of_a_wrong_notebook_holds_no_hidden_value(tiny, tmp_path, 
     assert hidden != visible
     started = []  # the workers TrustedGrades starts
     start = WorkerSubmission._start
-    monkeypatch.setattr(WorkerSubmission, "_start", lambda sub: (started.append(sub), start(sub)))
+
+    def counted_start(sub: WorkerSubmission) -> None:
+        started.append(sub)
+        start(sub)
+
+    monkeypatch.setattr(WorkerSubmission, "_start", counted_start)
     TrustedGrades().preprocess(nb, {})
     assert len(started) == 1  # one worker for the hidden inputs, then the visible rerun
     cell = next(c for c in nb.cells if is_test_cell(c) and c.metadata.nbgrader.grade_id in only)

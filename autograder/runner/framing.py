@@ -36,15 +36,13 @@ import torch
 from .protocol import Backward, ModuleRun
 
 HEADER = struct.Struct("!Q")
+_COUNTS = struct.Struct("!QI")  # after the header: the pickle's length, the storages' count
 MAX_MESSAGE = 256 * 2**20
 MAX_PICKLE = 2**18  # the values around the tensors' bytes: at most a few kilobytes in practice
-MAX_DIMS = 64  # as torch's own limit on a tensor's dimensions
 TENSOR_COST = 2**10  # bytes each tensor counts against a message's room, however small
-# Opcodes the writer never uses and a reader refuses: memo writes at a chosen index (the C
-# unpickler sizes its memo by the highest one), globals by name or registry, text persistent
-# ids, out-of-band buffers.
-_REFUSED = frozenset({"PUT", "BINPUT", "LONG_BINPUT", "GLOBAL", "INST", "OBJ", "EXT1", "EXT2",
-                      "EXT4", "PERSID", "NEXT_BUFFER", "READONLY_BUFFER"})
+# Memo writes at a chosen index: the C unpickler sizes its memo by the highest index, so 21
+# bytes can ask for a gigabyte. The writer only appends to the memo (MEMOIZE).
+_MEMO_PUTS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
 TEXT_KEEP = 1000  # characters of any text from the worker shown to anyone (a message: 4x)
 
 
@@ -119,10 +117,9 @@ class _Unpickler(pickle.Unpickler):
     def persistent_load(self, pid: Any) -> torch.Tensor:
         kind, index, dtype, shape, stride, offset, device, requires_grad, parameter = pid
         dtype = _DTYPES[dtype]
-        numbers = (*shape, *stride, offset)
         if (kind != "tensor" or torch.device(device).type not in _DEVICES
-                or len(shape) != len(stride) or len(shape) > MAX_DIMS
-                or not all(type(n) is int and 0 <= n < 2**63 for n in numbers)):
+                or len(shape) != len(stride)
+                or not all(type(n) is int and n >= 0 for n in (*shape, *stride, offset))):
             raise pickle.UnpicklingError("not a tensor")
         self.room -= TENSOR_COST + _nbytes(shape, dtype.itemsize, self.room)
         if self.room < 0:  # e.g. broadcast views of one value, each as large as a message
@@ -141,7 +138,8 @@ class _Unpickler(pickle.Unpickler):
 
 
 def _nbytes(shape: tuple, itemsize: int, limit: int) -> int:
-    """The bytes of a tensor of this shape, or more than `limit` (no giant products)."""
+    """The bytes of a tensor of this shape, or more than `limit`: it stops there, so that huge
+    sizes cost no giant product."""
     if 0 in shape:
         return 0
     count = itemsize
@@ -167,8 +165,13 @@ def encode(obj: Any) -> bytes:
     pickler.dump(obj)
     if buffer.tell() > MAX_PICKLE:
         raise pickle.PicklingError("too many values to send")
-    parts = [struct.pack("!QI", buffer.tell(), len(pickler.storages)), buffer.getvalue()]
-    for data in pickler.storages:
+    return frame(buffer.getvalue(), pickler.storages)
+
+
+def frame(pickled: bytes, storages: list[bytes]) -> bytes:
+    """The message of a pickle and the storages its tensors refer to, by index."""
+    parts = [_COUNTS.pack(len(pickled), len(storages)), pickled]
+    for data in storages:
         parts += [HEADER.pack(len(data)), data]
     body = b"".join(parts)
     return HEADER.pack(len(body)) + body
@@ -177,9 +180,10 @@ def encode(obj: Any) -> bytes:
 def decode(data: bytes) -> Any:
     """The value of one message body; any malformed or disallowed content raises."""
     view = memoryview(data)
-    size, count = struct.unpack_from("!QI", view)
-    start = struct.calcsize("!QI")
-    pickled, at = view[start:start + size], start + size
+    size, count = _COUNTS.unpack_from(view)
+    if size > MAX_PICKLE:
+        raise ValueError("too many values")
+    pickled, at = view[_COUNTS.size:_COUNTS.size + size], _COUNTS.size + size
     storages = []
     for _ in range(count):
         (length,) = HEADER.unpack_from(view, at)
@@ -192,11 +196,9 @@ def decode(data: bytes) -> Any:
         at += length
     if at != len(view) or len(pickled) != size:
         raise ValueError("wrong lengths")
-    if size > MAX_PICKLE:
-        raise ValueError("too many values")
     file = io.BytesIO(pickled)
     for opcode, _, _ in pickletools.genops(file):
-        if opcode.name in _REFUSED:
+        if opcode.name in _MEMO_PUTS:
             raise ValueError(f"opcode {opcode.name}")
     file.seek(0)
     return _Unpickler(file, storages).load()
