@@ -21,7 +21,7 @@ from autograder.checks.core import HIDDEN_SALT, CheckResult, Picture
 from autograder.grading.batch import grade_submission
 from autograder.grading.registry import POINTS
 from autograder.messages import msg, render
-from autograder.runner.loading import SKIP_TAG, is_test_cell
+from autograder.runner.loading import PICTURE_TAG, SKIP_TAG, is_test_cell
 from autograder.runner.worker import WorkerSubmission
 from autograder.trusted_autograde import StudentCells, TrustedGrades, shown_results
 
@@ -125,17 +125,19 @@ def test_the_feedback_of_a_wrong_notebook_holds_no_hidden_value(tiny, tmp_path, 
 
 @pytest.mark.parametrize("run_demos", [False, True])
 def test_the_kernel_leaves_out_the_kit_demos_unless_asked(run_demos, tmp_path):
-    """A demo cell (tagged mha-kit-skip) says it was not run; a graded cell runs, tag or not."""
+    """A demo cell (tagged mha-kit-skip) says it was not run; a graded cell runs, tag or not;
+    a picture (tagged mha-kit-picture, which only the worker leaves out) runs."""
     code = nbformat.v4.new_code_cell
     graded = {"grade": True, "solution": False, "grade_id": "mine", "points": 1, "locked": True}
     nb = nbformat.v4.new_notebook(cells=[
         code("x = 1"),
         code("x = 2\nprint('demo ran')", metadata={"tags": [SKIP_TAG]}),
         code("print('graded ran')", metadata={"tags": [SKIP_TAG], "nbgrader": graded}),
+        code("print('picture drawn')", metadata={"tags": [PICTURE_TAG]}),
         code("print(x)")])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
     nb, _ = StudentCells(run_demos=run_demos).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
     printed = ["".join(o.get("text", "") for o in cell.outputs) for cell in nb.cells[1:]]
     demo = "demo ran\n" if run_demos else render(msg("autograde.demo_not_run")) + "\n"
-    assert printed == [demo, "graded ran\n", "2\n" if run_demos else "1\n"]
+    assert printed == [demo, "graded ran\n", "picture drawn\n", "2\n" if run_demos else "1\n"]

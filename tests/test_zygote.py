@@ -117,3 +117,15 @@ def test_the_worker_gets_the_interpreters_default_threads(tmp_path):
                            capture_output=True, text=True, check=True)
     with WorkerSubmission(source) as sub:
         assert sub.call("causal_mask", 1).value.item() == int(fresh.stdout)
+
+
+def test_the_worker_collects_garbage_but_not_what_it_inherited(tmp_path):
+    """The zygote imports without the collector and freezes what it has; a worker's collector
+    is on, as a new interpreter's is, and skips the frozen objects."""
+    source = tmp_path / "collector.py"
+    source.write_text("import gc\n"
+                      "def causal_mask(seq_len, device=None):\n"
+                      "    return torch.tensor([gc.isenabled(), gc.get_freeze_count() > 10**5])\n"
+                      "import torch\n")
+    with WorkerSubmission(source) as sub:
+        assert sub.call("causal_mask", 1).value.tolist() == [True, zygote.FORK]

@@ -48,12 +48,21 @@ class _QuietIPython:
 # check needs: the grader's worker leaves it out, and so does the kernel under nbgrader's
 # autograde (`trusted_autograde.StudentCells`, unless run_demos); Validate runs it.
 SKIP_TAG = "mha-kit-skip"
+# A cell with this tag only draws a picture of what earlier cells defined, and imports
+# matplotlib itself. The grader's worker leaves it out: importing matplotlib and drawing were
+# half a second of every check. nbgrader's kernel runs it, so the feedback shows the pictures.
+PICTURE_TAG = "mha-kit-picture"
+
+
+def has_tag(cell: Any, tag: str) -> bool:
+    """Whether a cell has this tag (tags that are not a list count as none)."""
+    tags = cell.get("metadata", {}).get("tags")
+    return isinstance(tags, list) and tag in tags
 
 
 def is_demo(cell: Any) -> bool:
-    """A cell tagged SKIP_TAG (tags that are not a list count as none)."""
-    tags = cell.get("metadata", {}).get("tags")
-    return isinstance(tags, list) and SKIP_TAG in tags
+    """A cell tagged SKIP_TAG."""
+    return has_tag(cell, SKIP_TAG)
 
 
 def is_test_cell(cell: Any) -> bool:
@@ -90,7 +99,7 @@ def _notebook_chunks(path: Path) -> list[tuple[str, str]]:
     chunks = []
     for number, cell in enumerate(notebook_cells(path), start=1):
         if (cell.get("cell_type") != "code" or is_test_cell(cell) or not cell["source"].strip()
-                or is_demo(cell)):
+                or is_demo(cell) or has_tag(cell, PICTURE_TAG)):
             continue
         chunks.append((f"cell {number}", to_python(cell["source"])))
     return chunks
