@@ -5,11 +5,12 @@ import subprocess
 import sys
 
 import nbformat
+import pytest
 from conftest import ROOT, TEMPLATE
 
 from autograder.grading.registry import run_check
 from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.loading import PICTURE_TAG, SKIP_TAG, load_source
+from autograder.runner.loading import PICTURE_TAG, SKIP_TAG, load_source, pictures_needed
 
 
 def notebook(tmp_path, *cells):
@@ -79,3 +80,39 @@ def test_the_worker_loads_the_shipped_notebooks_without_matplotlib():
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             cwd=ROOT, check=True)
     assert loaded.stdout == "[]\n"
+
+
+def test_pictures_run_when_an_answer_uses_what_they_bind(tmp_path):
+    """A student who draws in an answer with the `plt` that only the picture cells import gets
+    the grade that the notebook's own check() cells give."""
+    path = notebook(
+        tmp_path,
+        code("import math as plt  # stands for matplotlib.pyplot", tags=[PICTURE_TAG]),
+        code("def split_heads(x, num_heads):\n    return plt.pi"),
+    )
+    loaded = load_source(path)
+    assert loaded.problems == []
+    assert loaded.namespace["split_heads"](None, 1) == pytest.approx(3.14159)
+
+
+PICTURE = ("import matplotlib.pyplot as plt\nweights = scores.softmax(-1)\n"
+           "plt.imshow(weights[0, 0])", True)
+
+
+@pytest.mark.parametrize(("other", "needed"), [
+    ("def attend(scores, v, mask=None):\n    weights = scores.softmax(-1)\n"
+     "    return weights @ v, weights", False),  # a local that shares a picture's name
+    ("weights = torch.ones(3)\nprint(weights)", False),  # binds the name itself
+    ("print(weights)", True),  # reads what only the picture binds
+    ("class Head:\n    def forward(self, x):\n        return plt.imshow(x)", True),
+    ("print(globals()['weights'])", True),  # reads globals by name
+    ("def f(:", False),  # does not compile: it runs nowhere
+])
+def test_pictures_are_needed_when_another_cell_reads_what_they_bind(other, needed):
+    assert pictures_needed([PICTURE, (other, False)]) is needed
+
+
+def test_a_picture_that_binds_a_contract_name_runs():
+    """A fix written in the picture cell below a buggy answer is what the kernel grades."""
+    fix = ("def causal_mask(seq_len, device=None):\n    return None", True)
+    assert pictures_needed([fix, ("x = 1", False)]) is True

@@ -124,8 +124,10 @@ def test_the_worker_collects_garbage_but_not_what_it_inherited(tmp_path):
     is on, as a new interpreter's is, and skips the frozen objects."""
     source = tmp_path / "collector.py"
     source.write_text("import gc\n"
+                      "import torch\n"
+                      "AT_LOAD = gc.isenabled()\n"
                       "def causal_mask(seq_len, device=None):\n"
-                      "    return torch.tensor([gc.isenabled(), gc.get_freeze_count() > 10**5])\n"
-                      "import torch\n")
+                      "    frozen = gc.get_freeze_count() > 10**5\n"
+                      "    return torch.tensor([AT_LOAD, gc.isenabled(), frozen])\n")
     with WorkerSubmission(source) as sub:
-        assert sub.call("causal_mask", 1).value.tolist() == [True, zygote.FORK]
+        assert sub.call("causal_mask", 1).value.tolist() == [True, True, zygote.FORK]

@@ -11,11 +11,13 @@ import ast
 import json
 import linecache
 import re
+import symtable
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..contract import ENTRIES
 from ..messages import Message, msg
 
 SUBMISSION_MODULE = "submission"
@@ -49,9 +51,12 @@ class _QuietIPython:
 # autograde (`trusted_autograde.StudentCells`, unless run_demos); Validate runs it.
 SKIP_TAG = "mha-kit-skip"
 # A cell with this tag only draws a picture of what earlier cells defined, and imports
-# matplotlib itself. The grader's worker leaves it out: importing matplotlib and drawing were
-# half a second of every check. nbgrader's kernel runs it, so the feedback shows the pictures.
+# matplotlib itself. The grader's worker leaves such cells out (importing matplotlib and
+# drawing were half a second of every check) unless another cell or a check may read what one
+# binds (`pictures_needed`). nbgrader's kernel runs them, so the feedback shows the pictures.
 PICTURE_TAG = "mha-kit-picture"
+# Builtins that read globals by name: a cell that calls one may read anything.
+_READS_ANY = frozenset({"globals", "vars", "locals", "eval", "exec"})
 
 
 def has_tag(cell: Any, tag: str) -> bool:
@@ -96,13 +101,47 @@ def _notebook_chunks(path: Path) -> list[tuple[str, str]]:
     from IPython.core.inputtransformer2 import TransformerManager
 
     to_python = TransformerManager().transform_cell
-    chunks = []
+    cells = []
     for number, cell in enumerate(notebook_cells(path), start=1):
         if (cell.get("cell_type") != "code" or is_test_cell(cell) or not cell["source"].strip()
-                or is_demo(cell) or has_tag(cell, PICTURE_TAG)):
+                or is_demo(cell)):
             continue
-        chunks.append((f"cell {number}", to_python(cell["source"])))
-    return chunks
+        cells.append((f"cell {number}", to_python(cell["source"]), has_tag(cell, PICTURE_TAG)))
+    keep = pictures_needed([(source, picture) for _, source, picture in cells])
+    return [(label, source) for label, source, picture in cells if keep or not picture]
+
+
+def pictures_needed(cells: list[tuple[str, bool]]) -> bool:
+    """Whether the picture cells among (source, is picture) must run too: one of them binds a
+    name of the contract, or a name that another cell reads without binding it (a student who
+    uses `plt` in an answer, or fixes a function in a picture cell), or a cell reads globals
+    by name. Otherwise leaving them out changes nothing a check sees."""
+    bound = set().union(*(_scopes(source)[0] for source, picture in cells if picture))
+    if not bound:
+        return False
+    if bound & ENTRIES.keys():
+        return True
+    for source, picture in cells:
+        own, reads = _scopes(source)
+        if not picture and (reads - own) & (bound | _READS_ANY):
+            return True
+    return False
+
+
+def _scopes(source: str) -> tuple[set[str], set[str]]:
+    """The names a cell binds at its top level, and the globals it reads in any scope (none
+    for a cell that does not compile: it runs nowhere)."""
+    try:
+        table = symtable.symtable(source, "cell", "exec")
+    except (SyntaxError, ValueError):
+        return set(), set()
+    own = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
+    reads, tables = set(), [table]
+    while tables:
+        scope = tables.pop()
+        reads |= {s.get_name() for s in scope.get_symbols() if s.is_global() and s.is_referenced()}
+        tables += scope.get_children()
+    return own, reads
 
 
 _CONTINUATION = ("else", "elif", "except", "finally", ")", "]", "}", "#")
