@@ -100,34 +100,49 @@ def _payload(value: object, storages: tuple[bytes, ...] = ()) -> bytes:
     return frame(buffer.getvalue(), list(storages))
 
 
-def test_the_pipe_refuses_anything_but_safe_payloads():
+def test_the_pipe_carries_a_claim_that_fits_its_storage():
     assert _through_pipe(encode({"value": (torch.ones(2), None)}))["value"][1] is None
-    assert torch.equal(_through_pipe(_payload(  # a claim that fits its storage
+    assert torch.equal(_through_pipe(_payload(
         ("tensor", 0, "float32", (2,), (1,), 0, "cpu", False, False), (bytes(8),))),
         torch.zeros(2))
-    for value in (torch.zeros(2).as_subclass(Agreeable), os.system, Agreeable, [0] * MAX_PICKLE):
-        with pytest.raises(pickle.PicklingError):  # the writer sends values only
-            encode(value)
-    for claim, storages in (
-        (os.system, ()),  # code: the reader knows no such global
-        (("tensor", 0, "float32", (100,), (1,), 0, "cpu", False, False), (bytes(8),)),
-        (("tensor", None, "float32", (2**40,), (0,), 0, "meta", False, False), ()),
-        (("tensor", 0, "float32", (2**40,), (0,), 0, "cpu", False, False), (bytes(4),)),
-        (("tensor", 0, "float32", (-1, -2**40), (1, 1), 0, "cpu", False, False), (bytes(4),)),
-        ([("tensor", 0, "float32", (2**25,), (0,), 0, "cpu", False, False)] * 3, (bytes(4),)),
-        (b"\x80\x05cbuiltins\nbytearray\n\x8a\x05\x00\x00\x00\x00\x01\x85R.", ()),
-        (("tensor", 0, "float32", (1000,), (1,), 0, "cpu", False, False), (b"",)),  # resizable
-        (b"\x80\x05Nr" + struct.pack("<I", 2**24) + b".", ()),  # a memo of 2**24 slots
-        (pickle.dumps([0] * MAX_PICKLE), ()),  # values that would take far more than their bytes
-    ):
-        with pytest.raises(ValueError):  # and builds no tensor its storage cannot hold
-            _through_pipe(_payload(claim, storages))
+
+
+@pytest.mark.parametrize("value", [torch.zeros(2).as_subclass(Agreeable), os.system, Agreeable,
+                                   [0] * MAX_PICKLE])
+def test_the_writer_sends_values_only(value):
+    with pytest.raises(pickle.PicklingError):
+        encode(value)
+
+
+@pytest.mark.parametrize(("claim", "storages"), [
+    (os.system, ()),  # code: the reader knows no such global
+    (("tensor", 0, "float32", (100,), (1,), 0, "cpu", False, False), (bytes(8),)),
+    (("tensor", None, "float32", (2**40,), (0,), 0, "meta", False, False), ()),
+    (("tensor", 0, "float32", (2**40,), (0,), 0, "cpu", False, False), (bytes(4),)),
+    (("tensor", 0, "float32", (-1, -2**40), (1, 1), 0, "cpu", False, False), (bytes(4),)),
+    ([("tensor", 0, "float32", (2**25,), (0,), 0, "cpu", False, False)] * 3, (bytes(4),)),
+    (b"\x80\x05cbuiltins\nbytearray\n\x8a\x05\x00\x00\x00\x00\x01\x85R.", ()),
+    (("tensor", 0, "float32", (1000,), (1,), 0, "cpu", False, False), (b"",)),  # resizable
+    (b"\x80\x05Nr" + struct.pack("<I", 2**24) + b".", ()),  # a memo of 2**24 slots
+    (pickle.dumps([0] * MAX_PICKLE), ()),  # values that would take far more than their bytes
+], ids=["code", "past_storage", "huge_meta", "huge_broadcast", "negative", "sum_too_large",
+        "allocating_call", "empty_storage", "memo_index", "too_many_values"])
+def test_the_reader_refuses_what_the_writer_never_sends(claim, storages):
+    """...and builds no tensor that its storage cannot hold."""
+    with pytest.raises(ValueError):
+        _through_pipe(_payload(claim, storages))
+
+
+def test_the_reader_refuses_junk_and_impossible_lengths():
     with pytest.raises(ValueError):
         _through_pipe(HEADER.pack(7) + b"garbage")
-    huge = (2**64,) * 1000  # counted no further than the room: no product of 1000 huge numbers
-    assert MAX_MESSAGE < _nbytes(huge, 4, MAX_MESSAGE) < 2**70
     with pytest.raises(EOFError):  # a length no reply may have: the pipe is out of step
         _through_pipe(HEADER.pack(MAX_MESSAGE + 1))
+
+
+def test_the_byte_count_stops_at_the_room():
+    huge = (2**64,) * 1000  # no product of 1000 huge numbers
+    assert MAX_MESSAGE < _nbytes(huge, 4, MAX_MESSAGE) < 2**70
 
 
 def test_a_timeout_costs_one_call_and_a_fresh_worker_takes_over():

@@ -116,16 +116,14 @@ def pictures_needed(cells: list[tuple[str, bool]]) -> bool:
     name of the contract, or a name that another cell reads without binding it (a student who
     uses `plt` in an answer, or fixes a function in a picture cell), or a cell reads globals
     by name. Otherwise leaving them out changes nothing a check sees."""
-    bound = set().union(*(_scopes(source)[0] for source, picture in cells if picture))
-    if not bound:
+    if not any(picture for _, picture in cells):
         return False
+    scopes = [(*_scopes(source), picture) for source, picture in cells]
+    bound = set().union(*(own for own, _, picture in scopes if picture))
     if bound & ENTRIES.keys():
         return True
-    for source, picture in cells:
-        own, reads = _scopes(source)
-        if not picture and (reads - own) & (bound | _READS_ANY):
-            return True
-    return False
+    return any((reads - own) & (bound | _READS_ANY) for own, reads, picture in scopes
+               if not picture)
 
 
 def _scopes(source: str) -> tuple[set[str], set[str]]:
