@@ -108,15 +108,17 @@ class Context:
 
 # --------------------------------------------------------------------------- tolerances
 
-# float64, moderate logits. Wide enough for a float32 scale constant such as the seed
-# tutorial's `1 / torch.sqrt(torch.tensor(d))` (relative error ~3e-8; on outputs near 0,
-# where the projections cancel, it leaves up to 1.2e-8 beyond rtol: measured over ~1,000
-# module cases), tight enough that any real mistake (all of which move values by 1e-2 or
-# more) is far outside.
-TIGHT = {"rtol": 1e-6, "atol": 1e-7}
-# float64 with logits around 1e3: that same 3e-8 scale error moves a logit by 3e-5, so the
-# weights may move by that relative amount. An unstable softmax gives NaN, not 1e-4.
-LARGE_LOGITS = {"rtol": 1e-4, "atol": 1e-7}
+# float64, moderate logits. Wide enough for float32 anywhere inside a float64 computation,
+# which is right: a float32 constant (the seed tutorial's `1 / torch.sqrt(torch.tensor(d))`),
+# or a softmax taken in float32 and cast back, as Hugging Face transformers
+# (`softmax(..., dtype=torch.float32).to(dtype)`) and fairseq (`softmax(x.float())
+# .type_as(x)`) write it. Measured (docs/grading.md): such submissions pass every check from
+# 5e-6 on, and fail some at 2e-6 (gradients sum float32 rounding over tokens and rows); real
+# mistakes move values by 1e-2 or more.
+TIGHT = {"rtol": 2e-5, "atol": 2e-5}
+# float64 with logits around 1e3: a float32 logit is then off by up to 1e-4, and the weights
+# by that relative amount. An unstable softmax gives NaN, not 1e-3.
+LARGE_LOGITS = {"rtol": 1e-3, "atol": 2e-5}
 # float32, compared with a float64 oracle. Measured: correct implementations in every style
 # stay under 3e-6 at these sizes (see docs/grading.md).
 FLOAT32 = {"rtol": 1e-4, "atol": 2e-5}

@@ -57,6 +57,9 @@ CATALOGUE: tuple[Mistake, ...] = tuple(Mistake(mistake_id) for mistake_id in (
     "no_scaling", "scale_by_d", "scale_by_embed_dim", "scale_by_wrong_dim", "qk_swapped",
     # softmax
     "softmax_wrong_dim", "unstable_softmax",
+    # `softmax(..., dtype=torch.float32)` (as Hugging Face transformers writes it) without the
+    # `.to(dtype)` after it: float32 weights then meet the float64 values and matmul raises
+    "float32_cast",
     # the causal mask
     "mask_inverted", "mask_shifted", "mask_transposed", "mask_after_softmax", "mask_fill_zero",
     # `scores.masked_fill(mask, ...)` on a line of its own: masked_fill returns a new tensor,
@@ -198,6 +201,8 @@ def _softmax(scores: Tensor, how: str = "", dim: int = -1) -> Tensor:
     if how == "exp":
         e = scores.exp()
         return e / e.sum(dim, keepdim=True)
+    if how == "float32":  # kept in float32, whatever the scores' dtype
+        return torch.softmax(scores, dim=dim, dtype=torch.float32)
     return torch.softmax(scores, dim=dim)
 
 
@@ -225,7 +230,8 @@ def attend(scores: Tensor, v: Tensor, mask: Tensor | None = None) -> list[Candid
     n = scores.dim()
     wrong_dims = sorted({d % n for d in (-2, 1)} - {n - 1})  # keys' neighbour, or heads
     candidates = [("softmax_wrong_dim", with_weights(dim=d)) for d in wrong_dims]
-    candidates.append(("unstable_softmax", with_weights(softmax="exp")))
+    candidates += [("unstable_softmax", with_weights(softmax="exp")),
+                   ("float32_cast", with_weights(softmax="float32"))]
     if mask is not None:
         candidates += [(f"mask_{how}", with_weights(how=how))
                        for how in ("inverted", "after_softmax", "fill_zero", "ignored")]
@@ -253,7 +259,7 @@ class Knobs:
     merge: str = ""  # "no_transpose", "interleaved", "tokens_first" (B, T, H, D) flattened
     scale: str = ""  # "none", "d", "embed_dim", "tokens", "heads"
     qk_swapped: bool = False
-    softmax: str = ""  # "exp": by hand
+    softmax: str = ""  # "exp": by hand; "float32": kept in float32
     softmax_dim: int = -1
     mask: str = ""  # "inverted", "after_softmax", "fill_zero", "ignored"
     no_bias: str = ""  # the projections without their bias, among "qkvo"
@@ -282,6 +288,7 @@ MHA_VARIANTS: tuple[tuple[str, Knobs], ...] = (
     ("softmax_wrong_dim", Knobs(softmax_dim=-2)),
     ("softmax_wrong_dim", Knobs(softmax_dim=1)),
     ("unstable_softmax", Knobs(softmax="exp")),
+    ("float32_cast", Knobs(softmax="float32")),
     ("mask_inverted", Knobs(mask="inverted")),
     ("mask_after_softmax", Knobs(mask="after_softmax")),
     ("mask_fill_zero", Knobs(mask="fill_zero")),

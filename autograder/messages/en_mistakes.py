@@ -45,6 +45,12 @@ TEMPLATES: dict[str, str] = {
         "This matches a softmax written as exp(s) / exp(s).sum(): exp overflows to inf for large "
         "logits and inf / inf is NaN; use torch.softmax, which subtracts the row maximum first."
     ),
+    "mistake.float32_cast": (
+        "This matches float32 weights meeting float64 values: the grader's inputs are float64, and "
+        "something made a tensor float32 (softmax(..., dtype=torch.float32), .float(), or "
+        "torch.tensor(...) without a dtype); keep the inputs' dtype, or cast back with "
+        ".to(scores.dtype)."
+    ),
     "mistake.mask_inverted": (
         "This matches the mask inverted, True taken as allowed: True means blocked: "
         "masked_fill(mask, float('-inf')), not ~mask or mask == 0."

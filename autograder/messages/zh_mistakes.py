@@ -42,6 +42,12 @@ TEMPLATES: dict[str, str] = {
         "这与“把 softmax 写成 exp(s) / exp(s).sum()”的结果一致：logit 很大时 exp 溢出为 inf，inf / "
         "inf 得到 NaN；请用 torch.softmax，它会先减去每行的最大值。"
     ),
+    "mistake.float32_cast": (
+        "这与“float32 的权重遇上 float64 的值”的结果一致：评分器的输入是 float64，"
+        "而你的代码把某个张量变成了 float32（softmax(..., dtype=torch.float32)、"
+        ".float()，或不指定 dtype 的 torch.tensor(...)）；"
+        "请保持输入的 dtype，或用 .to(scores.dtype) 转回去。"
+    ),
     "mistake.mask_inverted": (
         "这与“掩码取反、把 True 当成允许”的结果一致：True 表示屏蔽：masked_fill(mask, "
         "float('-inf'))，不要用 ~mask 或 mask == 0。"

@@ -90,6 +90,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "weights = F.softmax(scores, dim=-1)",
            "weights = scores.exp() / scores.exp().sum(dim=-1, keepdim=True)",
            frozenset({"attend", "looped_mha"})),
+    Mutant("attend keeps the softmax in float32", "float32_cast",
+           "weights = F.softmax(scores, dim=-1)",
+           "weights = F.softmax(scores, dim=-1, dtype=torch.float32)",
+           HEAD_AND_LOOPED | {"attend"}),
     # masks
     Mutant("attend fills the allowed positions", "mask_inverted",
            _ATTEND_MASK, _ATTEND_MASK.replace("masked_fill(mask,", "masked_fill(~mask,"),
