@@ -111,8 +111,8 @@ class Context:
 # float64, moderate logits. Wide enough for float32 anywhere inside a float64 computation,
 # which is right: a float32 constant (the seed tutorial's `1 / torch.sqrt(torch.tensor(d))`),
 # or a softmax taken in float32 and cast back, as Hugging Face transformers
-# (`softmax(..., dtype=torch.float32).to(dtype)`) and fairseq (`softmax(x.float())
-# .type_as(x)`) write it. Measured (docs/grading.md): such submissions pass every check from
+# (`softmax(..., dtype=torch.float32).to(dtype)`) and fairseq (the same softmax, then
+# `.type_as(x)`) write it. Measured (docs/grading.md): such submissions pass every check from
 # 5e-6 on, and fail some at 2e-6 (gradients sum float32 rounding over tokens and rows); real
 # mistakes move values by 1e-2 or more.
 TIGHT = {"rtol": 2e-5, "atol": 2e-5}

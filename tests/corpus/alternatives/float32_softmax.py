@@ -1,7 +1,7 @@
 """Correct, with the softmax taken in float32 and cast back to the scores' dtype.
 
 Hugging Face transformers (`softmax(w, dim=-1, dtype=torch.float32).to(dtype)`) and fairseq
-(`softmax(w.float(), dim=-1).type_as(w)`) do this so that half-precision models normalise in
+(the same softmax, then `.type_as(w)`) do this so that half-precision models normalise in
 float32. With the grader's float64 inputs it rounds the weights to float32: still right, and
 the float64 tolerance allows it (autograder/checks/core.py). The fused module does the same
 with the scores as well.
