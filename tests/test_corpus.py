@@ -88,3 +88,15 @@ def test_stubs_get_zero_with_not_implemented_messages():
     for r in grade(STUBS):
         assert r.score == 0, r.id
         assert "is not implemented yet" in str(r.message), f"{r.id}: {r.message}"
+
+
+def test_a_leaking_mask_fill_fails_though_within_the_tolerance(folder: Path):
+    """-15 in place of -inf leaves blocked weights near 1e-7, inside the float64 tolerance:
+    blocked weights must be exactly 0, in the modules as in `attend`."""
+    path = folder / "leaking_fill.py"
+    path.write_text(TEMPLATE.read_text().replace('masked_fill(mask, float("-inf"))',
+                                                 "masked_fill(mask, -15.0)"))
+    results = {r.id: r for r in grade(path)}
+    for check_id in ("attention_head", "looped_mha", "fused_mha", "fused_mha_masks"):
+        assert "blocked positions must be exactly 0" in str(results[check_id].message), check_id
+        assert not results[check_id].passed

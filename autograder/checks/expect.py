@@ -136,6 +136,14 @@ def expect_unchanged(name: str, call: Call, originals: tuple[Tensor, ...]) -> No
             raise CheckFailed(msg("check.in_place", name=name))
 
 
+def expect_blocked_zero(what: Label, weights: Tensor, mask: Tensor | None, case: Label) -> None:
+    """Where `mask` (True = blocked, broadcast to the weights) blocks a key, the weight is
+    exactly 0, as the softmax of -inf gives (or of -1e9, or finfo.min). A finite fill that
+    leaks, -15 say, leaves weights near 1e-7: within the tolerance, caught here."""
+    if mask is not None and bool((weights.masked_select(mask.expand_as(weights)) != 0).any()):
+        raise CheckFailed(msg("attend.blocked_nonzero", what=what), case=case)
+
+
 def expect_output_pair(name: str, call: Call) -> tuple[Any, Any]:
     if not isinstance(call.value, tuple) or len(call.value) != 2:
         raise CheckFailed(msg("check.not_pair", name=name, type=type(call.value).__name__))

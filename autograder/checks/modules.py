@@ -17,6 +17,7 @@ from .diagnosis import Candidate
 from .expect import (
     Label,
     attempt,
+    expect_blocked_zero,
     expect_close,
     expect_dropout,
     expect_output_pair,
@@ -80,12 +81,15 @@ def _mha_mistakes(c: Attn, inp: Inputs, mask: Tensor | None = _SAME_MASK,
 
 
 def _compare_module(name: str, call: Call, c: Attn, expected: tuple[Tensor, Tensor],
-                    inp: Inputs, mistakes: list[Candidate], case: Label = "",
+                    mask: Tensor | None, mistakes: list[Candidate], case: Label = "",
                     tol: dict | None = None) -> None:
+    """The weights and the output against torch's; `mask`: the keys blocked, weight 0."""
     case, tol = case or c.label(), tol or c.tol
     out, weights = expect_output_pair(f"{name}.forward", call)
-    expect_close(msg("what.attention_weights", name=name), weights, expected[1], case, tol,
+    what = msg("what.attention_weights", name=name)
+    expect_close(what, weights, expected[1], case, tol,
                  dims=("B", "H", "Tq", "Tk"), mistakes=mistakes, part=1, beside=out)
+    expect_blocked_zero(what, weights, mask, case)
     expect_close(msg("what.output", name=name), out, expected[0], case, tol,
                  dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
 
@@ -116,8 +120,10 @@ def check_attention_head(sub, ctx: Context) -> float:
             args, {"attn_mask": inp.mask}, dtype=c.dtype, backward=backward,
         )), case, mistakes)
         got_out, got_w = expect_output_pair("AttentionHead.forward", call)
-        expect_close(msg("what.weights", name="AttentionHead"), got_w, weights.to(c.dtype), case,
+        what = msg("what.weights", name="AttentionHead")
+        expect_close(what, got_w, weights.to(c.dtype), case,
                      c.tol, dims=("B", "Tq", "Tk"), mistakes=mistakes, part=1, beside=got_out)
+        expect_blocked_zero(what, got_w, inp.mask, case)
         expect_close(msg("what.output", name="AttentionHead"), got_out, out.to(c.dtype), case,
                      c.tol,
                      dims=("B", "Tq", "head_dim"), mistakes=mistakes, part=0)
@@ -207,7 +213,7 @@ def _module_case(sub, ctx: Context, check_id: str, class_name: str) -> Callable[
         expected = expected_mha(c, inp)
         backward = _mha_backward(gen, c, expected, _module_params(class_name, c, inp))
         call = attempt(lambda: _run_mha(sub, class_name, c, inp, backward), c.label(), mistakes)
-        _compare_module(class_name, call, c, expected, inp, mistakes)
+        _compare_module(class_name, call, c, expected, inp.mask, mistakes)
         originals = (inp.query, inp.key, inp.value) + (() if inp.mask is None else (inp.mask,))
         expect_unchanged(f"{class_name}.forward", call, originals)
         expect_gradients(class_name, call, backward, lambda: _mha_gradients(
@@ -277,7 +283,7 @@ def _masks_case(sub, ctx: Context, c: Attn, inp: Inputs, case: Label, forward: d
                              expected, inp.params)
     call = attempt(lambda: _run_mha(sub, "MultiHeadAttention", c, inp, backward, **forward),
                    case, mistakes)
-    _compare_module("MultiHeadAttention", call, c, expected, inp, mistakes, case, TIGHT)
+    _compare_module("MultiHeadAttention", call, c, expected, mask, mistakes, case, TIGHT)
     if attn_mask is not None:
         expect_unchanged("MultiHeadAttention.forward", call,
                          (inp.query, inp.key, inp.value, inp.mask))

@@ -13,6 +13,7 @@ from .diagnosis import Diagnosis
 from .expect import (
     Label,
     attempt,
+    expect_blocked_zero,
     expect_close,
     expect_output_pair,
     expect_tensor,
@@ -250,8 +251,7 @@ def check_attend(sub, ctx: Context) -> float:
                      dims=("B", "H", "Tq", "Tk"), mistakes=mistakes, part=1)
         expect_close(msg("what.out", name="attend"), out, expected_out, c.label(), tol,
                      dims=("B", "H", "Tq", "D"), mistakes=mistakes, part=0)
-        if mask is not None and bool((weights.masked_select(mask.expand_as(weights)) != 0).any()):
-            raise CheckFailed(msg("attend.blocked_nonzero", what=what), case=c.label())
+        expect_blocked_zero(what, weights, mask, c.label())
         expect_unchanged("attend", call, (scores, v) + (() if mask is None else (mask,)))
         expect_gradients("attend", call, backward, lambda: oracle.gradients(
             oracle.attend, (scores, v, mask), backward.inputs, backward.cotangents), c.label(),

@@ -46,9 +46,9 @@ TEMPLATES: dict[str, str] = {
         "logits and inf / inf is NaN; use torch.softmax, which subtracts the row maximum first."
     ),
     "mistake.float32_cast": (
-        "This matches float32 weights meeting float64 values: the grader's inputs are float64, and "
-        "something made a tensor float32 (softmax(..., dtype=torch.float32), .float(), or "
-        "torch.tensor(...) without a dtype); keep the inputs' dtype, or cast back with "
+        "This matches a float32 tensor meeting float64 ones (float32 weights times v, say): the "
+        "grader's inputs are float64, and something made a tensor float32 (softmax(..., "
+        "dtype=torch.float32), .float()); keep the inputs' dtype, or cast back with "
         ".to(scores.dtype)."
     ),
     "mistake.mask_inverted": (

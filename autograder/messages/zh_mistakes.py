@@ -43,10 +43,9 @@ TEMPLATES: dict[str, str] = {
         "inf 得到 NaN；请用 torch.softmax，它会先减去每行的最大值。"
     ),
     "mistake.float32_cast": (
-        "这与“float32 的权重遇上 float64 的值”的结果一致：评分器的输入是 float64，"
-        "而你的代码把某个张量变成了 float32（softmax(..., dtype=torch.float32)、"
-        ".float()，或不指定 dtype 的 torch.tensor(...)）；"
-        "请保持输入的 dtype，或用 .to(scores.dtype) 转回去。"
+        "这与“float32 的张量遇上 float64 的张量”（比如 float32 的权重乘以 v）的结果一致："
+        "评分程序的输入是 float64，而某处把张量变成了 float32（softmax(..., "
+        "dtype=torch.float32)、.float()）；请保持输入的 dtype，或用 .to(scores.dtype) 转回去。"
     ),
     "mistake.mask_inverted": (
         "这与“掩码取反、把 True 当成允许”的结果一致：True 表示屏蔽：masked_fill(mask, "

@@ -103,13 +103,13 @@ class MultiHeadAttention(nn.Module):
                 need_weights=True):
         key = query if key is None else key
         value = key if value is None else value
-        q = split_heads(self.q_proj(query), self.num_heads).float()  # (B, H, Tq, D)
-        k = split_heads(self.k_proj(key), self.num_heads).float()  # (B, H, Tk, D)
+        q = split_heads(self.q_proj(query), self.num_heads).float()  # (B, H, Tq, D), float32
+        k = split_heads(self.k_proj(key), self.num_heads).float()  # (B, H, Tk, D), float32
         v = split_heads(self.v_proj(value), self.num_heads)  # (B, H, Tk, D)
         scores = scaled_scores(q, k)  # (B, H, Tq, Tk), float32
         mask = _mask(attn_mask, is_causal, query.size(1), query.device)
         if mask is not None:
-            scores = scores.masked_fill(mask, float("-inf"))
+            scores = scores.masked_fill(mask, float("-inf"))  # (B, H, Tq, Tk)
         weights = self.attn_dropout(F.softmax(scores, dim=-1).type_as(v))  # (B, H, Tq, Tk)
         out = self.out_proj(merge_heads(weights @ v))  # (B, Tq, E)
         return out, (weights if need_weights else None)
