@@ -17,6 +17,7 @@ from ..messages import Message, joined, msg, render
 from ..runner.protocol import ModuleRun, StudentCodeError
 from .core import TIGHT, CheckFailed, Context, tolerance
 from .expect import (
+    expect_blocked_zero,
     expect_close,
     expect_dropout,
     expect_output_pair,
@@ -146,8 +147,9 @@ def _compare(sub, ctx: Context, check_id: str, cases: tuple[Case, ...]) -> float
         d = draw(c, gen, ctx.device)
         out, weights = _run(sub, c, d)
         want_out, want_weights = expected(c, d)
-        expect_close(msg("what.weights_dims", name=NAME, dims="(B, H, Tq, Tk)"), weights,
-                     want_weights, c.label(), c.tol)
+        what = msg("what.weights_dims", name=NAME, dims="(B, H, Tq, Tk)")
+        expect_close(what, weights, want_weights, c.label(), c.tol)
+        expect_blocked_zero(what, weights, d.blocked, c.label())
         expect_close(msg("what.output_dims", name=NAME, dims="(B, Tq, out_dim)"), out, want_out,
                      c.label(), c.tol)
     return 1.0
