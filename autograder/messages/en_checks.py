@@ -127,7 +127,9 @@ TEMPLATES: dict[str, str] = {
     "mask.wrong_entries": "{wrong} of {total} entries wrong, the first at {first}",
     "mask.blocked_pair": "{call}: True marks a *blocked* pair, query i may not look at key j > i; "
                          "{wrong}",
-    "attend.blocked_nonzero": "{what}: blocked positions must be exactly 0",
+    "attend.blocked_nonzero": ("{what}: blocked positions must be exactly 0: fill the blocked "
+                               "scores with float('-inf') before the softmax (a finite fill such "
+                               "as -15 still gives them a little weight)"),
 
     # Modules, dropout, the warm-up and the extension track
     "modules.need_weights": "with need_weights=False, forward should return (out, None)",

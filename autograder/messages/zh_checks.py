@@ -120,7 +120,8 @@ TEMPLATES: dict[str, str] = {
     "mask.corner": "（{shape} 左上角的 {n}x{n} 部分）",
     "mask.wrong_entries": "{total} 个元素中有 {wrong} 个不对，第一个在 {first}",
     "mask.blocked_pair": "{call}：True 表示这一对被*屏蔽*，查询 i 不能看键 j > i；{wrong}",
-    "attend.blocked_nonzero": "{what}：被屏蔽的位置必须恰好为 0",
+    "attend.blocked_nonzero": ("{what}：被屏蔽的位置必须恰好为 0：在 softmax 之前把被屏蔽的"
+                               "分数填成 float('-inf')（-15 这样的有限值仍会留给它们一点权重）"),
 
     # Modules, dropout, the warm-up and the extension track
     "modules.need_weights": "need_weights=False 时，forward 应当返回 (out, None)",
