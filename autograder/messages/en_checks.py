@@ -105,8 +105,9 @@ TEMPLATES: dict[str, str] = {
     "nonfinite.nan_rows": "NaN in your result (first at {first}) on whole rows: a softmax row is "
                           "all NaN when it divides 0 by 0 (every key blocked: every query here "
                           "keeps at least one, so check that your mask is not inverted or "
-                          "shifted) or inf by inf (exp overflowing on large logits: use "
-                          "torch.softmax)",
+                          "shifted; or weights renormalised after masking, whose allowed keys "
+                          "all underflowed to 0 on large logits: mask before the softmax) or inf "
+                          "by inf (exp overflowing on large logits: use torch.softmax)",
     "nonfinite.nan": "NaN in your result (first at {first}) where the expected values are "
                      "finite: either 0 * inf (multiplying -inf scores by a 0/1 mask; use "
                      "masked_fill), or exp overflowing in a softmax written by hand (use "

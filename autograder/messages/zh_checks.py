@@ -101,8 +101,9 @@ TEMPLATES: dict[str, str] = {
                           "（最大绝对误差 {error:.3g}；{count} 个头中 {heads} 不对）",
     "nonfinite.nan_rows": "结果里有整行的 NaN（第一个在 {first}）：softmax 的一行全是 NaN，"
                           "要么是 0 除以 0（所有键都被屏蔽；这里每个查询至少留有一个键，"
-                          "请检查掩码是否取反或错位），要么是 inf 除以 inf（logit 很大时 exp "
-                          "溢出：请用 torch.softmax）",
+                          "请检查掩码是否取反或错位；或者在屏蔽之后重新归一化，而 logit 很大时"
+                          "允许的键全都下溢为 0：请在 softmax 之前屏蔽），要么是 inf 除以 inf"
+                          "（logit 很大时 exp 溢出：请用 torch.softmax）",
     "nonfinite.nan": "结果里有 NaN（第一个在 {first}），而期望的值都是有限的：要么是 0 * inf（把 "
                      "-inf 分数乘以 0/1 掩码；请用 masked_fill），要么是手写 softmax 时 exp 溢出"
                      "（请用 torch.softmax）",
