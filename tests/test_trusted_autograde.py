@@ -108,14 +108,14 @@ def test_the_feedback_of_a_wrong_notebook_holds_no_hidden_value(tiny, tmp_path, 
     hidden = render(grade_submission(path, only=only, salt=HIDDEN_SALT)[0][0].message)
     visible = render(grade_submission(path, only=only)[0][0].message)
     assert hidden != visible
-    started = []  # the workers TrustedGrades starts
-    start = WorkerSubmission._start
+    started = set()  # the submissions TrustedGrades starts a worker for
+    start = WorkerSubmission.start
 
     def counted_start(sub: WorkerSubmission) -> None:
-        started.append(sub)
+        started.add(id(sub))
         start(sub)
 
-    monkeypatch.setattr(WorkerSubmission, "_start", counted_start)
+    monkeypatch.setattr(WorkerSubmission, "start", counted_start)
     TrustedGrades().preprocess(nb, {})
     assert len(started) == 1  # one worker for the hidden inputs, then the visible rerun
     cell = next(c for c in nb.cells if is_test_cell(c) and c.metadata.nbgrader.grade_id in only)
