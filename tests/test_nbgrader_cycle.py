@@ -3,13 +3,15 @@
 `mha-kit release` (points sync + `nbgrader generate_assignment`), four submissions of the core
 assignment, two of every other one, then nbgrader's `autograde`, `generate_feedback` and
 `export`; the grades CSV must hold exactly what each submission's code earns, computed from
-the points table. The other assignments' results: test_chinese_edition.py.
+the points table. Every other assignment and edition: its solution passes every test cell,
+its release fails only with "not implemented", in the edition's language.
 """
 
 import csv
 
+import nbformat
 import pytest
-from conftest import ROOT
+from conftest import ROOT, assert_full_marks
 from notebook_helpers import (
     COURSE_ASSIGNMENTS,
     EDITED,
@@ -17,16 +19,24 @@ from notebook_helpers import (
     MHA_STUDENTS,
     PARTIAL,
     SOLUTION,
+    SPEED,
+    STUDENTS,
+    errors,
     is_test_cell,
     nbgrader_meta,
     normalised,
     read,
     recorded_grades,
+    unexpected_errors,
+    verdicts,
 )
 
-from autograder.grading.registry import POINTS
+from autograder import editions
+from autograder.grading.registry import ASSIGNMENTS, POINTS
+from autograder.messages import msg
 
 NOTEBOOK = SOLUTION.stem
+OTHERS = [name for name in COURSE_ASSIGNMENTS if name != "mha"]  # two students each
 
 
 @pytest.mark.parametrize("name", COURSE_ASSIGNMENTS)
@@ -68,3 +78,47 @@ def test_autograde_feedback_export(course):
     complete = course / "feedback" / "complete" / "mha" / f"{NOTEBOOK}.html"
     points = POINTS["fused_mha"]
     assert f"✓ fused_mha: {points}/{points} ok" in complete.read_text(encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- every assignment
+
+
+def _graded(course, name: str, student: str) -> nbformat.NotebookNode:
+    (path,) = (course / "autograded" / student / name).glob("*.ipynb")
+    assert (course / "feedback" / student / name / path.with_suffix(".html").name).is_file()
+    return read(path)
+
+
+@pytest.mark.parametrize("name", COURSE_ASSIGNMENTS)
+def test_solution_passes_every_test_cell(course, name):
+    base, lang = editions.split_name(name)
+    table = {s.id for s in ASSIGNMENTS[base]}
+    nb = _graded(course, name, "complete")
+    assert [(c.id, errors(c)) for c in nb.cells if errors(c)] == []
+    assert_full_marks(verdicts(nb), table)
+    ok = msg("ok").render(lang)
+    assert all(ok in "".join(o.get("text", "") for o in c.outputs)
+               for c in nb.cells if is_test_cell(c) and nbgrader_meta(c)["grade_id"] != SPEED)
+
+
+@pytest.mark.parametrize("name", COURSE_ASSIGNMENTS)
+def test_release_fails_only_with_not_implemented(course, name):
+    base, lang = editions.split_name(name)
+    nb = _graded(course, name, "empty")
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert not errors(code[0]), "the setup cell must work"
+    assert [e for c in code for e in unexpected_errors(c, lang)] == []
+    assert {i: passed for i, (passed, _) in verdicts(nb).items()} == dict.fromkeys(
+        [s.id for s in ASSIGNMENTS[base]], False)
+
+
+def test_grades_csv_holds_what_the_test_cells_earned(course):
+    expected = {}
+    for name in OTHERS:
+        table = ASSIGNMENTS[editions.split_name(name)[0]]
+        expected[(name, "complete")] = sum(s.points for s in table)  # the timed one included
+        expected[(name, "empty")] = 0
+    with open(course / "grades.csv", newline="") as f:
+        scores = {(r["assignment"], r["student_id"]): float(r["score"]) for r in csv.DictReader(f)
+                  if r["assignment"] in OTHERS and r["student_id"] in STUDENTS}
+    assert scores == expected

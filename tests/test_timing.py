@@ -79,6 +79,15 @@ def test_medians_and_paired_ratios() -> None:
     assert speed_score.speed_ratios(times) == (4.0, 2.0)
 
 
+@pytest.mark.parametrize(("name", "device", "config"), [
+    ("tiny", "cpu", speed_config.TINY), ("small", "cuda", speed_config.SMALL),
+    ("", "cpu", speed_config.CONFIGS["cpu"]), ("huge", "cuda", speed_config.CONFIGS["cuda"])])
+def test_a_test_config_is_chosen_by_name_else_the_devices(name, device, config, monkeypatch
+                                                         ) -> None:
+    monkeypatch.setenv(speed_config.SPEED_CONFIG_ENV, name)
+    assert speed_config.config_for(device) == config
+
+
 def test_inputs_and_spot_indices_come_from_the_seed() -> None:
     assert torch.equal(speed_config.speed_input(TINY, 7, 3), speed_config.speed_input(TINY, 7, 3))
     assert not torch.equal(speed_config.speed_input(TINY, 7, 3),
