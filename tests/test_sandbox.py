@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from conftest import HOSTILE, ROOT, STUBS, TEMPLATE, check_here, run_cli
 from autograder.grading.batch import grade_submission
 from autograder.grading.registry import CHECKS, GATE_MESSAGES, POINTS
 from autograder.messages import msg
-from autograder.runner import sandbox
+from autograder.runner import sandbox, zygote
 from autograder.runner.worker import WorkerSubmission
 from autograder.sandboxed_kernel import (
     SandboxedExecute,
@@ -274,3 +275,25 @@ def test_a_kit_in_tmp_stays_visible_read_only(tmp_path, monkeypatch):
     command = sandbox.wrap(["/bin/sh", "-c", f"cat {tmp_path}/kit.py; touch {tmp_path}/x"], [])
     run = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert run.stdout == "seen" and "Read-only file system" in run.stderr
+
+
+@needs_bwrap
+def test_a_venv_linked_from_tmp_runs_by_its_name(tmp_path, monkeypatch):
+    """A venv in /tmp may be a link to one elsewhere, and Python is started by the link's name:
+    the sandbox keeps the name visible too."""
+    link = tmp_path / "venv"
+    link.symlink_to(sys.prefix, target_is_directory=True)
+    monkeypatch.setattr(sys, "prefix", str(link))
+    python = link / "bin" / Path(sys.executable).name
+    run = subprocess.run(sandbox.wrap([str(python), "-c", "print('ran')"], []),
+                         capture_output=True, text=True, timeout=60)
+    assert run.stdout == "ran\n", run.stderr
+
+
+@needs_bwrap
+def test_a_zygote_that_cannot_start_says_why(monkeypatch):
+    """bwrap starts, but not Python: the error is what bwrap said, not a reset connection."""
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    starting = zygote.Zygote()
+    with pytest.raises(zygote.ZygoteError, match="/nonexistent/python"):
+        starting.fork((-1, -1, -1), time.monotonic() + 30)

@@ -48,13 +48,15 @@ def _bwrap() -> str | None:
 
 def _kept_visible() -> list[str]:
     """What the sandboxed Python needs that lies in /tmp or /run, which the sandbox empties:
-    its installation, its import path, the kit (a checkout or a venv in /tmp). Outermost
-    folders only; they stay read-only."""
+    its installation, its import path, the kit (a checkout or a venv in /tmp). Each as named
+    and as resolved (a venv in /tmp may be a link to one elsewhere, and Python runs by the
+    name). Outermost folders only; they stay read-only."""
     needed = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(__file__).parents[2]),
               *filter(None, sys.path)}
-    resolved = {Path(p).resolve() for p in needed if os.path.isdir(p)}
+    named = {Path(os.path.abspath(p)) for p in needed if os.path.isdir(p)}
     kept: list[str] = []
-    for path in sorted(p for p in resolved if p.parts[1:2] in (("tmp",), ("run",))):
+    for path in sorted(p for p in named | {p.resolve() for p in named}
+                       if p.parts[1:2] in (("tmp",), ("run",))):
         if not any(path.is_relative_to(k) for k in kept):
             kept.append(str(path))
     return kept

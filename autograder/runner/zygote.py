@@ -188,16 +188,17 @@ class Zygote:
         if self.ready:
             return
         timeout = max(0.0, deadline - time.monotonic())
-        if select.select([self.sock], [], [], timeout)[0] and self.sock.recv(1) == READY:
-            self.ready = True
+        with contextlib.suppress(ConnectionResetError):  # it ended unread: stderr says why
+            ready = select.select([self.sock], [], [], timeout)[0]
+            self.ready = bool(ready) and self.sock.recv(1) == READY
+        if self.ready:
             assert self.proc.stderr is not None
             self.proc.stderr.close()
             return
         self.close()
         assert self.proc.stderr is not None
         lines = self.proc.stderr.read().decode(errors="replace").strip().splitlines()
-        raise ZygoteError("\n".join(lines[-5:]) or f"the zygote did not start within "
-                                                    f"{timeout:g} s")
+        raise ZygoteError("\n".join(lines[-5:]) or f"the zygote did not start within {timeout:g} s")
 
     def fork(self, fds: tuple[int, int, int], deadline: float) -> int:
         """The pid of a worker holding these pipes (request, reply, stderr), adopted by this
@@ -330,8 +331,7 @@ def _popen_worker(fds: tuple[int, int, int], env: dict[str, str], cwd: str,
     info_r, info_w = os.pipe()
     scratch = sandbox.scratch()
     command = sandbox.wrap(argv, [(scratch, scratch)], info_fd=info_w, new_session=True)
-    who = {} if account is None else {"user": account[0], "group": account[1],
-                                       "extra_groups": []}
+    who = {} if account is None else {"user": account[0], "group": account[1], "extra_groups": []}
     try:
         try:
             popen = subprocess.Popen(
