@@ -63,7 +63,9 @@ def autograde(course: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def kit_course(course, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     """A copy of `course`, the mha submissions of MHA_STUDENTS and BREAKING graded by
-    `mha-kit autograde` (the course's other mha submissions are left out, for time)."""
+    `mha-kit autograde` (the course's other mha submissions are left out, for time). What
+    nbgrader recorded for MHA_STUDENTS is removed from the copy's gradebook first, so that what
+    it holds afterwards is the kit's."""
     copy = tmp_path_factory.mktemp("kit") / "course"
     shutil.copytree(course, copy)
     for folder in ("autograded", "feedback"):
@@ -72,6 +74,9 @@ def kit_course(course, tmp_path_factory) -> tuple[Path, subprocess.CompletedProc
         if folder.parent.name not in MHA_STUDENTS:
             shutil.rmtree(folder)
     (copy / "grades.csv").unlink()
+    with Gradebook(f"sqlite:///{copy / 'gradebook.db'}") as gradebook:  # the kit records anew
+        for student in MHA_STUDENTS:
+            gradebook.remove_submission("mha", student)
     with open(copy / "nbgrader_config.py", "a") as config:
         config.write(f"\nc.Execute.timeout = {TIMEOUT}\n")
     (copy / "submitted" / "partial" / "mha" / "timestamp.txt").write_text(SUBMITTED_AT)
