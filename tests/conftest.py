@@ -23,7 +23,7 @@ KERNEL_TIMEOUT_S = 15  # nbgrader's Execute.timeout in the course of the `course
 SPEED = "speed_fused_vs_looped"
 # Every check but the speed check: what a submission gets the same way on any machine.
 DETERMINISTIC = [c.id for c in CHECKS if c.id != SPEED]
-# The speed check at a size that takes milliseconds; 9 calls >= the 8 spot-checked outputs.
+# The speed check at a size that takes milliseconds (18 timed calls, 8 of them spot-checked).
 TINY = speed_config.TINY
 # The suite, and every process it starts, grades the speed check at the SMALL config: a correct
 # module passes, in a third of the CPU time. `tiny` and `graded_speed` choose otherwise.
