@@ -278,6 +278,24 @@ def test_a_kit_in_tmp_stays_visible_read_only(tmp_path, monkeypatch):
 
 
 @needs_bwrap
+def test_the_graders_working_folder_and_the_temporary_folder_stay_hidden(tmp_path, monkeypatch):
+    """`python -m autograder.cli` run in a course folder in /tmp puts that folder on the import
+    path, and PYTHONPATH may name /tmp: neither is kept visible, so a course's files and the
+    submissions other graders hold in the temporary folder stay out of reach."""
+    (tmp_path / "gradebook.db").write_text("grades")
+    loose = Path(tempfile.gettempdir()) / f"mha-kit-test-{uuid.uuid4().hex}.txt"
+    loose.write_text("another submission")
+    try:
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setattr(sys, "path", [str(tmp_path), tempfile.gettempdir(), *sys.path])
+        command = sandbox.wrap(["/bin/sh", "-c", f"cat {tmp_path}/gradebook.db {loose}"], [])
+        run = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    finally:
+        loose.unlink()
+    assert run.stdout == "" and run.stderr.count("No such file") == 2, run.stderr
+
+
+@needs_bwrap
 def test_a_venv_linked_from_tmp_runs_by_its_name(tmp_path, monkeypatch):
     """A venv in /tmp may be a link to one elsewhere, and Python is started by the link's name:
     the sandbox keeps the name visible too."""

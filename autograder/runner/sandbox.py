@@ -50,13 +50,17 @@ def _kept_visible() -> list[str]:
     """What the sandboxed Python needs that lies in /tmp or /run, which the sandbox empties:
     its installation, its import path, the kit (a checkout or a venv in /tmp). Each as named
     and as resolved (a venv in /tmp may be a link to one elsewhere, and Python runs by the
-    name). Outermost folders only; they stay read-only."""
+    name). Not the working folder, which `python -m` puts on the import path (a course in
+    /tmp, say), nor a folder that holds the temporary folder, where other submissions are
+    graded. Outermost folders only; they stay read-only."""
+    cwd = os.getcwd()
     needed = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(__file__).parents[2]),
-              *filter(None, sys.path)}
+              *(p for p in sys.path if p and os.path.abspath(p) != cwd)}
     named = {Path(os.path.abspath(p)) for p in needed if os.path.isdir(p)}
+    temporary = Path(tempfile.gettempdir()).resolve()
     kept: list[str] = []
     for path in sorted(p for p in named | {p.resolve() for p in named}
-                       if p.parts[1:2] in (("tmp",), ("run",))):
+                       if p.parts[1:2] in (("tmp",), ("run",)) and not temporary.is_relative_to(p)):
         if not any(path.is_relative_to(k) for k in kept):
             kept.append(str(path))
     return kept
