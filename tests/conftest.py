@@ -25,8 +25,8 @@ SPEED = "speed_fused_vs_looped"
 DETERMINISTIC = [c.id for c in CHECKS if c.id != SPEED]
 # The speed check at a size that takes milliseconds (18 timed calls, 8 of them spot-checked).
 TINY = speed_config.TINY
-# The suite, and every process it starts, grades the speed check at the SMALL config: a correct
-# module passes, in a third of the CPU time. `tiny` and `graded_speed` choose otherwise.
+# The suite, and every process it starts, grades the speed check at the `small` config: a
+# correct module passes, in a third of the CPU time. `tiny` and `graded_speed` choose otherwise.
 os.environ.setdefault(speed_config.SPEED_CONFIG_ENV, "small")
 
 

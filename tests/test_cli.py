@@ -5,7 +5,16 @@ import json
 import subprocess
 import sys
 
-from conftest import DETERMINISTIC, ROOT, STUBS, TEMPLATE, assert_full_marks, check_here, run_cli
+from conftest import (
+    DETERMINISTIC,
+    ROOT,
+    SPEED,
+    STUBS,
+    TEMPLATE,
+    assert_full_marks,
+    check_here,
+    run_cli,
+)
 
 from autograder.cli import main
 from autograder.grading.registry import CHECKS, EXTENSION_CHECKS, POINTS, SHAPES_CHECKS
@@ -15,8 +24,8 @@ def _only(ids):
     return [arg for i in ids for arg in ("--only", i)]
 
 
-def test_full_marks_and_gradescope_json(tmp_path):
-    """Full points but for the speed check: timed on a shared machine, it may be partial."""
+def test_full_marks_and_gradescope_json(graded_speed, tmp_path):
+    """Full points, the speed check's at the graded config, timed in the worker."""
     results = tmp_path / "results.json"
     run = run_cli("check", str(TEMPLATE), "--json", str(results))
     assert results.is_file(), run.stdout + run.stderr
@@ -30,6 +39,8 @@ def test_full_marks_and_gradescope_json(tmp_path):
     for test in tests:
         assert test["max_score"] == POINTS[test["name"]]
         assert test["visibility"] == "visible" and test["output"]
+    speed = next(t["output"] for t in tests if t["name"] == SPEED)
+    assert "on cpu)" in speed and "test config" not in speed, speed
     all_passed = all(t["status"] == "passed" for t in tests)
     assert run.returncode == (0 if all_passed else 1), run.stdout + run.stderr
     assert str(results) in run.stdout.splitlines()[-1]  # the output came through whole

@@ -80,7 +80,10 @@ def test_medians_and_paired_ratios() -> None:
 
 
 @pytest.mark.parametrize(("name", "device", "config"), [
-    ("tiny", "cpu", speed_config.TINY), ("small", "cuda", speed_config.SMALL),
+    ("tiny", "cuda", speed_config.TINY),
+    ("small", "cpu", speed_config.SpeedConfig(B=2, T=16, E=128, H=32, rounds=9, calls=8, warmup=1)),
+    ("small", "cuda", speed_config.SpeedConfig(B=8, T=128, E=512, H=32, rounds=9, calls=8,
+                                               warmup=1)),
     ("", "cpu", speed_config.CONFIGS["cpu"]), ("huge", "cuda", speed_config.CONFIGS["cuda"])])
 def test_a_test_config_is_chosen_by_name_else_the_devices(name, device, config, monkeypatch
                                                          ) -> None:
@@ -148,9 +151,10 @@ def test_measured_and_scored_with_a_fake_timer(tiny) -> None:
         (8e-3 + 1e-3 + 1.6e-3) * TINY.rounds * TINY.calls)
     fraction, message = speed_score.score_speed(measurement, "cpu", seed)
     assert fraction == 1.0
-    assert str(message) == (
+    assert str(message) == (  # the test config is named: this is not a grade
         "measured: 5.0× faster than the kit's looped version (per call: yours 1.60 ms, looped "
-        f"8.00 ms, the kit's fused 1.00 ms; on cpu); needed: at least {NEEDED:g}×")
+        "8.00 ms, the kit's fused 1.00 ms; on cpu, at the kit's test config "
+        f"`MHA_KIT_SPEED_CONFIG=tiny`); needed: at least {NEEDED:g}×")
 
 
 def test_too_slow_scores_nothing_and_says_what_was_measured_and_needed(tiny) -> None:

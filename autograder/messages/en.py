@@ -15,7 +15,9 @@ TEMPLATES: dict[str, str] = {
     # The speed check (speed.score, speed.gate) and its gate (grading.registry)
     "speed.measured": "measured: {speedup:.1f}× faster than the kit's looped version{runs} "
                       "(per call: yours {student:.2f} ms, looped {looped:.2f} ms, the kit's "
-                      "fused {fused:.2f} ms; on {device})",
+                      "fused {fused:.2f} ms; on {device}{config})",
+    "speed.graded_config": "",
+    "speed.test_config": ", at the kit's test config `{variable}={name}`",
     "speed.one_run": "",
     "speed.median_of": ", the median of {runs} measurements",
     "speed.passed": "{measured}; needed: at least {needed:g}×",

@@ -15,7 +15,9 @@ TEMPLATES: dict[str, str] = {
     # The speed check and its gate
     "speed.measured": "实测：速度是本套件逐头循环实现的 {speedup:.1f} 倍{runs}（每次调用："
                       "你的 {student:.2f} ms，逐头循环 {looped:.2f} ms，"
-                      "本套件的融合实现 {fused:.2f} ms；设备：{device}）",
+                      "本套件的融合实现 {fused:.2f} ms；设备：{device}{config}）",
+    "speed.graded_config": "",
+    "speed.test_config": "，使用本套件的测试配置 `{variable}={name}`",
     "speed.one_run": "",
     "speed.median_of": "，取 {runs} 次测量的中位数",
     "speed.passed": "{measured}；要求：至少 {needed:g} 倍",

@@ -14,7 +14,15 @@ import torch
 
 from .. import oracle
 from ..messages import Message, msg
-from .config import SpeedConfig, config_for, speed_input, speed_params, spot_indices
+from .config import (
+    SPEED_CONFIG_ENV,
+    SpeedConfig,
+    chosen_test_config,
+    config_for,
+    speed_input,
+    speed_params,
+    spot_indices,
+)
 
 Tensor = torch.Tensor
 
@@ -171,8 +179,12 @@ def wants_another(verdicts: list[Verdict]) -> bool:
 def speed_message(med: dict[str, float], speedup: float, device: str, runs: int = 1
                   ) -> Message:
     """What was measured: the speedup over the kit's looped module, and the times per call."""
+    name = chosen_test_config()
+    config = (msg("speed.test_config", variable=SPEED_CONFIG_ENV, name=name) if name
+              else msg("speed.graded_config"))
     return msg("speed.measured", speedup=float(speedup), student=med["student"] * 1e3,
                looped=med["looped"] * 1e3, fused=med["fused"] * 1e3, device=device,
+               config=config,
                runs=msg("speed.one_run") if runs == 1 else msg("speed.median_of", runs=runs))
 
 
