@@ -49,6 +49,7 @@ BREAKING = {
 }
 TIMEOUT = 20  # Execute.timeout in the copy, so that "loops" is stopped soon
 SUBMITTED_AT = "2026-01-02 03:04:05.000000 UTC"  # partial's timestamp.txt, in the copy
+UNSET = -1.0  # a score no check gives, in the copy's gradebook before the kit records
 
 
 def autograde(course: Path, *args: str) -> subprocess.CompletedProcess:
@@ -63,9 +64,9 @@ def autograde(course: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def kit_course(course, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     """A copy of `course`, the mha submissions of MHA_STUDENTS and BREAKING graded by
-    `mha-kit autograde` (the course's other mha submissions are left out, for time). What
-    nbgrader recorded for MHA_STUDENTS is removed from the copy's gradebook first, so that what
-    it holds afterwards is the kit's."""
+    `mha-kit autograde` (the course's other mha submissions are left out, for time). The
+    copy's gradebook holds nbgrader's records of MHA_STUDENTS with every score set to UNSET
+    first: the kit must write over each one."""
     copy = tmp_path_factory.mktemp("kit") / "course"
     shutil.copytree(course, copy)
     for folder in ("autograded", "feedback"):
@@ -74,9 +75,11 @@ def kit_course(course, tmp_path_factory) -> tuple[Path, subprocess.CompletedProc
         if folder.parent.name not in MHA_STUDENTS:
             shutil.rmtree(folder)
     (copy / "grades.csv").unlink()
-    with Gradebook(f"sqlite:///{copy / 'gradebook.db'}") as gradebook:  # the kit records anew
+    with Gradebook(f"sqlite:///{copy / 'gradebook.db'}") as gradebook:  # the kit must overwrite
         for student in MHA_STUDENTS:
-            gradebook.remove_submission("mha", student)
+            for check_id in MHA_CHECK_IDS:
+                gradebook.find_grade(check_id, NOTEBOOK, "mha", student).auto_score = UNSET
+        gradebook.db.commit()
     with open(copy / "nbgrader_config.py", "a") as config:
         config.write(f"\nc.Execute.timeout = {TIMEOUT}\n")
     (copy / "submitted" / "partial" / "mha" / "timestamp.txt").write_text(SUBMITTED_AT)
