@@ -41,8 +41,7 @@ def test_full_marks_and_gradescope_json(graded_speed, tmp_path):
         assert test["visibility"] == "visible" and test["output"]
     speed = next(t["output"] for t in tests if t["name"] == SPEED)
     assert "on cpu)" in speed and "test config" not in speed, speed
-    all_passed = all(t["status"] == "passed" for t in tests)
-    assert run.returncode == (0 if all_passed else 1), run.stdout + run.stderr
+    assert run.returncode == 0, run.stdout + run.stderr  # every check passed
     assert str(results) in run.stdout.splitlines()[-1]  # the output came through whole
 
 
