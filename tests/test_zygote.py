@@ -63,7 +63,7 @@ def test_a_worker_is_the_graders_child_with_its_limits_and_account(start, tmp_pa
     assert uid == (65534 if worker_user() == "nobody" else os.getuid())
     assert (memory, file_size, core) == (3 * 2**30, FILE_SIZE_LIMIT, 0)
     assert in_its_folder
-    started_by = "autograder.runner.zygote" if start == "forked" else "autograder.runner.serve"
+    started_by = "autograder.runner." + ("zygote_process" if start == "forked" else "serve")
     assert started_by in cmdline
 
 
@@ -104,6 +104,34 @@ def test_a_killed_zygote_is_replaced():
     with WorkerSubmission(TEMPLATE) as sub:
         assert sub.call("causal_mask", 2).value.tolist() == [[False, True], [False, False]]
     assert zygote._zygote.proc.pid != old
+
+
+def _zygote_python(zygote_: zygote.Zygote) -> int:
+    """The zygote's interpreter: the process started, or, in the sandbox, bwrap's child."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for pid in [zygote_.proc.pid, *_children(zygote_.proc.pid)]:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                if b"autograder.runner.zygote_process" in cmdline.read():
+                    return pid
+        time.sleep(0.01)
+    raise AssertionError("no zygote process")
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as children:
+        return [int(child) for child in children.read().split()]
+
+
+@pytest.mark.skipif(not zygote.FORK, reason="workers are forked only on Linux")
+def test_a_zygote_killed_before_it_is_ready_says_how_it_ended():
+    """Killed with nothing on stderr (by the OOM killer, say): the grader's error says so,
+    rather than that the zygote was slow to start."""
+    starting = zygote.Zygote()
+    os.kill(_zygote_python(starting), signal.SIGKILL)
+    with pytest.raises(zygote.ZygoteError) as error:
+        starting.fork((-1, -1, -1), time.monotonic() + 30)
+    assert str(error.value) == "the zygote was killed by SIGKILL before it was ready"
 
 
 def test_the_worker_gets_the_interpreters_default_threads(tmp_path):
