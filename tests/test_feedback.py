@@ -191,6 +191,36 @@ def test_a_dropout_that_drops_nothing_is_told_so(tmp_path):
         "dropout=0.5 in training mode dropped no attention weight")
 
 
+_SOFTMAX = "weights = self.dropout(F.softmax(scores, dim=-1))"
+_MIX = "out = self.out_proj(merge_heads(torch.matmul(weights, v)))"
+_DROPPED_OUT = "out = self.dropout(self.out_proj(merge_heads(torch.matmul(weights, v))))"
+
+
+@pytest.mark.parametrize("edits,told", [
+    # d2l's MultiHeadAttention: it keeps the weights from before its dropout
+    ([(_SOFTMAX, "weights = F.softmax(scores, dim=-1)"),
+      (_MIX, "out = self.out_proj(merge_heads(torch.matmul(self.dropout(weights), v)))")],
+     "dropout=0.5 in training mode changed the output, but the weights you return have none "
+     "dropped"),
+    # nanoGPT's CausalSelfAttention: resid_dropout after c_proj as well
+    ([(_MIX, _DROPPED_OUT)], "dropout=0.5 in training mode drops entries of the output"),
+    # ViT-CIFAR's MultiHeadSelfAttention: dropout after the projection only
+    ([(_SOFTMAX, "weights = F.softmax(scores, dim=-1)"), (_MIX, _DROPPED_OUT)],
+     "dropout=0.5 in training mode drops entries of the output"),
+], ids=["weights from before dropout", "output dropped too", "output dropped instead"])
+def test_dropout_in_the_wrong_place_is_told_where(tmp_path, edits, told):
+    """Dropout that acts, but not on the weights returned: the message says where it acts."""
+    text = TEMPLATE.read_text()
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    path = tmp_path / "misplaced_dropout.py"
+    path.write_text(text)
+    result = run_check("fused_mha_contract", InProcessSubmission.from_path(path), Context())
+    assert result.score == 0
+    assert str(result.message).startswith(told), result.message
+
+
 # --------------------------------------------------------------------------- one explanation
 
 

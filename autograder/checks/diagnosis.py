@@ -55,6 +55,10 @@ CATALOGUE: tuple[Mistake, ...] = tuple(Mistake(mistake_id) for mistake_id in (
     "split_no_transpose", "split_interleaved", "merge_no_transpose", "merge_interleaved",
     # scores
     "no_scaling", "scale_by_d", "scale_by_embed_dim", "scale_by_wrong_dim", "qk_swapped",
+    # `k.transpose(2, 3)`, right for (B, H, T, D) only: on a head's (B, T, D) it raises
+    # IndexError. Seen in published code: rasbt/LLMs-from-scratch, ch03
+    # (`keys.transpose(2, 3)` in its MultiHeadAttention), reused in a single head.
+    "transpose_fixed_dims",
     # softmax
     "softmax_wrong_dim", "unstable_softmax",
     # `softmax(..., dtype=torch.float32)` (as Hugging Face transformers writes it) without the
@@ -72,6 +76,9 @@ CATALOGUE: tuple[Mistake, ...] = tuple(Mistake(mistake_id) for mistake_id in (
     "is_causal_ignored", "attn_mask_ignored", "masks_and",
     # projections
     "bias_ignored", "weight_not_transposed", "k_proj_on_value", "q_proj_on_key",
+    # `q, v, k = ...` unpacking a fused projection: seen in published code,
+    # jsbaan/transformer-from-scratch (multi_head_attention.py).
+    "kv_swapped",
     "value_from_key",
     # what forward returns
     "weights_averaged",
@@ -181,6 +188,8 @@ def scaled_scores(q: Tensor, k: Tensor) -> list[Candidate]:
         ("qk_swapped", lambda: k @ q.transpose(-2, -1) / math.sqrt(d)),
         ("scale_by_wrong_dim", lambda: raw / math.sqrt(q.shape[-2])),
     ]
+    if q.dim() == 3:  # (B, T, D): dims 2 and 3 of (B, H, T, D) are not there
+        candidates.append(("transpose_fixed_dims", lambda: q @ k.transpose(2, 3) / math.sqrt(d)))
     if q.dim() == 4:  # (B, H, T, D): the heads dim and the whole embedding
         candidates += [("scale_by_wrong_dim", lambda: raw / math.sqrt(q.shape[1])),
                        ("scale_by_embed_dim", lambda: raw / math.sqrt(q.shape[1] * d))]
@@ -299,6 +308,7 @@ MHA_VARIANTS: tuple[tuple[str, Knobs], ...] = (
     ("weight_not_transposed", Knobs(out_not_transposed=True)),
     ("k_proj_on_value", Knobs(v_from="k")),
     ("q_proj_on_key", Knobs(k_from="q")),
+    ("kv_swapped", Knobs(k_from="v", v_from="k")),
     ("value_from_key", Knobs(v_input="key")),
     ("weights_averaged", Knobs(weights="mean")),
 )

@@ -171,18 +171,46 @@ def expect_dropout(name: str, out: Any, weights: Any, expected_weights: Tensor, 
                    params: dict[str, Tensor | None], p: float, case: Label) -> None:
     """Dropout p in training mode, on the attention weights: each weight the softmax gives is
     either dropped (0) or scaled by 1 / (1 - p), some are dropped, and `out` mixes the values
-    v (B, H, Tk, Dv) with the weights returned, then applies out_proj from `params`."""
+    v (B, H, Tk, Dv) with the weights returned, then applies out_proj from `params`. Called
+    once the same module in eval mode gave the right output, so a training-mode `out` that
+    differs is dropout's doing."""
     weights = expect_tensor(msg("what.attention_weights", name=name), weights, expected_weights,
                             case, dims=("B", "H", "Tq", "Tk"))
+
+    def mixed_with(w: Tensor) -> Tensor:  # (B, Tq, out_dim)
+        return oracle.output_projection(oracle.merge_heads(w @ v), params["out_proj.weight"],
+                                        params["out_proj.bias"])
+
     kept = weights != 0
     if bool(kept[expected_weights != 0].all()):
+        undropped = mixed_with(expected_weights)
+        if _dropped_from(out, undropped, p):
+            raise CheckFailed(msg("dropout.on_output", p=p), case=case)
+        if _differs(out, undropped):  # dropped, but not the weights returned
+            raise CheckFailed(msg("dropout.weights_not_returned", p=p), case=case)
         raise CheckFailed(msg("dropout.none_dropped", p=p), case=case)
     if not torch.allclose(weights[kept], expected_weights[kept] / (1 - p), **TIGHT):
         raise CheckFailed(msg("dropout.not_used"), case=case)
-    mixed = oracle.output_projection(oracle.merge_heads(weights @ v), params["out_proj.weight"],
-                                     params["out_proj.bias"])  # (B, Tq, out_dim)
+    mixed = mixed_with(weights)
+    if _dropped_from(out, mixed, p):
+        raise CheckFailed(msg("dropout.on_output", p=p), case=case)
     expect_close(msg("what.output", name=name), out, mixed, msg("case.dropped_out", case=case),
                  TIGHT)
+
+
+def _differs(got: Any, value: Tensor) -> bool:
+    """`got` is a tensor of value's shape, and not close to it."""
+    return (isinstance(got, Tensor) and got.shape == value.shape
+            and not torch.allclose(got.to(value.dtype), value, **TIGHT))
+
+
+def _dropped_from(got: Any, value: Tensor, p: float) -> bool:
+    """`got` is `value` after a dropout of p: some entries 0, the rest value / (1 - p)."""
+    if not _differs(got, value):
+        return False
+    dropped = (got == 0) & (value != 0)
+    return bool(dropped.any()) and torch.allclose(
+        got[~dropped].to(value.dtype), value[~dropped] / (1 - p), **TIGHT)
 
 
 # On CPU the reported times are the worker's CPU time in the timed calls. The grader reads the

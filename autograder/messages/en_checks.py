@@ -72,7 +72,8 @@ TEMPLATES: dict[str, str] = {
     "tensor.device": "is on {device} but the inputs are on {expected}: create new tensors with "
                      "device=x.device",
     "check.in_place": "`{name}` modified its input in place: use out-of-place ops (masked_fill "
-                      "rather than masked_fill_, x = x * s rather than x *= s)",
+                      "rather than masked_fill_, x = x * s rather than x *= s, torch.where "
+                      "rather than x[index] = value)",
     "check.not_pair": "`{name}` should return a pair (out, weights), got {type}",
     "check.no_value_error": "{call} should raise ValueError: {why}",
     "check.other_error": "{call} should raise ValueError ({why}), but: {error}",
@@ -138,6 +139,12 @@ TEMPLATES: dict[str, str] = {
                             "nn.Dropout to the weights (it is active only in train())",
     "dropout.not_used": "dropout in training mode: the weights you return should be the ones "
                         "you used, each either 0 or softmax / (1 - p)",
+    "dropout.weights_not_returned": "dropout={p:g} in training mode changed the output, but "
+                                    "the weights you return have none dropped: return the "
+                                    "weights after dropout, the ones that multiply v",
+    "dropout.on_output": "dropout={p:g} in training mode drops entries of the output: "
+                         "nn.MultiheadAttention applies dropout to the attention weights only, "
+                         "never after out_proj",
     "shapes.copy": "split_heads_view returned a copy: view and transpose never copy, so the "
                    "result should share x's memory (avoid contiguous(), clone() and torch.stack "
                    "here)",

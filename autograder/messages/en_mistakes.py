@@ -3,16 +3,16 @@
 
 TEMPLATES: dict[str, str] = {
     "mistake.split_no_transpose": (
-        "This matches splitting with view but without transpose(1, 2): view the features as (B, T, "
-        "H, D), then .transpose(1, 2) to put the heads before the tokens."
+        "This matches splitting with view or reshape but without transpose(1, 2): view the "
+        "features as (B, T, H, D), then .transpose(1, 2) to put the heads before the tokens."
     ),
     "mistake.split_interleaved": (
         "This matches heads interleaved, the features split as (..., D, H): head h owns the h-th "
         "block of D consecutive features: view as (B, T, H, D), not (B, T, D, H)."
     ),
     "mistake.merge_no_transpose": (
-        "This matches merging with view but without transpose(1, 2): bring the tokens back first: "
-        "x.transpose(1, 2).reshape(B, T, H * D)."
+        "This matches merging with view or reshape but without transpose(1, 2): bring the tokens "
+        "back first: x.transpose(1, 2).reshape(B, T, H * D)."
     ),
     "mistake.merge_interleaved": (
         "This matches heads interleaved when merging, the features laid out as (D, H): concatenate "
@@ -36,6 +36,11 @@ TEMPLATES: dict[str, str] = {
     "mistake.qk_swapped": (
         "This matches q and k swapped (k @ q^T): scores[..., i, j] compares query i with key j: q "
         "@ k.transpose(-2, -1)."
+    ),
+    "mistake.transpose_fixed_dims": (
+        "This matches k.transpose(2, 3): dims 2 and 3 are the last two only of a 4-d (B, H, T, "
+        "D) tensor, and scaled_scores also gets a head's 3-d (B, T, D) ones: use "
+        "k.transpose(-2, -1)."
     ),
     "mistake.softmax_wrong_dim": (
         "This matches a softmax over the wrong dim: normalise over the keys, softmax(scores, "
@@ -122,6 +127,10 @@ TEMPLATES: dict[str, str] = {
     ),
     "mistake.k_proj_on_value": "This matches k_proj applied to the value: v = v_proj(value).",
     "mistake.q_proj_on_key": "This matches q_proj applied to the key: k = k_proj(key).",
+    "mistake.kv_swapped": (
+        "This matches k_proj and v_proj swapped, keys from v_proj and values from k_proj: k = "
+        "k_proj(key), v = v_proj(value) (check the order where q, k, v are unpacked)."
+    ),
     "mistake.value_from_key": (
         "This matches v_proj applied to the key instead of the value: v = v_proj(value): with "
         "cross-attention key and value differ."

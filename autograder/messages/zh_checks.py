@@ -70,7 +70,8 @@ TEMPLATES: dict[str, str] = {
                     "float32 的 torch.tensor(...) 常量）",
     "tensor.device": "在 {device} 上，但输入在 {expected} 上：新建张量时请用 device=x.device",
     "check.in_place": "`{name}` 原地修改了输入：请用非原地的运算（用 masked_fill 而不是 "
-                      "masked_fill_，用 x = x * s 而不是 x *= s）",
+                      "masked_fill_，用 x = x * s 而不是 x *= s，用 torch.where 而不是 "
+                      "x[index] = value）",
     "check.not_pair": "`{name}` 应当返回 (out, weights) 二元组，实际得到 {type}",
     "check.no_value_error": "{call} 应当抛出 ValueError：{why}",
     "check.other_error": "{call} 应当抛出 ValueError（{why}），但实际：{error}",
@@ -130,6 +131,10 @@ TEMPLATES: dict[str, str] = {
                             "nn.Dropout（它只在 train() 模式下起作用）",
     "dropout.not_used": "训练模式下的 dropout：返回的权重应当就是你实际使用的权重，每个要么是 0，"
                         "要么是 softmax / (1 - p)",
+    "dropout.weights_not_returned": "dropout={p:g} 在训练模式下改变了输出，但返回的权重一个也"
+                                    "没有丢弃：请返回 dropout 之后的权重，也就是与 v 相乘的那些",
+    "dropout.on_output": "dropout={p:g} 在训练模式下丢弃了输出中的元素：nn.MultiheadAttention "
+                         "只对注意力权重做 dropout，out_proj 之后从不做",
     "shapes.copy": "split_heads_view 返回的是副本：view 和 transpose 从不复制，结果应与 x 共享内存"
                    "（这里不要用 contiguous()、clone() 或 torch.stack）",
     "shapes.quiz_form": "view_quiz() 应当按 VIEW_QUIZ 的顺序，对每个表达式给出一个 True 或 False，"

@@ -2,16 +2,16 @@
 
 TEMPLATES: dict[str, str] = {
     "mistake.split_no_transpose": (
-        "这与“用 view 拆分却没有 transpose(1, 2)”的结果一致：先把特征 view 成 (B, T, H, D)，再用 "
-        ".transpose(1, 2) 把头的维度放到词元前面。"
+        "这与“用 view 或 reshape 拆分却没有 transpose(1, 2)”的结果一致：先把特征 view 成 "
+        "(B, T, H, D)，再用 .transpose(1, 2) 把头的维度放到词元前面。"
     ),
     "mistake.split_interleaved": (
         "这与“各头交错、把特征拆成 (..., D, H)”的结果一致：第 h 个头拥有第 h 段连续的 D 个特征，应 "
         "view 成 (B, T, H, D)，而不是 (B, T, D, H)。"
     ),
     "mistake.merge_no_transpose": (
-        "这与“用 view 合并却没有 transpose(1, 2)”的结果一致：先把词元换回前面：x.transpose(1, "
-        "2).reshape(B, T, H * D)。"
+        "这与“用 view 或 reshape 合并却没有 transpose(1, 2)”的结果一致：先把词元换回前面："
+        "x.transpose(1, 2).reshape(B, T, H * D)。"
     ),
     "mistake.merge_interleaved": (
         "这与“合并时各头交错、特征排成 (D, H)”的结果一致：应整头拼接，先换成 (B, T, H, D)，"
@@ -33,6 +33,10 @@ TEMPLATES: dict[str, str] = {
     "mistake.qk_swapped": (
         "这与“q 和 k 互换（k @ q^T）”的结果一致：scores[..., i, j] 比较的是查询 i 与键 j：q @ "
         "k.transpose(-2, -1)。"
+    ),
+    "mistake.transpose_fixed_dims": (
+        "这与“k.transpose(2, 3)”的结果一致：只有 4 维 (B, H, T, D) 张量的最后两维才是第 2、3 维，"
+        "而 scaled_scores 也会收到单个头的 3 维 (B, T, D) 输入：请用 k.transpose(-2, -1)。"
     ),
     "mistake.softmax_wrong_dim": (
         "这与“在错误的维度上做 softmax”的结果一致：应在键的维度上归一化，softmax(scores, dim=-1)，"
@@ -116,6 +120,10 @@ TEMPLATES: dict[str, str] = {
     ),
     "mistake.k_proj_on_value": "这与“把 k_proj 用在了 value 上”的结果一致：v = v_proj(value)。",
     "mistake.q_proj_on_key": "这与“把 q_proj 用在了 key 上”的结果一致：k = k_proj(key)。",
+    "mistake.kv_swapped": (
+        "这与“k_proj 和 v_proj 互换，键来自 v_proj、值来自 k_proj”的结果一致：k = k_proj(key)，"
+        "v = v_proj(value)（检查解包 q, k, v 时的顺序）。"
+    ),
     "mistake.value_from_key": (
         "这与“v_proj 作用在 key 而不是 value 上”的结果一致：v = v_proj(value)：交叉注意力中 key 和 "
         "value 不同。"

@@ -63,8 +63,9 @@ def implausible(run: TimedRun, device: str) -> Message | None:
 
 
 def check_speed(sub: Submission, ctx: Context) -> float:
-    """Run after fused_mha has passed (the registry's gate): time, judge, sanity-check; again
-    while the result is near the threshold (up to MAX_RUNS runs within BUDGET_S); decide."""
+    """Run after fused_mha and fused_mha_masks have passed (the registry's gate): time, judge,
+    sanity-check; again while the result is near the threshold (up to MAX_RUNS runs within
+    BUDGET_S); decide."""
     started = time.perf_counter()
     verdicts: list[Verdict] = []
     while not verdicts or wants_another(verdicts):

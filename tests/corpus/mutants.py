@@ -71,6 +71,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("scaled_scores computes k q^T", "qk_swapped",
            _SCORES, "torch.matmul(k, q.transpose(-2, -1)) / math.sqrt(q.shape[-1])",
            HEAD_AND_LOOPED | FUSED | {"scaled_scores"}),
+    Mutant("scaled_scores transposes dims 2 and 3", "transpose_fixed_dims",
+           _SCORES, "torch.matmul(q, k.transpose(2, 3)) / math.sqrt(q.shape[-1])",
+           HEAD_AND_LOOPED | {"scaled_scores"}),
     Mutant("the fused module scales by sqrt(embed_dim)", "scale_by_embed_dim",
            "scores = scaled_scores(q, k)",
            "scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(query.shape[-1])",
@@ -153,6 +156,11 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("AttentionHead projects the key with q_proj", "q_proj_on_key",
            "self.q_proj(query), self.k_proj(key)", "self.q_proj(query), self.q_proj(key)",
            HEAD_AND_LOOPED),
+    Mutant("the fused module swaps k_proj and v_proj", "kv_swapped",
+           "k = split_heads(self.k_proj(key), self.num_heads)\n"
+           "        v = split_heads(self.v_proj(value), self.num_heads)",
+           "k = split_heads(self.v_proj(key), self.num_heads)\n"
+           "        v = split_heads(self.k_proj(value), self.num_heads)", FUSED),
     Mutant("the fused module projects the key as the value", "value_from_key",
            "v = split_heads(self.v_proj(value), self.num_heads)",
            "v = split_heads(self.v_proj(key), self.num_heads)", frozenset({"fused_mha"})),
