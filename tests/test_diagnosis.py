@@ -58,7 +58,7 @@ def test_with_one_head_and_no_out_proj_it_is_one_attention_head():
 # with a non-square weight, float32 weights times float64 values.
 RAISES = {"weight_not_transposed": "cannot be multiplied",
           "float32_cast": "expected scalar type Float but found Double",
-          "transpose_fixed_dims": "Dimension out of range"}
+          "dims_from_the_front": "Dimension out of range"}
 
 # Self-attention with a causal mask, cross-attention (same sizes) with a random one, and
 # large logits: every variant must change the answer in at least one of them. T = 5, H = 3

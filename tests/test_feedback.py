@@ -191,6 +191,19 @@ def test_a_dropout_that_drops_nothing_is_told_so(tmp_path):
         "dropout=0.5 in training mode dropped no attention weight")
 
 
+def test_a_float32_output_with_the_right_values_names_no_mistake(tmp_path):
+    """Only the dtype is wrong: a mistake that leaves the values right (a softmax by hand, on
+    logits too small to overflow) must not be named for it."""
+    path = tmp_path / "float32_out.py"
+    path.write_text(_template_with("out = self.out_proj(merge_heads(torch.matmul(weights, v)))",
+                                   "out = self.out_proj(merge_heads(torch.matmul(weights, v)))"
+                                   ".float()"))
+    result = run_check("fused_mha_contract", InProcessSubmission.from_path(path), Context())
+    assert result.score == 0
+    assert str(result.message).startswith("MultiHeadAttention output: has dtype torch.float32"), \
+        result.message
+
+
 _SOFTMAX = "weights = self.dropout(F.softmax(scores, dim=-1))"
 _MIX = "out = self.out_proj(merge_heads(torch.matmul(weights, v)))"
 _DROPPED_OUT = "out = self.dropout(self.out_proj(merge_heads(torch.matmul(weights, v))))"
@@ -200,14 +213,21 @@ _DROPPED_OUT = "out = self.dropout(self.out_proj(merge_heads(torch.matmul(weight
     # d2l's MultiHeadAttention: it keeps the weights from before its dropout
     ([(_SOFTMAX, "weights = F.softmax(scores, dim=-1)"),
       (_MIX, "out = self.out_proj(merge_heads(torch.matmul(self.dropout(weights), v)))")],
-     "dropout=0.5 in training mode changed the output, but the weights you return have none "
-     "dropped"),
+     "dropout=0.5 in training mode changed the output, but not through the weights you return"),
+    # dropout on the values: the weights returned are the softmax, and rightly so
+    ([(_MIX, "out = self.out_proj(merge_heads(torch.matmul(weights, self.dropout(v))))"),
+      (_SOFTMAX, "weights = F.softmax(scores, dim=-1)")],
+     "dropout=0.5 in training mode changed the output, but not through the weights you return"),
+    # dropout on the scores before the softmax: no weight is 0, and none is the softmax's
+    ([(_SOFTMAX, "weights = F.softmax(self.dropout(scores), dim=-1)")],
+     "dropout=0.5 in training mode dropped no attention weight"),
     # nanoGPT's CausalSelfAttention: resid_dropout after c_proj as well
     ([(_MIX, _DROPPED_OUT)], "dropout=0.5 in training mode drops entries of the output"),
     # ViT-CIFAR's MultiHeadSelfAttention: dropout after the projection only
     ([(_SOFTMAX, "weights = F.softmax(scores, dim=-1)"), (_MIX, _DROPPED_OUT)],
      "dropout=0.5 in training mode drops entries of the output"),
-], ids=["weights from before dropout", "output dropped too", "output dropped instead"])
+], ids=["weights from before dropout", "values dropped", "scores dropped", "output dropped too",
+        "output dropped instead"])
 def test_dropout_in_the_wrong_place_is_told_where(tmp_path, edits, told):
     """Dropout that acts, but not on the weights returned: the message says where it acts."""
     text = TEMPLATE.read_text()

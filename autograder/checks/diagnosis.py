@@ -55,10 +55,10 @@ CATALOGUE: tuple[Mistake, ...] = tuple(Mistake(mistake_id) for mistake_id in (
     "split_no_transpose", "split_interleaved", "merge_no_transpose", "merge_interleaved",
     # scores
     "no_scaling", "scale_by_d", "scale_by_embed_dim", "scale_by_wrong_dim", "qk_swapped",
-    # `k.transpose(2, 3)`, right for (B, H, T, D) only: on a head's (B, T, D) it raises
-    # IndexError. Seen in published code: rasbt/LLMs-from-scratch, ch03
-    # (`keys.transpose(2, 3)` in its MultiHeadAttention), reused in a single head.
-    "transpose_fixed_dims",
+    # A dim counted from the front, right for (B, H, T, D) only: `k.transpose(2, 3)` as
+    # rasbt/LLMs-from-scratch writes it (ch03) in a module that sees only 4-d tensors; in
+    # scaled_scores, which also gets a head's (B, T, D), it raises IndexError.
+    "dims_from_the_front",
     # softmax
     "softmax_wrong_dim", "unstable_softmax",
     # `softmax(..., dtype=torch.float32)` (as Hugging Face transformers writes it) without the
@@ -189,7 +189,7 @@ def scaled_scores(q: Tensor, k: Tensor) -> list[Candidate]:
         ("scale_by_wrong_dim", lambda: raw / math.sqrt(q.shape[-2])),
     ]
     if q.dim() == 3:  # (B, T, D): dims 2 and 3 of (B, H, T, D) are not there
-        candidates.append(("transpose_fixed_dims", lambda: q @ k.transpose(2, 3) / math.sqrt(d)))
+        candidates.append(("dims_from_the_front", lambda: q @ k.transpose(2, 3) / math.sqrt(d)))
     if q.dim() == 4:  # (B, H, T, D): the heads dim and the whole embedding
         candidates += [("scale_by_wrong_dim", lambda: raw / math.sqrt(q.shape[1])),
                        ("scale_by_embed_dim", lambda: raw / math.sqrt(q.shape[1] * d))]

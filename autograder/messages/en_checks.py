@@ -140,8 +140,9 @@ TEMPLATES: dict[str, str] = {
     "dropout.not_used": "dropout in training mode: the weights you return should be the ones "
                         "you used, each either 0 or softmax / (1 - p)",
     "dropout.weights_not_returned": "dropout={p:g} in training mode changed the output, but "
-                                    "the weights you return have none dropped: return the "
-                                    "weights after dropout, the ones that multiply v",
+                                    "not through the weights you return (none is dropped): "
+                                    "apply dropout to the attention weights after the "
+                                    "softmax, multiply v by them, and return them",
     "dropout.on_output": "dropout={p:g} in training mode drops entries of the output: "
                          "nn.MultiheadAttention applies dropout to the attention weights only, "
                          "never after out_proj",

@@ -37,10 +37,10 @@ TEMPLATES: dict[str, str] = {
         "This matches q and k swapped (k @ q^T): scores[..., i, j] compares query i with key j: q "
         "@ k.transpose(-2, -1)."
     ),
-    "mistake.transpose_fixed_dims": (
-        "This matches k.transpose(2, 3): dims 2 and 3 are the last two only of a 4-d (B, H, T, "
-        "D) tensor, and scaled_scores also gets a head's 3-d (B, T, D) ones: use "
-        "k.transpose(-2, -1)."
+    "mistake.dims_from_the_front": (
+        "This matches a dim counted from the front, as in k.transpose(2, 3) or q.size(3): dims 2 "
+        "and 3 are the last two only of a 4-d (B, H, T, D) tensor, and scaled_scores also gets "
+        "a head's 3-d (B, T, D) ones: count from the end: k.transpose(-2, -1), q.size(-1)."
     ),
     "mistake.softmax_wrong_dim": (
         "This matches a softmax over the wrong dim: normalise over the keys, softmax(scores, "

@@ -131,8 +131,9 @@ TEMPLATES: dict[str, str] = {
                             "nn.Dropout（它只在 train() 模式下起作用）",
     "dropout.not_used": "训练模式下的 dropout：返回的权重应当就是你实际使用的权重，每个要么是 0，"
                         "要么是 softmax / (1 - p)",
-    "dropout.weights_not_returned": "dropout={p:g} 在训练模式下改变了输出，但返回的权重一个也"
-                                    "没有丢弃：请返回 dropout 之后的权重，也就是与 v 相乘的那些",
+    "dropout.weights_not_returned": "dropout={p:g} 在训练模式下改变了输出，但不是通过你返回的"
+                                    "权重（其中一个也没有丢弃）：请在 softmax 之后对注意力权重做 "
+                                    "dropout，用它们乘以 v，并返回它们",
     "dropout.on_output": "dropout={p:g} 在训练模式下丢弃了输出中的元素：nn.MultiheadAttention "
                          "只对注意力权重做 dropout，out_proj 之后从不做",
     "shapes.copy": "split_heads_view 返回的是副本：view 和 transpose 从不复制，结果应与 x 共享内存"

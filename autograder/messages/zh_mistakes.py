@@ -34,9 +34,10 @@ TEMPLATES: dict[str, str] = {
         "这与“q 和 k 互换（k @ q^T）”的结果一致：scores[..., i, j] 比较的是查询 i 与键 j：q @ "
         "k.transpose(-2, -1)。"
     ),
-    "mistake.transpose_fixed_dims": (
-        "这与“k.transpose(2, 3)”的结果一致：只有 4 维 (B, H, T, D) 张量的最后两维才是第 2、3 维，"
-        "而 scaled_scores 也会收到单个头的 3 维 (B, T, D) 输入：请用 k.transpose(-2, -1)。"
+    "mistake.dims_from_the_front": (
+        "这与“从前往后数维度”（如 k.transpose(2, 3) 或 q.size(3)）的结果一致：只有 4 维 "
+        "(B, H, T, D) 张量的最后两维才是第 2、3 维，而 scaled_scores 也会收到单个头的 3 维 "
+        "(B, T, D) 输入：请从后往前数：k.transpose(-2, -1)、q.size(-1)。"
     ),
     "mistake.softmax_wrong_dim": (
         "这与“在错误的维度上做 softmax”的结果一致：应在键的维度上归一化，softmax(scores, dim=-1)，"

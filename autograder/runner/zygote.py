@@ -69,6 +69,12 @@ def worker_env(env: dict[str, str]) -> dict[str, str]:
             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path}
 
 
+def popen_code(code: int, *, via_bwrap: bool) -> int:
+    """A return code as Popen's (-N: killed by signal N), also for a process started under
+    bwrap, which exits with 128 + N when its child is killed by signal N."""
+    return 128 - code if via_bwrap and code > 128 else code
+
+
 @contextlib.contextmanager
 def _subreaper() -> Iterator[None]:
     """This process adopts the orphans among its descendants, for a moment only: strays (a
@@ -100,9 +106,8 @@ class WorkerProcess:
         """Its return code once it has ended; None if it still runs after `timeout` seconds."""
         if self._popen is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                code = self._popen.wait(timeout)
-                bwrap = self.parent == self._popen.pid and code > 128  # 128 + N: signal N
-                self.returncode = 128 - code if bwrap else code
+                self.returncode = popen_code(self._popen.wait(timeout),
+                                             via_bwrap=self.parent == self._popen.pid)
             return self.returncode
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.returncode is None:
@@ -204,11 +209,11 @@ class Zygote:
         """Why it never said ready, where it wrote nothing: how it ended, or that it was slow."""
         if code is None:
             return f"the zygote did not start within {timeout:g} s"
-        number = code - 128 if self.sandboxed and code > 128 else -code  # bwrap: 128 + N
-        if number > 0:
+        code = popen_code(code, via_bwrap=self.sandboxed)
+        if code < 0:
             with contextlib.suppress(ValueError):
-                return f"the zygote was killed by {signal.Signals(number).name} before it was ready"
-            return f"the zygote was killed by signal {number} before it was ready"
+                return f"the zygote was killed by {signal.Signals(-code).name} before it was ready"
+            return f"the zygote was killed by signal {-code} before it was ready"
         return f"the zygote exited with status {code} before it was ready"
 
     def fork(self, fds: tuple[int, int, int], deadline: float) -> int:

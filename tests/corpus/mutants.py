@@ -71,7 +71,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("scaled_scores computes k q^T", "qk_swapped",
            _SCORES, "torch.matmul(k, q.transpose(-2, -1)) / math.sqrt(q.shape[-1])",
            HEAD_AND_LOOPED | FUSED | {"scaled_scores"}),
-    Mutant("scaled_scores transposes dims 2 and 3", "transpose_fixed_dims",
+    Mutant("scaled_scores transposes dims 2 and 3", "dims_from_the_front",
            _SCORES, "torch.matmul(q, k.transpose(2, 3)) / math.sqrt(q.shape[-1])",
            HEAD_AND_LOOPED | {"scaled_scores"}),
     Mutant("the fused module scales by sqrt(embed_dim)", "scale_by_embed_dim",
