@@ -107,13 +107,15 @@ def test_a_killed_zygote_is_replaced():
 
 
 def _zygote_python(zygote_: zygote.Zygote) -> int:
-    """The zygote's interpreter: the process started, or, in the sandbox, bwrap's child."""
+    """The zygote's interpreter: the process started, or, in the sandbox, bwrap's child (whose
+    command line bwrap's own contains)."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         for pid in [zygote_.proc.pid, *_children(zygote_.proc.pid)]:
             with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                if b"autograder.runner.zygote_process" in cmdline.read():
-                    return pid
+                argv = cmdline.read().split(b"\0")
+            if argv[0] == os.fsencode(sys.executable) and b"-m" in argv:
+                return pid
         time.sleep(0.01)
     raise AssertionError("no zygote process")
 
@@ -132,6 +134,26 @@ def test_a_zygote_killed_before_it_is_ready_says_how_it_ended():
     with pytest.raises(zygote.ZygoteError) as error:
         starting.fork((-1, -1, -1), time.monotonic() + 30)
     assert str(error.value) == "the zygote was killed by SIGKILL before it was ready"
+
+
+@pytest.mark.skipif(not zygote.FORK, reason="workers are forked only on Linux")
+def test_a_zygote_that_dies_while_a_stray_holds_its_stderr_is_reported_without_waiting(
+        tmp_path, monkeypatch):
+    """A process the zygote started holds its stderr open after it is killed: the grader
+    kills the zygote's process group and reads for a moment only, instead of hanging."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import os, signal, subprocess\n"
+        "if b'zygote_process' in open('/proc/self/cmdline', 'rb').read():\n"
+        "    subprocess.Popen(['sleep', '600'])  # inherits stderr\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path))  # folders on the grader's path stay visible
+    started = time.monotonic()
+    with pytest.raises(zygote.ZygoteError) as error:
+        zygote.Zygote().fork((-1, -1, -1), time.monotonic() + 60)
+    assert str(error.value) == "the zygote was killed by SIGKILL before it was ready"
+    assert time.monotonic() - started < 30
+    assert subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True).returncode == 1
 
 
 def test_the_worker_gets_the_interpreters_default_threads(tmp_path):

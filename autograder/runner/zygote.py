@@ -75,6 +75,22 @@ def popen_code(code: int, *, via_bwrap: bool) -> int:
     return 128 - code if via_bwrap and code > 128 else code
 
 
+def read_until_eof(fd: int, wait_s: float, limit: int = 2**16) -> str:
+    """What a pipe holds until its writers close it, for at most `wait_s` seconds and `limit`
+    bytes: a process that outlives the one that ended may hold the pipe open."""
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + wait_s
+    while sum(map(len, chunks)) < limit:
+        timeout = deadline - time.monotonic()
+        if timeout <= 0 or not select.select([fd], [], [], timeout)[0]:
+            break
+        chunk = os.read(fd, limit)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
 @contextlib.contextmanager
 def _subreaper() -> Iterator[None]:
     """This process adopts the orphans among its descendants, for a moment only: strays (a
@@ -133,18 +149,9 @@ class WorkerProcess:
 
     def stderr(self, wait_s: float = 1.0) -> str:
         """What it wrote to stderr before it was ready (read once it has ended)."""
-        chunks: list[bytes] = []
-        deadline = time.monotonic() + wait_s
-        while self.stderr_fd >= 0 and sum(map(len, chunks)) < 2**16:
-            timeout = deadline - time.monotonic()
-            if timeout <= 0 or not select.select([self.stderr_fd], [], [], timeout)[0]:
-                break
-            chunk = os.read(self.stderr_fd, 2**16)
-            if not chunk:
-                break
-            chunks.append(chunk)
+        text = read_until_eof(self.stderr_fd, wait_s) if self.stderr_fd >= 0 else ""
         self.close_stderr()
-        return b"".join(chunks).decode(errors="replace")
+        return text
 
     def close_stderr(self) -> None:
         if self.stderr_fd >= 0:
@@ -202,7 +209,7 @@ class Zygote:
                 code = self.proc.wait(1.0)
         self.close()
         assert self.proc.stderr is not None
-        lines = self.proc.stderr.read().decode(errors="replace").strip().splitlines()
+        lines = read_until_eof(self.proc.stderr.fileno(), 1.0).strip().splitlines()
         raise ZygoteError("\n".join(lines[-5:]) or self._not_ready(code, timeout))
 
     def _not_ready(self, code: int | None, timeout: float) -> str:
@@ -243,7 +250,11 @@ class Zygote:
         return self.proc.poll() is None
 
     def close(self) -> None:
+        """Its process group: the zygote, bwrap's processes and any stray they started (its
+        workers have sessions of their own)."""
         self.sock.close()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
         self.proc.wait()
