@@ -182,25 +182,18 @@ def expect_dropout(name: str, out: Any, weights: Any, expected_weights: Tensor, 
     differs is dropout's doing, somewhere."""
     weights = expect_tensor(msg("what.attention_weights", name=name), weights, expected_weights,
                             case, dims=("B", "H", "Tq", "Tk"))
-
-    def mixed_with(w: Tensor) -> Tensor:  # (B, Tq, out_dim)
-        return oracle.output_projection(oracle.merge_heads(w @ v), params["out_proj.weight"],
-                                        params["out_proj.bias"])
-
+    mixed = oracle.output_projection(oracle.merge_heads(weights @ v), params["out_proj.weight"],
+                                     params["out_proj.bias"])  # (B, Tq, out_dim)
+    if _dropped_from(out, mixed, p):
+        raise CheckFailed(msg("dropout.on_output", p=p), case=case)
     kept = weights != 0
     if bool(kept[expected_weights != 0].all()):
-        undropped = mixed_with(expected_weights)
-        if _dropped_from(out, undropped, p):
-            raise CheckFailed(msg("dropout.on_output", p=p), case=case)
         returned_softmax = torch.allclose(weights, expected_weights, **TIGHT)
-        if returned_softmax and _differs(out, undropped):  # dropout elsewhere: before v, say
+        if returned_softmax and _differs(out, mixed):  # dropout elsewhere: before v, say
             raise CheckFailed(msg("dropout.weights_not_returned", p=p), case=case)
         raise CheckFailed(msg("dropout.none_dropped", p=p), case=case)
     if not torch.allclose(weights[kept], expected_weights[kept] / (1 - p), **TIGHT):
         raise CheckFailed(msg("dropout.not_used"), case=case)
-    mixed = mixed_with(weights)
-    if _dropped_from(out, mixed, p):
-        raise CheckFailed(msg("dropout.on_output", p=p), case=case)
     expect_close(msg("what.output", name=name), out, mixed, msg("case.dropped_out", case=case),
                  TIGHT)
 

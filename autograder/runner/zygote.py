@@ -69,13 +69,13 @@ def worker_env(env: dict[str, str]) -> dict[str, str]:
             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path}
 
 
-def popen_code(code: int, *, via_bwrap: bool) -> int:
+def _popen_code(code: int, *, via_bwrap: bool) -> int:
     """A return code as Popen's (-N: killed by signal N), also for a process started under
     bwrap, which exits with 128 + N when its child is killed by signal N."""
     return 128 - code if via_bwrap and code > 128 else code
 
 
-def read_until_eof(fd: int, wait_s: float, limit: int = 2**16) -> str:
+def _read_until_eof(fd: int, wait_s: float, limit: int = 2**16) -> str:
     """What a pipe holds until its writers close it, for at most `wait_s` seconds and `limit`
     bytes: a process that outlives the one that ended may hold the pipe open."""
     chunks: list[bytes] = []
@@ -122,7 +122,7 @@ class WorkerProcess:
         """Its return code once it has ended; None if it still runs after `timeout` seconds."""
         if self._popen is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.returncode = popen_code(self._popen.wait(timeout),
+                self.returncode = _popen_code(self._popen.wait(timeout),
                                              via_bwrap=self.parent == self._popen.pid)
             return self.returncode
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -149,7 +149,7 @@ class WorkerProcess:
 
     def stderr(self, wait_s: float = 1.0) -> str:
         """What it wrote to stderr before it was ready (read once it has ended)."""
-        text = read_until_eof(self.stderr_fd, wait_s) if self.stderr_fd >= 0 else ""
+        text = _read_until_eof(self.stderr_fd, wait_s) if self.stderr_fd >= 0 else ""
         self.close_stderr()
         return text
 
@@ -209,14 +209,14 @@ class Zygote:
                 code = self.proc.wait(1.0)
         self.close()
         assert self.proc.stderr is not None
-        lines = read_until_eof(self.proc.stderr.fileno(), 1.0).strip().splitlines()
+        lines = _read_until_eof(self.proc.stderr.fileno(), 1.0).strip().splitlines()
         raise ZygoteError("\n".join(lines[-5:]) or self._not_ready(code, timeout))
 
     def _not_ready(self, code: int | None, timeout: float) -> str:
         """Why it never said ready, where it wrote nothing: how it ended, or that it was slow."""
         if code is None:
             return f"the zygote did not start within {timeout:g} s"
-        code = popen_code(code, via_bwrap=self.sandboxed)
+        code = _popen_code(code, via_bwrap=self.sandboxed)
         if code < 0:
             with contextlib.suppress(ValueError):
                 return f"the zygote was killed by {signal.Signals(-code).name} before it was ready"
