@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import warnings
 
 import matplotlib
@@ -171,6 +172,34 @@ def test_a_mask_picture_has_two_panels():
     pictures.show(Picture("causal_mask(4)", expected, expected.T))
     assert [ax.get_title() for ax in plt.gcf().axes] == ["yours (black = blocked)",
                                                       "expected (black = blocked)"]
+
+
+def _drawn_in_chinese(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
+    """A mask picture drawn under MHA_KIT_LANG=zh: its panels' titles, and the warnings that
+    rendering it gave."""
+    monkeypatch.setenv("MHA_KIT_LANG", "zh")
+    expected = torch.ones(4, 4, dtype=torch.bool).triu(1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig = pictures.draw(Picture("causal_mask(4)", expected, expected.T))
+        fig.canvas.draw()
+    return [ax.get_title() for ax in fig.axes], [str(w.message) for w in caught]
+
+
+def test_a_chinese_picture_without_a_chinese_font_is_drawn_in_english(monkeypatch):
+    """No rows of empty boxes, and no warning per missing glyph (a fresh Colab runtime)."""
+    monkeypatch.setattr(pictures, "CJK_FONTS", ())
+    titles, warned = _drawn_in_chinese(monkeypatch)
+    assert titles == ["yours (black = blocked)", "expected (black = blocked)"]
+    assert warned == []
+
+
+@pytest.mark.skipif(pictures.cjk_font() is None, reason="no font with Chinese characters here "
+                    "(CI installs fonts-wqy-microhei)")
+def test_a_chinese_picture_uses_a_font_with_chinese_characters(monkeypatch):
+    titles, warned = _drawn_in_chinese(monkeypatch)
+    assert all(re.search("[\u4e00-\u9fff]", title) for title in titles), titles
+    assert warned == []
 
 
 @pytest.mark.parametrize("shape", [(5,), (3, 4)])

@@ -1,10 +1,10 @@
-"""Gradients and devices: a layer that cannot be trained, or that crashes on the first GPU, loses
-the checks it takes part in, with a message that names the cause (docs/grading.md, "Gradients
-and devices").
+"""Gradients and devices: a layer that cannot be trained, that crashes on the first GPU, or that
+changes its caller's tensors loses the checks it takes part in, with a message that names the
+cause (docs/grading.md, "Gradients and devices").
 
 The corpus (tests/corpus/training_mutants.py) is template.py with one edit each that keeps the
-forward values right: the failing messages must be gradient or device messages, never about
-forward values. The other direction, correct code in many styles getting full marks, is
+forward values right: the failing messages must be gradient, device or in-place messages,
+never about forward values. The other direction, correct code in many styles getting full marks, is
 tests/test_corpus.py's, over tests/corpus/alternatives (finfo_min_fill.py and
 large_negative_fill.py hold the habits a GPU accepts and a meta tensor does not).
 """
@@ -31,10 +31,10 @@ from autograder.runner.protocol import StudentCodeError
 from autograder.runner.worker import WorkerSubmission
 
 sys.path.insert(0, str(CORPUS))
-from training_mutants import DEVICES, TRAINING, Broken  # noqa: E402
+from training_mutants import DEVICES, IN_PLACE, TRAINING, Broken  # noqa: E402
 
-ALL = TRAINING + DEVICES
-GRADIENT_PREFIX = {"gradient": "grad.", "device": "device."}
+ALL = TRAINING + DEVICES + IN_PLACE
+PREFIX = {"gradient": "grad.", "device": "device.", "in_place": "check.in_place"}
 
 
 def ids(message: Any) -> set[str]:
@@ -59,12 +59,12 @@ def graded(broken: Broken, folder: Path) -> list[CheckResult]:
 
 
 def test_the_corpus_is_big_enough():
-    assert len(TRAINING) >= 8 and len(DEVICES) >= 3
+    assert len(TRAINING) >= 8 and len(DEVICES) >= 3 and IN_PLACE
     assert len({b.label for b in ALL}) == len(ALL)
     for broken in ALL:
         assert broken.source() != TEMPLATE.read_text()
         assert broken.fails and broken.fails <= set(DETERMINISTIC), broken.label
-        assert broken.kind in GRADIENT_PREFIX
+        assert broken.kind in PREFIX
 
 
 @pytest.mark.parametrize("broken", ALL, ids=[b.label for b in ALL])
@@ -76,7 +76,7 @@ def test_each_fails_exactly_its_checks_with_a_message_naming_the_cause(broken: B
     assert set(failed) == broken.fails, f"{broken.label}\n{shown}"
     for check_id, message in failed.items():
         found = ids(message)
-        assert any(i.startswith(GRADIENT_PREFIX[broken.kind]) for i in found), (check_id, shown)
+        assert any(i.startswith(PREFIX[broken.kind]) for i in found), (check_id, shown)
         # the forward values were right: no message about them, no known mistake named
         assert not any(i.startswith(("what.", "mistake.", "values.")) for i in found), shown
         assert english_prose(render(message, "zh")) == [], render(message, "zh")
@@ -97,6 +97,14 @@ def test_the_device_message_says_where_the_cpu_tensor_is_made(folder: Path):
     assert ("`MultiHeadAttention.forward` creates a tensor on cpu while the input is on meta "
             "(a GPU in real use)") in text
     assert "`causal = causal_mask(tq)`: create it with device=x.device" in text
+
+
+def test_causal_mask_on_the_wrong_device_is_told_to_use_its_device_argument(folder: Path):
+    broken = next(b for b in DEVICES if "ignores its device argument" in b.label)
+    mask = next(r for r in graded(broken, folder) if r.id == "causal_mask")
+    text = render(mask.message, "en")
+    assert "`causal_mask` returns a tensor on cpu when called with device=meta" in text
+    assert "(device=device)" in text and "x.device" not in text
 
 
 @pytest.mark.parametrize("out, fix", [

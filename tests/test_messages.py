@@ -149,11 +149,11 @@ def test_a_message_checks_its_fields_where_it_is_written():
 
 def test_messages_cross_the_pipe_as_plain_data():
     message = msg("runner.raised_text", name="f", type="KeyError",
-                  line=msg("runner.at_line", line=3), error="boom")
+                  line=msg("runner.at_line", line=3, cell=""), error="boom")
     data = message.to_data()
     assert data == {"id": "runner.raised_text", "params": {
-        "name": "f", "type": "KeyError", "line": {"id": "runner.at_line", "params": {"line": 3}},
-        "error": "boom"}}
+        "name": "f", "type": "KeyError",
+        "line": {"id": "runner.at_line", "params": {"line": 3, "cell": ""}}, "error": "boom"}}
     assert Message.from_data(data) == message
     shapes = msg("runner.param_shape", owner="M", param="w", got=(2, 3), expected=(3, 2))
     assert str(Message.from_data(shapes.to_data())).endswith("(2, 3), expected (3, 2)")

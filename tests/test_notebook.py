@@ -127,15 +127,25 @@ def test_mha_kit_check_gives_the_notebooks_verdicts(tmp_path):
 
 def test_a_failed_check_shows_its_verdict_once_and_no_traceback_into_the_kit(tmp_path):
     """A wrong split_heads in a real kernel: the ✗ line once, wrapped; an error output that
-    nbgrader scores 0, whose traceback holds no frame of the kit."""
+    nbgrader scores 0, whose traceback holds no frame of the kit. A merge_heads that raises
+    is told at which line of which cell (the kernel numbers each cell's lines from 1)."""
     nb = read(RELEASE)
-    wanted = {"setup", "split-heads-solution", "split-heads-test"}
+    wanted = {"setup", "split-heads-solution", "split-heads-test", "merge-heads-solution",
+              "merge-heads-test"}
     nb.cells = [c for c in nb.cells if c.id in wanted]
     solution = next(c for c in nb.cells if c.id == "split-heads-solution")
     solution.source = ("def split_heads(x, num_heads):\n"
                        "    B, T, E = x.shape\n"
                        "    return x.view(B, num_heads, T, E // num_heads)  # no transpose\n")
-    test = next(c for c in execute(nb, tmp_path).cells if c.id == "split-heads-test")
+    merge = next(c for c in nb.cells if c.id == "merge-heads-solution")
+    merge.source = ("def merge_heads(x):\n"
+                    "    B, H, T, D = x.shape\n"
+                    "    return x.transpose(1, 2).view(B, T, H * D)  # not contiguous\n")
+    cells = {c.id: c for c in execute(nb, tmp_path).cells}
+    merged = "".join(o.text for o in cells["merge-heads-test"].outputs
+                     if o.output_type == "stream")
+    assert "line 3 of the cell that defines `merge_heads`" in " ".join(merged.split()), merged
+    test = cells["split-heads-test"]
     (error,) = errors(test)
     assert error.ename == "AssertionError"
     assert not [line for line in error.traceback if "autograder" in line], error.traceback

@@ -136,10 +136,14 @@ def attempt(action: Callable[[], Call], case: Label,
                           else None, case=case, exc_type=err.exc_type or "Exception") from None
 
 
-def expect_unchanged(name: str, call: Call, originals: tuple[Tensor, ...]) -> None:
-    for before, after in zip(originals, call.inputs_after):
+def expect_unchanged(name: str, call: Call, originals: dict[str, Tensor | None],
+                     case: Label | None = None) -> None:
+    """The tensors passed to `name` (argument name -> tensor, in the order passed, None for
+    one not passed) are as they were: `call.inputs_after` holds them after the call."""
+    passed = [(arg, t) for arg, t in originals.items() if t is not None]
+    for (arg, before), after in zip(passed, call.inputs_after):
         if before.shape != after.shape or not torch.equal(before, after):
-            raise CheckFailed(msg("check.in_place", name=name))
+            raise CheckFailed(msg("check.in_place", name=name, input=arg), case=case)
 
 
 def expect_blocked_zero(what: Label, weights: Tensor, mask: Tensor | None, case: Label) -> None:

@@ -137,7 +137,8 @@ def expected(c: Case, d: Drawn) -> tuple[Tensor, Tensor]:
 def _run(sub, c: Case, d: Drawn, *, training: bool = False, **init: Any) -> tuple[Any, Any]:
     call = sub.run_module(ModuleRun(NAME, (c.query_dim, c.H), {**c.kwargs(), **init}, d.params,
                                     d.args, {}, dtype=c.dtype, training=training, seed=0))
-    expect_unchanged(f"{NAME}.forward", call, d.args)
+    expect_unchanged(f"{NAME}.forward", call, dict(zip(("query", "key", "value"), d.args)),
+                     c.label())
     return expect_output_pair(f"{NAME}.forward", call)
 
 

@@ -108,10 +108,12 @@ def moved(value: Any, device: str) -> Any:
     return tree_map(lambda v: v.to(device) if isinstance(v, Tensor) else v, value)
 
 
-def expect_on_meta(ctx: Context, name: str, run: Callable[[str], Call], case: Label) -> None:
+def expect_on_meta(ctx: Context, name: str, run: Callable[[str], Call], case: Label, *,
+                   device_argument: bool = False) -> None:
     """The device check: `run(META)` runs one case with everything on meta (drawn on the CPU,
     then `moved`). A device mix fails; an error that is only a limit of meta tensors does not
-    (`runner.devices`)."""
+    (`runner.devices`). `device_argument`: meta is passed as the function's `device`
+    argument, not in its inputs (`causal_mask`)."""
     if ctx.device != "cpu":
         return  # on a GPU the checks themselves already ran there
     case = msg("case.meta", case=case)
@@ -125,5 +127,5 @@ def expect_on_meta(ctx: Context, name: str, run: Callable[[str], Call], case: La
         raise
     for value in tree_leaves(call.value):
         if isinstance(value, Tensor) and value.device.type != META:
-            raise CheckFailed(msg("device.output", name=name, device=str(value.device)),
-                              case=case)
+            output = "device.output_argument" if device_argument else "device.output"
+            raise CheckFailed(msg(output, name=name, device=str(value.device)), case=case)

@@ -120,6 +120,7 @@ def check_attention_head(sub, ctx: Context) -> float:
             args, {"attn_mask": inp.mask}, dtype=c.dtype, backward=backward,
         )), case, mistakes)
         got_out, got_w = expect_output_pair("AttentionHead.forward", call)
+        expect_unchanged("AttentionHead.forward", call, _passed(inp), case)
         what = msg("what.weights", name="AttentionHead")
         expect_close(what, got_w, weights.to(c.dtype), case,
                      c.tol, dims=("B", "Tq", "Tk"), mistakes=mistakes, part=1, beside=got_out)
@@ -182,6 +183,12 @@ def _mha_gradients(c: Attn, inp: Inputs, mask: Tensor | None, backward: Backward
     return {k: v for k, v in grads.items() if k in inputs or k in backward.params}
 
 
+def _passed(inp: Inputs, attn_mask: Tensor | None = _SAME_MASK) -> dict[str, Tensor | None]:
+    """What `_run_mha` passes to forward, by name, for `expect_unchanged`."""
+    mask = inp.mask if attn_mask is _SAME_MASK else attn_mask
+    return {"query": inp.query, "key": inp.key, "value": inp.value, "attn_mask": mask}
+
+
 def _module_params(class_name: str, c: Attn, inp: Inputs) -> dict[str, Tensor | None]:
     return per_head_params(inp.params, c.H) if class_name.startswith("Looped") else inp.params
 
@@ -214,8 +221,7 @@ def _module_case(sub, ctx: Context, check_id: str, class_name: str) -> Callable[
         backward = _mha_backward(gen, c, expected, _module_params(class_name, c, inp))
         call = attempt(lambda: _run_mha(sub, class_name, c, inp, backward), c.label(), mistakes)
         _compare_module(class_name, call, c, expected, inp.mask, mistakes)
-        originals = (inp.query, inp.key, inp.value) + (() if inp.mask is None else (inp.mask,))
-        expect_unchanged(f"{class_name}.forward", call, originals)
+        expect_unchanged(f"{class_name}.forward", call, _passed(inp), c.label())
         expect_gradients(class_name, call, backward, lambda: _mha_gradients(
             c, inp, inp.mask, backward, class_name.startswith("Looped")), c.label(), c.tol)
 
@@ -284,9 +290,7 @@ def _masks_case(sub, ctx: Context, c: Attn, inp: Inputs, case: Label, forward: d
     call = attempt(lambda: _run_mha(sub, "MultiHeadAttention", c, inp, backward, **forward),
                    case, mistakes)
     _compare_module("MultiHeadAttention", call, c, expected, mask, mistakes, case, TIGHT)
-    if attn_mask is not None:
-        expect_unchanged("MultiHeadAttention.forward", call,
-                         (inp.query, inp.key, inp.value, inp.mask))
+    expect_unchanged("MultiHeadAttention.forward", call, _passed(inp, attn_mask), case)
     expect_gradients("MultiHeadAttention", call, backward, lambda: _mha_gradients(
         c, inp, mask, backward, False), case, TIGHT)
 

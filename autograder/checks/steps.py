@@ -58,7 +58,7 @@ def check_split_heads(sub, ctx: Context) -> float:
                        mistakes)
         expect_close("split_heads(x, num_heads)", call.value, expected,
                      c.label(), c.tol, dims=("B", "H", "T", "D"), mistakes=mistakes)
-        expect_unchanged("split_heads", call, (x,))
+        expect_unchanged("split_heads", call, {"x": x}, c.label())
         expect_gradients("split_heads", call, backward, lambda: oracle.gradients(
             oracle.split_heads, (x, c.H), {0: "x"}, backward.cotangents), c.label(), c.tol)
 
@@ -83,7 +83,7 @@ def check_merge_heads(sub, ctx: Context) -> float:
                        mistakes)
         expect_close("merge_heads(x)", call.value, expected, c.label(), c.tol,
                      dims=("B", "T", "H*D"), mistakes=mistakes)
-        expect_unchanged("merge_heads", call, (x,))
+        expect_unchanged("merge_heads", call, {"x": x}, c.label())
         expect_gradients("merge_heads", call, backward, lambda: oracle.gradients(
             oracle.merge_heads, (x,), {0: "x"}, backward.cotangents), c.label(), c.tol)
 
@@ -145,7 +145,7 @@ def check_scaled_scores(sub, ctx: Context) -> float:
         dims = ("B", "H", "Tq", "Tk")[4 - q.dim():]
         expect_close("scaled_scores(q, k)", call.value, expected, case, tol,
                      dims=dims, mistakes=mistakes)
-        expect_unchanged("scaled_scores", call, (q, k))
+        expect_unchanged("scaled_scores", call, {"q": q, "k": k}, case)
         expect_gradients("scaled_scores", call, backward, lambda: oracle.gradients(
             oracle.scaled_scores, (q, k), backward.inputs, backward.cotangents), case, tol)
 
@@ -199,7 +199,7 @@ def check_causal_mask(sub, ctx: Context) -> float:
     expect_tensor(msg("what.without_device", call="causal_mask(3)"), call.value,
                   oracle.causal_mask(3, "cpu"), msg("case.default_device"))
     expect_on_meta(ctx, "causal_mask", lambda device: sub.call("causal_mask", 5, device=device),
-                   "seq_len=5")
+                   "seq_len=5", device_argument=True)
     return 1.0
 
 
@@ -252,7 +252,7 @@ def check_attend(sub, ctx: Context) -> float:
         expect_close(msg("what.out", name="attend"), out, expected_out, c.label(), tol,
                      dims=("B", "H", "Tq", "D"), mistakes=mistakes, part=0)
         expect_blocked_zero(what, weights, mask, c.label())
-        expect_unchanged("attend", call, (scores, v) + (() if mask is None else (mask,)))
+        expect_unchanged("attend", call, {"scores": scores, "v": v, "mask": mask}, c.label())
         expect_gradients("attend", call, backward, lambda: oracle.gradients(
             oracle.attend, (scores, v, mask), backward.inputs, backward.cotangents), c.label(),
             tol)
@@ -300,7 +300,8 @@ def check_output_projection(sub, ctx: Context) -> float:
         expect_close("output_projection(x, weight, bias)", call.value,
                      expected, c.label(), tol,
                      dims=("B", "T", "out_features"), mistakes=mistakes)
-        expect_unchanged("output_projection", call, args)
+        expect_unchanged("output_projection", call, {"x": x, "weight": weight, "bias": bias},
+                         c.label())
         expect_gradients("output_projection", call, backward, lambda: oracle.gradients(
             oracle.output_projection, args, backward.inputs, backward.cotangents), c.label(),
             tol)

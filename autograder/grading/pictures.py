@@ -2,6 +2,9 @@
 
 `show(picture)` draws a failing check's `Picture`: for a mask, yours beside the expected
 one; for any other tensor, heatmaps of expected, yours and the difference, one row per head.
+Its words are in the messages' language; Chinese ones need a font that has Chinese
+characters (`CJK_FONTS`), and where matplotlib knows none, as on a fresh Colab runtime, the
+picture's words are English rather than rows of empty boxes.
 """
 
 from __future__ import annotations
@@ -12,18 +15,39 @@ from typing import Any
 import torch
 
 from ..checks.core import Picture
-from ..messages import msg, render
+from ..messages import language, msg, render
+
+# Fonts with Chinese characters, by matplotlib's name for them, the first one found is used:
+# Noto and Source Han (most Linux desktops), WenQuanYi (Debian's fonts-wqy-*), then those
+# that come with Windows and macOS.
+CJK_FONTS = ("Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Micro Hei", "WenQuanYi Zen Hei",
+             "Noto Sans SC", "Microsoft YaHei", "SimHei", "PingFang SC", "Heiti SC",
+             "Arial Unicode MS")
+
+
+def cjk_font() -> str | None:
+    """The first of `CJK_FONTS` that matplotlib knows, or None."""
+    from matplotlib import font_manager
+
+    known = {font.name for font in font_manager.fontManager.ttflist}
+    return next((name for name in CJK_FONTS if name in known), None)
 
 
 def draw(picture: Picture) -> Any:
-    """The picture as a matplotlib figure."""
+    """The picture as a matplotlib figure, its words in the messages' language where a font
+    can show them, else in English."""
     import matplotlib.pyplot as plt
 
-    if picture.cells:
-        return _cells(plt, picture)
-    if picture.expected.dtype == torch.bool:
-        return _masks(plt, picture)
-    return _heatmaps(plt, picture)
+    lang = language()
+    font = cjk_font() if lang == "zh" else None
+    if lang == "zh" and font is None:
+        lang = "en"
+    with plt.rc_context({"font.family": font} if font else {}):  # the words take it as made
+        if picture.cells:
+            return _cells(plt, picture, lang)
+        if picture.expected.dtype == torch.bool:
+            return _masks(plt, picture, lang)
+        return _heatmaps(plt, picture, lang)
 
 
 def show(picture: Picture) -> None:
@@ -34,31 +58,31 @@ def show(picture: Picture) -> None:
     plt.show()
 
 
-def _title(picture: Picture, fig: Any) -> str:
+def _title(picture: Picture, fig: Any, lang: str) -> str:
     """The picture's title in lines that fit the figure's width."""
-    return textwrap.fill(render(picture.title), max(40, int(fig.get_figwidth() * 13)),
+    return textwrap.fill(render(picture.title, lang), max(40, int(fig.get_figwidth() * 13)),
                          break_long_words=False)
 
 
-def _masks(plt: Any, picture: Picture) -> Any:
+def _masks(plt: Any, picture: Picture, lang: str) -> Any:
     fig, axes = plt.subplots(1, 2, figsize=(6, 3.2))
     for ax, mask, name in zip(axes, (picture.got, picture.expected), ("yours", "expected")):
         mask = mask.detach().cpu()
         ax.imshow(mask.int().numpy(), cmap="Greys", vmin=0, vmax=1)
-        ax.set_title(render(msg("picture.mask", name=msg(f"mask.{name}"))), fontsize=9)
-        ax.set_xlabel(render(msg("picture.key")))
-        ax.set_ylabel(render(msg("picture.query")))
+        ax.set_title(render(msg("picture.mask", name=msg(f"mask.{name}")), lang), fontsize=9)
+        ax.set_xlabel(render(msg("picture.key"), lang))
+        ax.set_ylabel(render(msg("picture.query"), lang))
         wrong = (picture.got.cpu() != picture.expected.cpu()).nonzero().tolist()
         if name == "yours" and wrong:
             i, j = zip(*wrong)
-            ax.scatter(j, i, marker="x", color="red", label=render(msg("picture.wrong")))
+            ax.scatter(j, i, marker="x", color="red", label=render(msg("picture.wrong"), lang))
             ax.legend(loc="lower left", fontsize=7)
-    fig.suptitle(_title(picture, fig), fontsize=10)
+    fig.suptitle(_title(picture, fig, lang), fontsize=10)
     fig.tight_layout()
     return fig
 
 
-def _heatmaps(plt: Any, picture: Picture) -> Any:
+def _heatmaps(plt: Any, picture: Picture, lang: str) -> Any:
     expected = picture.expected.detach().double().cpu()
     got = picture.got.detach().double().cpu()
     while expected.dim() > 3:  # keep (heads, rows, cols) of the first batch element
@@ -82,11 +106,11 @@ def _heatmaps(plt: Any, picture: Picture) -> Any:
             else:  # the same colour scale for both, so equal values look equal
                 image = ax.imshow(data.numpy(), cmap="viridis", vmin=low, vmax=high)
             title = msg("picture.head", name=msg(name), head=h) if heads > 1 else msg(name)
-            ax.set_title(render(title), fontsize=9)
+            ax.set_title(render(title, lang), fontsize=9)
             ax.set_xticks([])
             ax.set_yticks([])
             fig.colorbar(image, ax=ax, fraction=0.046)
-    fig.suptitle(_title(picture, fig), fontsize=10)
+    fig.suptitle(_title(picture, fig, lang), fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -110,7 +134,7 @@ def _cell_text(value: float) -> tuple[str, int | None]:
     return f"{value:.3g}", None
 
 
-def _cells(plt: Any, picture: Picture) -> Any:
+def _cells(plt: Any, picture: Picture, lang: str) -> Any:
     """Labelled numbers: the input, the expected result and yours, each cell named by the token,
     head and feature its number came from, coloured by head; yours in red where it differs."""
     panels = [(msg("picture.input"), picture.source), (msg("mask.expected"), picture.expected),
@@ -137,11 +161,11 @@ def _cells(plt: Any, picture: Picture) -> Any:
         ax.imshow(colours.numpy(), cmap="Pastel1", vmin=0, vmax=8, aspect="auto")
         for k in range(1, grid.shape[0] // rows if rows else 0):
             ax.axhline(k * rows - 0.5, color="black")
-        ax.set_title(render(msg("picture.panel", name=name, shape=tuple(tensor.shape))),
+        ax.set_title(render(msg("picture.panel", name=name, shape=tuple(tensor.shape)), lang),
                      fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.suptitle(_title(picture, fig), fontsize=9)
-    fig.supxlabel(render(msg("picture.blocks")), fontsize=8)
+    fig.suptitle(_title(picture, fig, lang), fontsize=9)
+    fig.supxlabel(render(msg("picture.blocks"), lang), fontsize=8)
     fig.tight_layout()
     return fig

@@ -71,9 +71,9 @@ TEMPLATES: dict[str, str] = {
                     "torch.tensor(...) constants that force float32)",
     "tensor.device": "is on {device} but the inputs are on {expected}: create new tensors with "
                      "device=x.device",
-    "check.in_place": "`{name}` modified its input in place: use out-of-place ops (masked_fill "
-                      "rather than masked_fill_, x = x * s rather than x *= s, torch.where "
-                      "rather than x[index] = value)",
+    "check.in_place": "`{name}` modified its input `{input}` in place: use out-of-place ops "
+                      "(masked_fill rather than masked_fill_, x = x * s rather than x *= s, "
+                      "m = m | c rather than m |= c, torch.where rather than x[index] = value)",
     "check.not_pair": "`{name}` should return a pair (out, weights), got {type}",
     "check.no_value_error": "{call} should raise ValueError: {why}",
     "check.other_error": "{call} should raise ValueError ({why}), but: {error}",

@@ -37,7 +37,7 @@ TEMPLATES: dict[str, str] = {
                             "in-place ops (`masked_fill_`, `exp_`, `+=`, `*=`, `x[...] = ...`) "
                             "and write them out of place: `x = x.masked_fill(mask, value)`, "
                             "`x = x * s`",
-    "grad.at_line": " (line {line})",
+    "grad.at_line": " (line {line}{cell})",
     "grad.raised": "backward() through `{name}` raised {type}: {error}",
     "grad.missing": "`{name}` gave the right values but no gradients came back",
     "case.backward": "{case}; backward of the outputs times random weights",
@@ -45,9 +45,12 @@ TEMPLATES: dict[str, str] = {
     # Devices (runner.devices, checks.gradients)
     "device.cpu_tensor": "`{name}` creates a tensor on cpu while the input is on meta (a GPU "
                          "in real use){where}: create it with device=x.device",
-    "device.where": ", at line {line}",
-    "device.where_code": ", at line {line}: `{code}`",
+    "device.where": ", at line {line}{cell}",
+    "device.where_code": ", at line {line}{cell}: `{code}`",
     "device.output": "`{name}` returns a tensor on {device} while the input is on meta (a GPU "
                      "in real use): create it with device=x.device",
+    "device.output_argument": "`{name}` returns a tensor on {device} when called with "
+                              "device=meta (a GPU in real use): create it on the device it is "
+                              "given (device=device)",
     "case.meta": "{case}, inputs and weights on the meta device",
 }

@@ -8,7 +8,8 @@ TEMPLATES: dict[str, str] = {
     "runner.missing": "`{name}` is not defined: expected {signature}",
     "runner.missing_after_problems": "`{name}` is not defined: expected {signature} (and your "
                                      "file had problems loading: see below)",
-    "runner.at_line": ", line {line}",
+    "runner.at_line": ", line {line}{cell}",
+    "line.cell": " of the cell that defines `{function}`",
     "runner.raised": "`{name}` raised {type}{line}",
     "runner.raised_text": "`{name}` raised {type}{line}: {error}",
     "runner.out_of_memory": "`{name}` ran out of memory{size}{limit}: tensors the size of the "

@@ -69,9 +69,9 @@ TEMPLATES: dict[str, str] = {
     "tensor.dtype": "的 dtype 是 {dtype}，但输入是 {expected}：请保持输入的 dtype（不要用会强制成 "
                     "float32 的 torch.tensor(...) 常量）",
     "tensor.device": "在 {device} 上，但输入在 {expected} 上：新建张量时请用 device=x.device",
-    "check.in_place": "`{name}` 原地修改了输入：请用非原地的运算（用 masked_fill 而不是 "
-                      "masked_fill_，用 x = x * s 而不是 x *= s，用 torch.where 而不是 "
-                      "x[index] = value）",
+    "check.in_place": "`{name}` 原地修改了输入 `{input}`：请用非原地的运算（用 masked_fill "
+                      "而不是 masked_fill_，用 x = x * s 而不是 x *= s，用 m = m | c 而不是 "
+                      "m |= c，用 torch.where 而不是 x[index] = value）",
     "check.not_pair": "`{name}` 应当返回 (out, weights) 二元组，实际得到 {type}",
     "check.no_value_error": "{call} 应当抛出 ValueError：{why}",
     "check.other_error": "{call} 应当抛出 ValueError（{why}），但实际：{error}",

@@ -31,7 +31,7 @@ TEMPLATES: dict[str, str] = {
                             "被原地修改了（`{error}`）。请找出原地运算（`masked_fill_`、"
                             "`exp_`、`+=`、`*=`、`x[...] = ...`），改成非原地的写法："
                             "`x = x.masked_fill(mask, value)`、`x = x * s`",
-    "grad.at_line": "（第 {line} 行）",
+    "grad.at_line": "（{cell}第 {line} 行）",
     "grad.raised": "经过 `{name}` 的 backward() 抛出了 {type}：`{error}`",
     "grad.missing": "`{name}` 的输出值正确，但没有得到梯度",
     "case.backward": "{case}；对输出乘以随机权重做反向传播",
@@ -39,9 +39,11 @@ TEMPLATES: dict[str, str] = {
     # Devices
     "device.cpu_tensor": "`{name}` 在 cpu 上创建了张量，而输入在 meta 设备上（实际使用时是 "
                          "GPU）{where}：请用 device=x.device 创建它",
-    "device.where": "，第 {line} 行",
-    "device.where_code": "，第 {line} 行：`{code}`",
+    "device.where": "，{cell}第 {line} 行",
+    "device.where_code": "，{cell}第 {line} 行：`{code}`",
     "device.output": "`{name}` 返回了 {device} 上的张量，而输入在 meta 设备上（实际使用时是 "
                      "GPU）：请用 device=x.device 创建它",
+    "device.output_argument": "以 device=meta（实际使用时是 GPU）调用 `{name}` 时，它返回的"
+                              "张量在 {device} 上：请在传入的设备上创建它（device=device）",
     "case.meta": "{case}，输入和权重都在 meta 设备上",
 }

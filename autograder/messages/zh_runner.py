@@ -8,7 +8,8 @@ TEMPLATES: dict[str, str] = {
     "runner.missing": "`{name}` 没有定义，应当是 `{signature}`",
     "runner.missing_after_problems": "`{name}` 没有定义，应当是 `{signature}`（加载文件时出了问题，"
                                      "见下文）",
-    "runner.at_line": "（第 {line} 行）",
+    "runner.at_line": "（{cell}第 {line} 行）",
+    "line.cell": "定义 `{function}` 的单元格中",
     "runner.raised": "`{name}` 抛出了 {type}{line}",
     "runner.raised_text": "`{name}` 抛出了 {type}{line}：`{error}`",
     "runner.out_of_memory": "`{name}` 内存不足{size}{limit}：这个练习只需要与输入同样大小的张量",

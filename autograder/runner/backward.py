@@ -30,6 +30,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..messages import Message, msg
 from .devices import CODE_KEEP, student_line
+from .loading import cell_of
 from .protocol import Backward
 
 Tensor = torch.Tensor
@@ -117,7 +118,7 @@ def backward_failure(name: str, err: BaseException, found: list[InPlace],
     culprit = _match(text, found) or next(iter(in_source(source)), None)
     if culprit is None:
         return msg("grad.inplace_unknown", name=name, error=_short(text))
-    where = msg("grad.at_line", line=culprit.line) if culprit.line else ""
+    where = msg("grad.at_line", line=culprit.line, cell=culprit.cell) if culprit.line else ""
     which = "grad.inplace_clone" if culprit.fix.endswith(".clone()") else "grad.inplace"
     return msg(which, name=name, code=culprit.code, where=where, fix=culprit.fix,
                error=_short(text))
@@ -130,8 +131,9 @@ class InPlace:
     shape and the grad_fn of the tensor it changed."""
 
     def __init__(self, code: str, line: int | None, shape: tuple | None = None,
-                 grad_fn: str | None = None):
-        self.code, self.line, self.shape, self.grad_fn = code, line, shape, grad_fn
+                 grad_fn: str | None = None, *, cell: Message | str = ""):
+        self.code, self.line, self.cell = code, line, cell  # cell: `loading.cell_of`
+        self.shape, self.grad_fn = shape, grad_fn
         self.fix = out_of_place(code)
 
 
@@ -152,10 +154,10 @@ class InPlaceRecorder(TorchFunctionMode):
         target = args[0] if args else None
         if (len(self.found) < 20 and is_in_place(func, kwargs) and isinstance(target, Tensor)
                 and target.requires_grad):
-            line, code = student_line(sys._getframe(1))
+            line, code, cell = student_line(sys._getframe(1))
             if code:
                 grad_fn = type(target.grad_fn).__name__ if target.grad_fn is not None else None
-                self.found.append(InPlace(code, line, tuple(target.shape), grad_fn))
+                self.found.append(InPlace(code, line, tuple(target.shape), grad_fn, cell=cell))
         return func(*args, **(kwargs or {}))
 
 
@@ -194,7 +196,8 @@ def in_source(source: Any) -> list[InPlace]:
         for node in ast.walk(tree):
             if _in_place_node(node):
                 line = start + node.lineno - 1
-                found.append(InPlace(lines[node.lineno - 1].strip()[:CODE_KEEP], line))
+                found.append(InPlace(lines[node.lineno - 1].strip()[:CODE_KEEP], line,
+                                     cell=cell_of(fn.__code__)))
     return sorted(found, key=lambda op: op.line or 0)
 
 

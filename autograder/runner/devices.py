@@ -29,6 +29,7 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakTensorKeyDictionary
 
 from ..messages import Message, msg
+from .loading import cell_of
 
 META = "meta"
 CODE_KEEP = 80  # characters of the student's line quoted in a message
@@ -81,7 +82,7 @@ class DeviceWatch(TorchDispatchMode):
 
     def __init__(self) -> None:
         super().__init__()
-        self.mix: tuple[int | None, str] | None = None
+        self.mix: StudentLine | None = None
         self._made: WeakTensorKeyDictionary = WeakTensorKeyDictionary()  # CPU tensor → line
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
@@ -115,27 +116,33 @@ class DeviceWatch(TorchDispatchMode):
         """The device message for what the watch saw, or None."""
         if self.mix is None:
             return None
-        line, code = self.mix
-        where = (msg("device.where_code", line=line, code=code) if line and code
-                 else msg("device.where", line=line) if line else "")
+        line, code, cell = self.mix
+        where = (msg("device.where_code", line=line, cell=cell, code=code) if line and code
+                 else msg("device.where", line=line, cell=cell) if line else "")
         return msg("device.cpu_tensor", name=name, where=where)
 
 
-def student_line(frame: FrameType | None, passed_on: bool = False) -> tuple[int | None, str]:
-    """The line number and code of the innermost frame from `frame` out that is the student's
-    (not the kit's, torch's or the standard library's); (None, "") if none is.
+# A student's line: its number, its code, and what the number counts from (`cell_of`).
+StudentLine = tuple[int | None, str, Message | str]
+
+
+def student_line(frame: FrameType | None, passed_on: bool = False) -> StudentLine:
+    """The line number, code and cell (`cell_of`) of the innermost frame from `frame` out that
+    is the student's (not the kit's, torch's or the standard library's); (None, "", "") if
+    none is.
 
     With `passed_on`, a line that passes a device on (`device=device`) is skipped for its
     caller's: a helper such as `causal_mask(n, device=device)` makes the tensor where it was
     told to, and the call that left out the device is the line to fix."""
-    found: tuple[int | None, str] = (None, "")
+    found: StudentLine = (None, "", "")
     while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith(_NOT_STUDENT) and not filename.startswith("<"):
             code = linecache.getline(filename, frame.f_lineno).strip()[:CODE_KEEP]
-            found = found if found[0] else (frame.f_lineno, code)
+            here = (frame.f_lineno, code, cell_of(frame.f_code))
+            found = found if found[0] else here
             if not (passed_on and _PASSED_ON.search(code)):
-                return frame.f_lineno, code
+                return here
         frame = frame.f_back
     return found
 

@@ -8,6 +8,7 @@ turns any failure, or a forbidden torch API, into a `StudentCodeError`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import re
 import time
@@ -77,8 +78,18 @@ def _clone(values: tuple) -> tuple:
     return tuple(v.clone() if isinstance(v, torch.Tensor) else v for v in values)
 
 
+def _clone_kwargs(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
+
+
 def _tensors(values: tuple) -> tuple[torch.Tensor, ...]:
     return tuple(v for v in values if isinstance(v, torch.Tensor))
+
+
+def _with_kwargs_after(call: Call, kwargs: dict[str, Any]) -> Call:
+    """`call` whose inputs afterwards go on with the tensors passed by keyword, in order."""
+    return dataclasses.replace(call, inputs_after=call.inputs_after
+                               + _tensors(tuple(kwargs.values())))
 
 
 def _first_line(err: BaseException) -> str:
@@ -198,14 +209,15 @@ class InProcessSubmission:
     def call(self, name: str, *args: Any, **kwargs: Any) -> Call:
         """Call a contract function on copies of the inputs (on meta inputs: a device check,
         see `devices`)."""
-        fn = self.lookup(name)
-        return self._forward(name, lambda a: fn(*a, **kwargs), _clone(args),
-                             on_meta((args, kwargs)))
+        fn, kwargs = self.lookup(name), _clone_kwargs(kwargs)
+        return _with_kwargs_after(self._forward(name, lambda a: fn(*a, **kwargs), _clone(args),
+                                                on_meta((args, kwargs))), kwargs)
 
     def call_backward(self, name: str, args: tuple, kwargs: dict, backward: Backward) -> Call:
         """`call` with autograd on, then `backward`: the gradients come back in the Call."""
-        fn = self.lookup(name)
-        return self._backward(name, lambda a: fn(*a, **kwargs), _clone(args), backward, fn)
+        fn, kwargs = self.lookup(name), _clone_kwargs(kwargs)
+        return _with_kwargs_after(self._backward(name, lambda a: fn(*a, **kwargs), _clone(args),
+                                                 backward, fn), kwargs)
 
     def _forward(self, name: str, forward: Forward, args: tuple, meta: bool) -> Call:
         """The student's code on `args`; on meta inputs (`meta`), under the device watch: a
@@ -295,7 +307,7 @@ class InProcessSubmission:
     def run_module(self, run: ModuleRun) -> Call:
         """Build, load the grader's weights, run forward once."""
         module = self.construct(run.class_name, *run.init_args, **run.init_kwargs)
-        args = _clone(run.forward_args)
+        args, kwargs = _clone(run.forward_args), _clone_kwargs(run.forward_kwargs)
         device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
 
         def prepare() -> None:  # student code too: a module may override to() or train()
@@ -309,11 +321,12 @@ class InProcessSubmission:
             torch.manual_seed(run.seed)
         name = f"{run.class_name}.forward"
         if run.backward is not None:
-            return self._backward(name, lambda a: module(*a, **run.forward_kwargs), args,
-                                  run.backward, type(module), module)
-        with torch.no_grad():
-            return self._forward(name, lambda a: module(*a, **run.forward_kwargs), args,
-                                 on_meta(args))
+            call = self._backward(name, lambda a: module(*a, **kwargs), args, run.backward,
+                                  type(module), module)
+        else:
+            with torch.no_grad():
+                call = self._forward(name, lambda a: module(*a, **kwargs), args, on_meta(args))
+        return _with_kwargs_after(call, kwargs)
 
     def run_job(self, job: str, what: Message | str, **kwargs: Any) -> Any:
         """Run the kit function `job` ("module:function" under JOB_PACKAGE) with this

@@ -12,9 +12,9 @@ import json
 import linecache
 import re
 import symtable
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 from ..contract import ENTRIES
@@ -221,20 +221,39 @@ def _text(err: BaseException) -> str:
 
 def at_line(err: BaseException, filename: str | None = None) -> Message | str:
     """", line N" (`runner.at_line`) for the student's line in a traceback, or ""."""
-    line = student_line(err, filename)
-    return msg("runner.at_line", line=line) if line else ""
+    found = student_line(err, filename)
+    return msg("runner.at_line", line=found[0], cell=cell_of(found[1])) if found else ""
 
 
-def student_line(err: BaseException, filename: str | None = None) -> int | None:
-    """The line of the deepest frame of the student's own code in a traceback, or None."""
-    student_files = {filename} if filename else None
-    line = None
-    for frame in traceback.extract_tb(err.__traceback__):
-        in_student = frame.filename in student_files if student_files else (
-            frame.filename.startswith("cell ") or frame.filename.endswith(".py")
-            and "site-packages" not in frame.filename and "/autograder/" not in frame.filename
+def student_line(err: BaseException, filename: str | None = None
+                 ) -> tuple[int, CodeType] | None:
+    """The line and code of the deepest frame of the student's own code in a traceback (only
+    code compiled under `filename`, when given), or None."""
+    found = None
+    tb = err.__traceback__
+    while tb is not None:
+        code, name = tb.tb_frame.f_code, tb.tb_frame.f_code.co_filename
+        in_student = name == filename if filename else (
+            name.startswith("cell ") or name.endswith(".py")
+            and "site-packages" not in name and "/autograder/" not in name
         )
         if in_student:
-            line = frame.lineno
-    return line
+            found = (tb.tb_lineno, code)
+        tb = tb.tb_next
+    return found
+
+
+# How ipykernel names the code of a cell: <temp>/ipykernel_<pid>/<hash>.py.
+_KERNEL_CELL = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")
+
+
+def cell_of(code: CodeType) -> Message | str:
+    """What a line number in `code` counts from, when it is not the file's first line: in a
+    notebook's cell (the worker's "cell N", or a Jupyter kernel's), the cell that defines the
+    function the line is in (`line.cell`). "" for a file, and outside a function."""
+    if not (_CELL.fullmatch(code.co_filename) or _KERNEL_CELL.search(code.co_filename)):
+        return ""
+    name = getattr(code, "co_qualname", code.co_name).split(".<locals>")[0]
+    named = all(part.isidentifier() for part in name.split("."))
+    return msg("line.cell", function=name) if named else ""
 

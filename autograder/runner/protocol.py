@@ -47,7 +47,8 @@ class Backward:
 
 @dataclass
 class Call:
-    """What one call into student code gave back, and its tensor inputs afterwards.
+    """What one call into student code gave back, and its tensor inputs afterwards: those
+    passed by position, then those passed by keyword, each in the order given.
 
     After a `Backward`: `grads` by input or parameter name (None where one got no gradient),
     or `backward_failure`, why there are none (the outputs are not connected to the inputs,

@@ -1,8 +1,10 @@
-"""Submissions that give the right forward values but cannot be trained, or would crash on the
-first GPU: each one exact text edit of template.py, with the checks it must fail.
+"""Submissions that give the right forward values but cannot be trained, would crash on the
+first GPU, or change the caller's tensors: each one exact text edit of template.py, with the
+checks it must fail.
 
-`kind` is "gradient" (the failing messages are gradient messages, ids `grad.*`) or "device"
-(the device message, `device.*`): never a message about forward values.
+`kind` is "gradient" (the failing messages are gradient messages, ids `grad.*`), "device"
+(the device message, `device.*`) or "in_place" (`check.in_place`): never a message about
+forward values.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ FUSED = frozenset({"fused_mha", "fused_mha_masks"})  # the contract check is for
 @dataclass(frozen=True)
 class Broken:
     label: str
-    kind: str  # "gradient" or "device"
+    kind: str  # "gradient", "device" or "in_place"
     old: str
     new: str
     fails: frozenset[str]
@@ -96,4 +98,12 @@ DEVICES: tuple[Broken, ...] = (
            "torch.ones(seq_len, seq_len, dtype=torch.bool, device=device)",
            "torch.ones(seq_len, seq_len, dtype=torch.bool)",
            frozenset({"causal_mask", "fused_mha_masks"})),
+)
+
+IN_PLACE: tuple[Broken, ...] = (
+    Broken("the module ors the causal mask into the caller's attn_mask (|=)", "in_place",
+           "    return causal if attn_mask is None else attn_mask | causal",
+           "    if attn_mask is None:\n        return causal\n    attn_mask |= causal\n"
+           "    return attn_mask",
+           frozenset({"fused_mha_masks"})),
 )
