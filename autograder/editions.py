@@ -7,8 +7,8 @@ to solutions/<assignment>_<lang>/<stem>_<lang>.ipynb and released by `mha-kit re
 assignment. When the English text of a cell changes, the edition refuses to build until the
 overlay is updated, so a translation never silently describes an older notebook.
 
-    python -m autograder.translate status      # what is missing or stale, per overlay
-    python -m autograder.translate skeleton    # add missing cells to the overlays, untranslated
+    python -m autograder.editions status      # what is missing or stale, per overlay
+    python -m autograder.editions skeleton    # add missing cells to the overlays, untranslated
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def skeleton(course: Path, lang: str) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.translate",
+    parser = argparse.ArgumentParser(prog="python -m autograder.editions",
                                      description="Status and skeletons of notebook overlays.")
     parser.add_argument("action", choices=("status", "skeleton"))
     parser.add_argument("--lang", default="zh", choices=EDITION_LANGUAGES)

@@ -1,16 +1,27 @@
 #!/usr/bin/env bash
-# Build the zip to upload to Gradescope: run_autograder and setup.sh at its root, the kit's
-# source in mha-kit/. Usage: gradescope/make_zip.sh [OUT.zip]   (default: ./autograder.zip)
+# Build the zip to upload to Gradescope: run_autograder, setup.sh and `assignment` (the name of
+# the assignment it grades) at its root, the kit's source in mha-kit/.
+# Usage: gradescope/make_zip.sh [OUT.zip [ASSIGNMENT]]   (defaults: ./autograder.zip, mha)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
 out="$(realpath -m "${1:-autograder.zip}")"
+assignment="${2:-mha}"
+case "$assignment" in
+    *_??) echo "make_zip.sh: $assignment is an edition: name its assignment" >&2; exit 2 ;;
+esac
+if [ ! -d "$root/solutions/$assignment" ]; then
+    echo "make_zip.sh: no assignment $assignment (solutions/$assignment/ is missing)" >&2
+    exit 2
+fi
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 cp "$here/run_autograder" "$here/setup.sh" "$stage/"
+echo "$assignment" > "$stage/assignment"
 mkdir "$stage/mha-kit"
 cp -r "$root/pyproject.toml" "$root/README.md" "$root/autograder" "$stage/mha-kit/"
 find "$stage" -name __pycache__ -prune -exec rm -rf {} +
 rm -f "$out"
-(cd "$stage" && "${PYTHON:-python3}" -m zipfile -c "$out" run_autograder setup.sh mha-kit)
+(cd "$stage" && "${PYTHON:-python3}" -m zipfile -c "$out" run_autograder setup.sh assignment \
+    mha-kit)
 echo "wrote $out"

@@ -210,6 +210,34 @@ def test_discovery_of_files_folders_and_nbgrader_layouts(tmp_path):
         find_submission(tmp_path / "erin")
 
 
+def test_with_the_assignment_named_a_student_who_handed_in_every_assignment_is_graded(tmp_path):
+    """nbgrader's submitted/ holds every assignment of a student: the one named is graded (the
+    Chinese edition's folder counts as its assignment's)."""
+    for student, folder in (("alice", "mha"), ("alice", "shapes"), ("bob", "mha_zh"),
+                            ("bob", "shapes")):
+        (tmp_path / student / folder).mkdir(parents=True)
+        (tmp_path / student / folder / f"{folder}.ipynb").write_text("{}")
+    assert [(e.student, e.path) for e in discover(tmp_path, "mha")] == [
+        ("alice", tmp_path / "alice" / "mha" / "mha.ipynb"),
+        ("bob", tmp_path / "bob" / "mha_zh" / "mha_zh.ipynb")]
+    assert discover(tmp_path, "shapes")[1].path == tmp_path / "bob" / "shapes" / "shapes.ipynb"
+    assert discover(tmp_path)[0].path is None  # two notebooks, and no assignment named
+
+
+def test_a_class_whose_notebooks_are_of_different_assignments_is_refused(tmp_path, capsys):
+    """The warm-up's notebook among the core assignment's must not decide the class's checks
+    (the first notebook's assignment did), nor give its author the warm-up's points."""
+    for student, notebook in (("aaron", ROOT / "solutions" / "shapes" / "shapes_warmup.ipynb"),
+                              ("alice", ROOT / "solutions" / "mha" /
+                               "multi_head_attention.ipynb")):
+        (tmp_path / student).mkdir()
+        (tmp_path / student / notebook.name).write_bytes(notebook.read_bytes())
+    assert main(["grade", str(tmp_path), "--csv", str(tmp_path / "grades.csv")]) == 2
+    assert ("the notebooks are of different assignments: shapes (aaron), mha (alice); name the "
+            "one to grade with --assignment") in capsys.readouterr().err
+    assert not (tmp_path / "grades.csv").exists()
+
+
 def test_grade_usage_errors(tmp_path):
     assert main(["grade", str(tmp_path / "missing")]) == 2
     assert main(["grade", str(tmp_path)]) == 2  # nothing to grade
@@ -265,16 +293,41 @@ def test_gradescope_entry_point_without_a_submission(tmp_path):
     assert "no .ipynb or .py file found: upload your notebook" in payload["output"]
 
 
-def test_gradescope_zip_holds_the_entry_point_and_the_kit(tmp_path):
-    out = tmp_path / "autograder.zip"
-    run = subprocess.run(["bash", str(ROOT / "gradescope" / "make_zip.sh"), str(out)],
-                         capture_output=True, text=True, env={**os.environ,
-                                                              "PYTHON": sys.executable})
+def test_an_upload_of_another_assignment_is_graded_as_the_instructors(tmp_path):
+    """A finished warm-up notebook uploaded to the core assignment: graded by the core
+    assignment's checks (it was graded as the warm-up, 100/100)."""
+    upload = tmp_path / "submission"
+    upload.mkdir()
+    warmup = ROOT / "solutions" / "shapes" / "shapes_warmup.ipynb"
+    (upload / "multi_head_attention.ipynb").write_bytes(warmup.read_bytes())
+    results = tmp_path / "results.json"
+    run = run_autograder(upload, results, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    names = set(zipfile.ZipFile(out).namelist())
-    assert {"run_autograder", "setup.sh", "mha-kit/pyproject.toml",
+    payload = json.loads(results.read_text())
+    assert [t["name"] for t in payload["tests"]] == [c.id for c in CHECKS]
+    assert payload["score"] == 0
+
+
+def make_zip(out: Path, *assignment: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(ROOT / "gradescope" / "make_zip.sh"), str(out),
+                           *assignment], capture_output=True, text=True,
+                          env={**os.environ, "PYTHON": sys.executable})
+
+
+def test_gradescope_zip_holds_the_entry_point_the_kit_and_the_assignment(tmp_path):
+    run = make_zip(tmp_path / "autograder.zip")
+    assert run.returncode == 0, run.stderr
+    archive = zipfile.ZipFile(tmp_path / "autograder.zip")
+    names = set(archive.namelist())
+    assert {"run_autograder", "setup.sh", "assignment", "mha-kit/pyproject.toml",
             "mha-kit/autograder/runner/worker.py"} <= names
     assert not any("__pycache__" in n for n in names)
+    assert archive.read("assignment").decode().strip() == "mha"
+    assert make_zip(tmp_path / "shapes.zip", "shapes").returncode == 0
+    assert zipfile.ZipFile(tmp_path / "shapes.zip").read("assignment").decode().strip() == "shapes"
+    for wrong in ("nope", "mha_zh"):
+        run = make_zip(tmp_path / "wrong.zip", wrong)
+        assert run.returncode == 2 and wrong in run.stderr
 
 
 def _returned_or_died(item: str) -> str:

@@ -202,6 +202,26 @@ def test_the_overall_cap_stops_a_submission():
     assert "reached its overall limit of 3 s" in messages[-1]
 
 
+def test_a_notebook_cell_still_running_at_the_load_limit_costs_only_what_it_defines(tmp_path):
+    """A training loop left in a notebook: the cell is left out of a second load, the cells
+    before and after it are graded (all of them were lost: "an infinite loop at top level?")."""
+    import nbformat
+
+    cells = ["def split_heads(x, num_heads):\n    return 'before'\n",
+             "while True:\n    time.sleep(0.1)\n",
+             "def merge_heads(x):\n    return 'after'\n"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time")]
+                                  + [nbformat.v4.new_code_cell(c) for c in cells])
+    path = tmp_path / "slow.ipynb"
+    nbformat.write(nb, str(path))
+    with WorkerSubmission(path, limits=Limits(load_s=1.5)) as sub:
+        assert sub.call("split_heads", torch.zeros(1), 1).value == "before"
+        assert sub.call("merge_heads", torch.zeros(1)).value == "after"
+        assert [str(p) for p in sub.problems] == [
+            "cell 3 of your notebook was still running when loading reached its 1.5 s limit: "
+            "it was stopped and left out, so what it defines is missing (the cells after it ran)"]
+
+
 def test_student_code_runs_in_a_temporary_folder_that_is_removed(tmp_path):
     source = tmp_path / "looks_around.py"
     source.write_text(

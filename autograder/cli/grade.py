@@ -10,7 +10,7 @@ from typing import Any
 
 from ..grading import class_report
 from ..grading.batch import Progress, grade_all, safe_name, summary, write_csv
-from ..grading.files import StudentFile, detect_assignment, discover
+from ..grading.files import StudentFile, assignments_found, discover, one_assignment
 from ..grading.registry import ASSIGNMENTS
 from ..grading.report import write_results
 from ..messages import msg, render
@@ -48,12 +48,15 @@ def run(args: argparse.Namespace) -> int:
     if not root.is_dir():
         print(render(msg("cli.not_a_folder", path=str(root))), file=sys.stderr)
         return EXIT_USAGE
-    entries = discover(root)
+    entries = discover(root, args.assignment)
     if not entries:
         print(render(msg("cli.no_submissions", path=str(root))), file=sys.stderr)
         return EXIT_USAGE
-    notebooks = [e.path for e in entries if e.path is not None and e.path.suffix == ".ipynb"]
-    assignment = args.assignment or (detect_assignment(notebooks[0]) if notebooks else "mha")
+    assignment = args.assignment or one_assignment(entries)
+    if assignment is None:
+        print(render(msg("cli.mixed_assignments", path=str(root), found=assignments_found(
+            entries))), file=sys.stderr)
+        return EXIT_USAGE
     limits = limits_from(args)
     device = args.device or default_device()
     ids = [spec.id for spec in ASSIGNMENTS[assignment]]
@@ -81,3 +84,4 @@ def run(args: argparse.Namespace) -> int:
     print(render(msg("cli.wrote_both", path=args.csv, count=len(rows), folder=args.json_dir)
                  if args.json_dir else msg("cli.wrote", path=args.csv)))
     return EXIT_PASS
+

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..messages import Message, msg
+from ..messages import LANGUAGES, Message, msg
 from ..runner.loading import notebook_cells
 from .registry import ASSIGNMENTS
 
@@ -30,15 +30,24 @@ def _visible(path: Path, root: Path) -> bool:
     return not any(part.startswith((".", "__")) for part in path.relative_to(root).parts)
 
 
-def find_submission(folder: Path) -> Path:
+def assignment_folders(assignment: str) -> set[str]:
+    """The names of an assignment's folders in nbgrader's layout: its own and its editions'
+    (`mha`, `mha_zh`)."""
+    return {assignment, *(f"{assignment}_{lang}" for lang in LANGUAGES if lang != "en")}
+
+
+def find_submission(folder: Path, assignment: str | None = None) -> Path:
     """The one notebook (else the one .py file) anywhere in a student's folder.
 
     nbgrader's `submitted/STUDENT/ASSIGNMENT/NOTEBOOK.ipynb` and a Gradescope upload both fit.
-    Raises LookupError with a message (its one argument) for the grade sheet when there is
-    none, or several.
+    With `assignment`, a student's folder that holds that assignment's folder (nbgrader's
+    layout, every assignment handed in) is looked in there only. Raises LookupError with a
+    message (its one argument) for the grade sheet when there is none, or several.
     """
+    names = assignment_folders(assignment) if assignment else set()
+    places = [p for p in sorted(folder.iterdir()) if p.is_dir() and p.name in names] or [folder]
     for suffix in SUFFIXES:
-        found = sorted(p for p in folder.rglob(f"*{suffix}")
+        found = sorted(p for place in places for p in place.rglob(f"*{suffix}")
                        if p.is_file() and _visible(p, folder))
         if len(found) == 1:
             return found[0]
@@ -48,19 +57,42 @@ def find_submission(folder: Path) -> Path:
     raise LookupError(msg("files.none", suffixes=" or ".join(SUFFIXES)))
 
 
-def discover(root: Path) -> list[StudentFile]:
-    """Students in `root`: each .py/.ipynb directly in it, and each folder in it."""
+def discover(root: Path, assignment: str | None = None) -> list[StudentFile]:
+    """Students in `root`: each .py/.ipynb directly in it, and each folder in it (in which
+    `find_submission` looks for `assignment`'s folder)."""
     items = [p for p in sorted(root.iterdir()) if _visible(p, root)]
     files = [p for p in items if p.is_file() and p.suffix in SUFFIXES]
     stems = Counter(p.stem for p in files)  # alice.py beside alice.ipynb: keep the suffixes
     entries = [StudentFile(p.stem if stems[p.stem] == 1 else p.name, p) for p in files]
     for folder in (p for p in items if p.is_dir()):
         try:
-            entries.append(StudentFile(folder.name, find_submission(folder)))
+            entries.append(StudentFile(folder.name, find_submission(folder, assignment)))
         except LookupError as err:
             entries.append(StudentFile(folder.name, None, err.args[0]))
     return sorted(entries, key=lambda e: e.student)
 
+
+
+def _by_assignment(entries: list[StudentFile]) -> dict[str, list[str]]:
+    """assignment -> the students whose notebook's test cells name it."""
+    found: dict[str, list[str]] = {}
+    for entry in entries:
+        if entry.path is not None and entry.path.suffix == ".ipynb":
+            found.setdefault(detect_assignment(entry.path), []).append(entry.student)
+    return found
+
+
+def one_assignment(entries: list[StudentFile]) -> str | None:
+    """The assignment every notebook is of ("mha" without notebooks); None when they differ:
+    a student must not choose the checks the class is graded by."""
+    found = _by_assignment(entries)
+    return next(iter(found), "mha") if len(found) <= 1 else None
+
+
+def assignments_found(entries: list[StudentFile]) -> str:
+    """ "mha (alice, bob, carol, ...), shapes (aaron)": who handed in which assignment."""
+    return ", ".join(f"{name} ({', '.join(students[:3])}{', ...' if len(students) > 3 else ''})"
+                     for name, students in _by_assignment(entries).items())
 
 
 def readable_submission(path: Path) -> Message | None:
@@ -80,7 +112,9 @@ def readable_submission(path: Path) -> Message | None:
 
 
 def detect_assignment(path: Path) -> str:
-    """The assignment whose check ids name a notebook's nbgrader test cells; else "mha"."""
+    """The assignment whose check ids name a notebook's nbgrader test cells; else "mha".
+    The student's file says so: Gradescope takes the instructor's (`gradescope/assignment`),
+    and `mha-kit grade` refuses a class whose notebooks disagree."""
     if path.suffix == ".ipynb":
         cells = notebook_cells(path)
         grade_ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in cells}

@@ -63,7 +63,7 @@ TEMPLATES: dict[str, str] = {
                          "kill the grader?)",
     "batch.summary": "graded {count} submissions in {seconds:.1f} s with {jobs} jobs",
     "batch.totals": "  total: mean {mean:.1f}, median {median:g}, min {min:g}, max {max:g}",
-    "batch.no_file": "  no submission file: {students}",
+    "batch.no_file": "  no single submission file: {students}",
     "files.no_such_file": "{path}: no such file",
     "files.not_a_submission": "{path}: expected a .py file or an .ipynb notebook",
     "files.unreadable": "{path}: cannot be read ({type}: {error})",
@@ -94,6 +94,8 @@ TEMPLATES: dict[str, str] = {
     "cli.jobs": "--jobs must be at least 1",
     "cli.not_a_folder": "{path}: not a folder",
     "cli.no_submissions": "{path}: no submissions (.py, .ipynb or one folder per student)",
+    "cli.mixed_assignments": "{path}: the notebooks are of different assignments: {found}; "
+                             "name the one to grade with --assignment",
     "notebook.failed": "{check} earned 0 of {points} points: the ✗ line above says why",
     "notebook.unknown_check": "unknown check {check!r}; choose from {ids}",
     "training.yours": "your {name}",

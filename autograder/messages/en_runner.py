@@ -42,6 +42,9 @@ TEMPLATES: dict[str, str] = {
     "worker.cap": "not run: grading this submission reached its overall limit of {limit:g} s",
     "worker.load_timeout": "loading your file did not finish within {limit:g} s (an infinite "
                            "loop at top level?)",
+    "worker.slow_cell": "{cell} of your notebook was still running when loading reached its "
+                        "{limit:g} s limit: it was stopped and left out, so what it defines is "
+                        "missing (the cells after it ran)",
     "worker.load_crash": "your file ended the grading process while loading ({status})",
     "worker.no_answer": "it stopped answering",
     "worker.killed": "killed by {signal}",

@@ -60,7 +60,7 @@ TEMPLATES: dict[str, str] = {
     "batch.grader_died": "评分进程在给这份提交评分时退出了（是不是它的代码杀死了评分程序？）",
     "batch.summary": "用 {jobs} 个并行任务在 {seconds:.1f} 秒内评完 {count} 份提交",
     "batch.totals": "  总分：平均 {mean:.1f}，中位数 {median:g}，最低 {min:g}，最高 {max:g}",
-    "batch.no_file": "  没有提交文件：{students}",
+    "batch.no_file": "  没有唯一的提交文件：{students}",
     "files.no_such_file": "{path}：文件不存在",
     "files.not_a_submission": "{path}：应当是 .py 文件或 .ipynb 笔记本",
     "files.unreadable": "{path}：无法读取（{type}：`{error}`）",
@@ -91,6 +91,8 @@ TEMPLATES: dict[str, str] = {
     "cli.jobs": "--jobs 至少为 1",
     "cli.not_a_folder": "{path}：不是文件夹",
     "cli.no_submissions": "{path}：没有提交（.py、.ipynb，或每个学生一个文件夹）",
+    "cli.mixed_assignments": "{path}：这些 notebook 属于不同的作业：{found}；请用 --assignment "
+                             "指明要批改哪一个",
     "notebook.failed": "{check} 得 0 分（满分 {points}）：原因见上面 ✗ 开头的那一行",
     "notebook.unknown_check": "没有检查项 {check!r}；可选：{ids}",
     "training.yours": "你的 {name}",

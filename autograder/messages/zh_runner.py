@@ -37,6 +37,8 @@ TEMPLATES: dict[str, str] = {
     # The worker process
     "worker.cap": "没有运行：这份提交的评分用时达到了总上限 {limit:g} 秒",
     "worker.load_timeout": "加载文件超过 {limit:g} 秒仍未完成（顶层代码是不是有死循环？）",
+    "worker.slow_cell": "加载到 {limit:g} 秒上限时，notebook 的{cell}仍在运行：它被中止并略过，"
+                        "其中定义的内容缺失（之后的单元格照常运行）",
     "worker.load_crash": "加载文件时你的代码让评分进程退出了（{status}）",
     "worker.no_answer": "它不再响应",
     "worker.killed": "被 {signal} 终止",

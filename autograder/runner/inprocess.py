@@ -12,6 +12,7 @@ import dataclasses
 import importlib
 import re
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Callable
 
@@ -165,9 +166,11 @@ class InProcessSubmission:
         self.warnings: list[Message] = []  # what PyTorch warned about, in the current check
 
     @classmethod
-    def from_path(cls, path: str | Path, forbidden: dict[Callable, str] | None = None
+    def from_path(cls, path: str | Path, forbidden: dict[Callable, str] | None = None,
+                  skip: Collection[str] = (), on_chunk: Callable[[str], None] | None = None
                   ) -> InProcessSubmission:
-        loaded = load_source(path)
+        """The file loaded here (`load_source`: `skip` and `on_chunk` are its)."""
+        loaded = load_source(path, skip, on_chunk)
         return cls(loaded.namespace, loaded.problems, forbidden)
 
     def ensure_loaded(self) -> None:

@@ -12,10 +12,11 @@ import json
 import linecache
 import re
 import symtable
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType
-from typing import Any
+from typing import Any, Callable
 
 from ..contract import ENTRIES
 from ..messages import Message, msg
@@ -169,8 +170,11 @@ def _python_chunks(path: Path) -> list[tuple[str, str]]:
     return [(path.name, "\n" * a + "".join(lines[a:b])) for a, b in bounds]
 
 
-def load_source(path: str | Path) -> LoadedSource:
-    """Run a .py file or the code cells of an .ipynb; failures are recorded, never fatal."""
+def load_source(path: str | Path, skip: Collection[str] = (),
+                on_chunk: Callable[[str], None] | None = None) -> LoadedSource:
+    """Run a .py file or the code cells of an .ipynb; failures are recorded, never fatal.
+    The chunks labelled in `skip` (a notebook's "cell N") are left out; `on_chunk(label)` is
+    told of each chunk before it runs."""
     path = Path(path)
     if path.suffix == ".ipynb":
         chunks = _notebook_chunks(path)
@@ -183,9 +187,13 @@ def load_source(path: str | Path) -> LoadedSource:
     if path.suffix == ".py":  # its lines, for quoting one in a message (`warned`)
         _remember(path.name, path.read_text(encoding="utf-8", errors="replace"))
     for label, source in chunks:
+        if label in skip:
+            continue
+        if on_chunk is not None:
+            on_chunk(label)
         if path.suffix == ".ipynb":
             _remember(label, source)
-        cell = _CELL.fullmatch(label) if path.suffix == ".ipynb" else None
+        cell = CELL_LABEL.fullmatch(label) if path.suffix == ".ipynb" else None
         where = msg("load.cell", number=int(cell[1])) if cell else label
         try:
             code = compile(source, label, "exec")
@@ -204,7 +212,7 @@ def load_source(path: str | Path) -> LoadedSource:
     return LoadedSource(namespace, problems)
 
 
-_CELL = re.compile(r"cell (\d+)")
+CELL_LABEL = re.compile(r"cell (\d+)")  # a notebook cell's code, compiled under its label
 
 
 def _remember(name: str, text: str) -> None:
@@ -251,7 +259,7 @@ def cell_of(code: CodeType) -> Message | str:
     """What a line number in `code` counts from, when it is not the file's first line: in a
     notebook's cell (the worker's "cell N", or a Jupyter kernel's), the cell that defines the
     function the line is in (`line.cell`). "" for a file, and outside a function."""
-    if not (_CELL.fullmatch(code.co_filename) or _KERNEL_CELL.search(code.co_filename)):
+    if not (CELL_LABEL.fullmatch(code.co_filename) or _KERNEL_CELL.search(code.co_filename)):
         return ""
     name = getattr(code, "co_qualname", code.co_name).split(".<locals>")[0]
     named = all(part.isidentifier() for part in name.split("."))

@@ -34,6 +34,7 @@ from . import fonts, sandbox
 from .devices import on_meta
 from .framing import TEXT_KEEP, clean, encode, receive, run_to_dict, write_all
 from .inprocess import plain
+from .loading import CELL_LABEL
 from .policy import Limits, forbidden_functions, forbidden_names, worker_user
 from .protocol import Backward, Call, ModuleRun, StudentCodeError
 from .zygote import WorkerProcess, start_worker
@@ -69,6 +70,7 @@ class WorkerSubmission:
         self._proc: WorkerProcess | None = None
         self._workdir: Path | None = None
         self._dead_at_load: Message | None = None
+        self._slow_cells: list[str] = []  # left out of the load: each ran past its limit
         self._deadline: float | None = None
         self._loading: tuple[float, bool] | None = None  # the load's deadline, and if capped
         self._check: tuple[str, float | None] | None = None  # the running check, its deadline
@@ -98,7 +100,8 @@ class WorkerSubmission:
         self._request_fd, self._reply_fd = self._proc.request_fd, self._proc.reply_fd
         self._ready({"path": self.path.name, "device": self.device, "parent": self._proc.parent,
                      "memory_gib": self.limits.memory_gib, "forbidden": list(self.forbidden),
-                     "cwd": home, "env": env, "account": account}, deadline)
+                     "cwd": home, "env": env, "account": account, "skip": self._slow_cells},
+                    deadline)
 
     def _account(self) -> tuple[int, int] | None:
         """(uid, gid) of `self.user`, who then owns the temporary folder; None: the grader's."""
@@ -137,9 +140,15 @@ class WorkerSubmission:
         assert self._loading is not None
         deadline, capped = self._loading
         self._loading = None
+        running = None  # the notebook cell being run, as the worker last said
         try:
             hello = receive(self._reply_fd, deadline)
+            while isinstance(hello, dict) and isinstance(hello.get("loading"), str):
+                running = hello["loading"]
+                hello = receive(self._reply_fd, deadline)
         except TimeoutError:
+            if not capped and self._skips_slow_cell(running):
+                return
             self._dead_at_load = self._cap_message() if capped else msg(
                 "worker.load_timeout", limit=float(self.limits.load_s))
         except (EOFError, ValueError, OSError):
@@ -147,12 +156,28 @@ class WorkerSubmission:
         else:
             hello = hello if isinstance(hello, dict) else {}
             problems = hello.get("problems")
-            self.problems = [_from_worker(p, self._malformed()) for p in
-                             (problems if isinstance(problems, list) else [])[:50]]
+            self.problems = [msg("worker.slow_cell", limit=float(self.limits.load_s), cell=msg(
+                "load.cell", number=int(label.split()[1]))) for label in self._slow_cells]
+            self.problems += [_from_worker(p, self._malformed()) for p in
+                              (problems if isinstance(problems, list) else [])[:50]]
             self._read_printed(hello)
             return
         self.problems.append(self._dead_at_load)
         self.close()
+
+    def _skips_slow_cell(self, running: str | None) -> bool:
+        """A notebook cell ran past the load's limit: load again in a new worker without it
+        (and without those left out before), as a cell that fails costs only what it defines.
+        False when no cell is known, or two were left out already."""
+        cell = CELL_LABEL.fullmatch(running or "")
+        if cell is None or running in self._slow_cells or len(self._slow_cells) >= 2 \
+                or self._left() <= 0:
+            return False
+        self._slow_cells.append(running)
+        self.close()
+        self.start()
+        self._loaded()
+        return True
 
     def _malformed(self, what: Message | str | None = None) -> Message:
         return msg("worker.malformed_reply", what=what or self.path.name)
