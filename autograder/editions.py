@@ -103,6 +103,13 @@ def notebook_language(nb: nbformat.NotebookNode) -> str | None:
     return None
 
 
+def edition_language(path: Path) -> str | None:
+    """The language of a translated edition's notebook file, else None (a .py file too)."""
+    if path.suffix != ".ipynb":
+        return None
+    return notebook_language(nbformat.read(str(path), as_version=4))
+
+
 def translated_notebook(nb: nbformat.NotebookNode, overlay: dict[str, dict[str, str]], lang: str
               ) -> nbformat.NotebookNode:
     """The edition: every markdown cell from the overlay, a language cell after the setup."""

@@ -133,6 +133,20 @@ def test_cli_speaks_chinese_with_the_option_or_the_variable(capsys, monkeypatch,
     assert json.loads(results.read_text())["tests"][0]["output"] == "`attend` 还没有实现"
 
 
+def test_cli_speaks_the_language_of_an_editions_notebook(capsys, monkeypatch):
+    """Without --lang or MHA_KIT_LANG, a Chinese edition's notebook is graded in Chinese (the
+    language its kernel speaks); --lang still decides."""
+    from autograder.cli import main
+
+    monkeypatch.delenv("MHA_KIT_LANG", raising=False)
+    notebook = str(ROOT / "assignments" / "mha_zh" / "multi_head_attention_zh.ipynb")
+    assert main(["check", notebook, "--only", "split_heads"]) == 1
+    assert "`split_heads` 还没有实现" in capsys.readouterr().out
+    monkeypatch.delenv("MHA_KIT_LANG", raising=False)
+    assert main(["check", notebook, "--only", "split_heads", "--lang", "en"]) == 1
+    assert "`split_heads` is not implemented yet" in capsys.readouterr().out
+
+
 def test_concepts_zh_follows_the_english_outline():
     def outline(path):
         lines = path.read_text(encoding="utf-8").splitlines()

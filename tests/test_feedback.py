@@ -209,6 +209,17 @@ def test_low_dimensional_pictures_are_drawn(shape):
     assert len(plt.gcf().axes) == 6
 
 
+def test_dropout_left_on_in_eval_mode_is_told_so(tmp_path):
+    """F.dropout(w, p) drops whatever the mode: its `training` defaults to True."""
+    result = grade_template(tmp_path, "fused_mha_contract",
+                            "self.dropout(F.softmax(scores, dim=-1))",
+                            "F.dropout(F.softmax(scores, dim=-1), self.dropout.p)")
+    assert not result.passed
+    assert render(result.message, "en").startswith(
+        "`MultiHeadAttention` drops attention weights in eval mode (dropout=0.5): dropout acts "
+        "in training mode only: use nn.Dropout, or pass training=self.training to F.dropout")
+
+
 def test_a_dropout_that_drops_nothing_is_told_so(tmp_path):
     """The causal mask's zeros are not dropped weights: a module without dropout is named."""
     path = tmp_path / "no_dropout.py"

@@ -20,6 +20,7 @@ from .expect import (
     expect_blocked_zero,
     expect_close,
     expect_dropout,
+    expect_no_dropout_in_eval,
     expect_output_pair,
     expect_unchanged,
     expect_value_error,
@@ -205,6 +206,8 @@ def check_dropout(sub, ctx: Context) -> float:
     d = draw(c, ctx.generator("ext_dropout"), ctx.device)
     want_out, want_weights = expected(c, d)
     out, weights = _run(sub, c, d, dropout=0.5)
+    expect_no_dropout_in_eval(NAME, weights, want_weights, 0.5,
+                              joined([c.label(), msg("case.eval_dropout", p=0.5)]))
     expect_close(msg("what.output", name=NAME), out, want_out,
                  joined([c.label(), msg("case.eval_dropout", p=0.5)]), TIGHT)
 

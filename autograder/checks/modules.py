@@ -20,6 +20,7 @@ from .expect import (
     expect_blocked_zero,
     expect_close,
     expect_dropout,
+    expect_no_dropout_in_eval,
     expect_output_pair,
     expect_unchanged,
     expect_value_error,
@@ -325,6 +326,8 @@ def check_fused_mha_contract(sub, ctx: Context) -> float:
         )))
 
     out, weights = run(training=False)
+    expect_no_dropout_in_eval("MultiHeadAttention", weights, expected[1], 0.5,
+                              msg("case.eval_dropout", p=0.5))
     expect_close(msg("what.attention_weights", name="MultiHeadAttention"), weights, expected[1],
                  msg("case.eval_dropout", p=0.5), TIGHT, dims=("B", "H", "Tq", "Tk"),
                  mistakes=mistakes, part=1, beside=out)

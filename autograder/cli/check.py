@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..editions import edition_language
 from ..grading.batch import grade_submission
 from ..grading.files import detect_assignment, readable_submission
 from ..grading.registry import ASSIGNMENTS, CHECKS
@@ -45,9 +46,10 @@ def add(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = Path(args.path)
-    if args.lang:
-        os.environ[LANG_VARIABLE] = args.lang  # read by the report, and by the worker's notebook
     problem = readable_submission(path)
+    lang = args.lang or (None if problem or LANG_VARIABLE in os.environ else edition_language(path))
+    if lang:
+        os.environ[LANG_VARIABLE] = lang  # read by the report, and by the worker's notebook
     if problem:
         print(render(problem), file=sys.stderr)
         return EXIT_USAGE
@@ -80,3 +82,4 @@ def run(args: argparse.Namespace) -> int:
         write_gradescope_json(args.json, results, problems)
         print(render(msg("cli.wrote", path=args.json)))
     return EXIT_PASS if all(r.passed for r in results) else EXIT_FAIL
+

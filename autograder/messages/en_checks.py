@@ -143,6 +143,9 @@ TEMPLATES: dict[str, str] = {
                                     "not through the weights you return (none is dropped): "
                                     "apply dropout to the attention weights after the "
                                     "softmax, multiply v by them, and return them",
+    "dropout.in_eval": "`{name}` drops attention weights in eval mode (dropout={p:g}): dropout "
+                       "acts in training mode only: use nn.Dropout, or pass "
+                       "training=self.training to F.dropout, which drops unless told",
     "dropout.on_output": "dropout={p:g} in training mode drops entries of the output: "
                          "nn.MultiheadAttention applies dropout to the attention weights only, "
                          "never after out_proj",

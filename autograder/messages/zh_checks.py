@@ -134,6 +134,9 @@ TEMPLATES: dict[str, str] = {
     "dropout.weights_not_returned": "dropout={p:g} 在训练模式下改变了输出，但不是通过你返回的"
                                     "权重（其中一个也没有丢弃）：请在 softmax 之后对注意力权重做 "
                                     "dropout，用它们乘以 v，并返回它们",
+    "dropout.in_eval": "`{name}` 在 eval 模式下也丢弃了注意力权重（dropout={p:g}）：dropout 只在"
+                       "训练模式下生效：请用 nn.Dropout，或给 F.dropout 传入 "
+                       "training=self.training（不传时它总是丢弃）",
     "dropout.on_output": "dropout={p:g} 在训练模式下丢弃了输出中的元素：nn.MultiheadAttention "
                          "只对注意力权重做 dropout，out_proj 之后从不做",
     "shapes.copy": "split_heads_view 返回的是副本：view 和 transpose 从不复制，结果应与 x 共享内存"
