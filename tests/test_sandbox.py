@@ -315,3 +315,39 @@ def test_a_zygote_that_cannot_start_says_why(monkeypatch):
     starting = zygote.Zygote()
     with pytest.raises(zygote.ZygoteError, match="/nonexistent/python"):
         starting.fork((-1, -1, -1), time.monotonic() + 30)
+
+
+def test_loading_a_course_leaves_the_import_path_that_the_sandbox_keeps_visible(tmp_path):
+    """nbgrader puts the course folder on sys.path; the sandbox keeps the import path readable,
+    so every kernel `mha-kit autograde` started could list and read the other submissions
+    (and show them in its feedback) when the course was in /tmp."""
+    from autograder.course_autograde import course_app
+
+    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
+    before = sys.path[:]
+    course_app(tmp_path)
+    assert sys.path == before
+
+
+def test_of_a_kit_checkout_in_tmp_only_its_package_is_visible(tmp_path):
+    """The checkout is the course folder too: the sandbox shows its `autograder` package, never
+    gradebook.db or the submissions beside it."""
+    if sandbox.unprotected() is not None:
+        pytest.skip("no sandbox here")
+    checkout = tmp_path / "course"
+    shutil.copytree(ROOT / "autograder", checkout / "autograder",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    secret = checkout / "submitted" / "alice" / "mha" / "secret.txt"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("alice's answers")
+    inside = ("import autograder, os, sys\n"
+              "print(autograder.__file__, os.path.exists(sys.argv[1]))")
+    outside = ("import subprocess, sys\n"
+               "from autograder.runner import sandbox\n"
+               f"argv = sandbox.wrap([sys.executable, '-c', {inside!r}, {str(secret)!r}], [])\n"
+               "print(subprocess.run(argv, capture_output=True, text=True).stdout)")
+    run = subprocess.run([sys.executable, "-c", outside], capture_output=True, text=True,
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(checkout)},
+                         timeout=120)
+    assert run.stdout.split() == [str(checkout / "autograder" / "__init__.py"), "False"], (
+        run.stdout + run.stderr)

@@ -50,12 +50,15 @@ def _kept_visible() -> list[str]:
     """What the sandboxed Python needs that lies in /tmp or /run, which the sandbox empties:
     its installation, its import path, the kit (a checkout or a venv in /tmp). Each as named
     and as resolved (a venv in /tmp may be a link to one elsewhere, and Python runs by the
-    name). Not the working folder, which `python -m` puts on the import path (a course in
-    /tmp, say), nor a folder that holds the temporary folder, where other submissions are
-    graded. Outermost folders only; they stay read-only."""
-    cwd = os.getcwd()
-    needed = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(__file__).parents[2]),
-              *(p for p in sys.path if p and os.path.abspath(p) != cwd)}
+    name). Of a checkout, only its `autograder` package: the checkout is the nbgrader course
+    folder too (gradebook.db, every submission). Not the working folder, which `python -m`
+    puts on the import path (a course in /tmp, say), nor a folder that holds the temporary
+    folder, where other submissions are graded. Outermost folders only; they stay
+    read-only."""
+    cwd, kit = os.getcwd(), Path(__file__).parents[1]
+    needed = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(kit),
+              *(p for p in sys.path if p and os.path.abspath(p) != cwd
+                and Path(p).resolve() != kit.parent.resolve())}
     named = {Path(os.path.abspath(p)) for p in needed if os.path.isdir(p)}
     temporary = Path(tempfile.gettempdir()).resolve()
     kept: list[str] = []
