@@ -138,13 +138,15 @@ def test_cli_speaks_the_language_of_an_editions_notebook(capsys, monkeypatch):
     language its kernel speaks); --lang still decides."""
     from autograder.cli import main
 
-    monkeypatch.delenv("MHA_KIT_LANG", raising=False)
+    monkeypatch.setenv("MHA_KIT_LANG", "en")  # restored (to unset, say) after the test
+    monkeypatch.delenv("MHA_KIT_LANG")
     notebook = str(ROOT / "assignments" / "mha_zh" / "multi_head_attention_zh.ipynb")
     assert main(["check", notebook, "--only", "split_heads"]) == 1
     assert "`split_heads` 还没有实现" in capsys.readouterr().out
-    monkeypatch.delenv("MHA_KIT_LANG", raising=False)
+    monkeypatch.delenv("MHA_KIT_LANG")
     assert main(["check", notebook, "--only", "split_heads", "--lang", "en"]) == 1
     assert "`split_heads` is not implemented yet" in capsys.readouterr().out
+    monkeypatch.delenv("MHA_KIT_LANG")  # --lang set it
 
 
 def test_concepts_zh_follows_the_english_outline():
