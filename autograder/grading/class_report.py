@@ -91,6 +91,7 @@ def _plot(report: ClassReport, path: Path, top: int = 8) -> None:
     axes[0].bar([i * width for i in range(BINS)], report.histogram, width=width * 0.9,
                 align="edge")
     axes[0].set_title(render(msg("report.class_histogram", students=report.students)))
+    axes[0].yaxis.get_major_locator().set_params(integer=True)  # students: whole numbers
     axes[0].set_xlabel(render(msg("report.class_total", max=report.max_score)))
     checks = list(report.pass_rates)[::-1]
     axes[1].barh(checks, [report.pass_rates[c] * 100 for c in checks], color="tab:green")
@@ -102,7 +103,7 @@ def _plot(report: ClassReport, path: Path, top: int = 8) -> None:
                  color="tab:red")
     axes[2].set_yticks(range(len(shown)), labels, fontsize=8)
     axes[2].set_xlim(0, 100)
-    axes[2].set_title(render(msg("report.class_mistakes", top=top)))
+    axes[2].set_title(render(msg("report.class_mistakes", top=len(shown))))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
