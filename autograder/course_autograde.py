@@ -40,7 +40,6 @@ import logging
 import os
 import re
 import shutil
-import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -146,16 +145,13 @@ def _quiet(log: logging.Logger) -> Iterator[_ErrorLog]:
 
 def course_app(root: Path) -> AutogradeApp:
     """`nbgrader autograde`'s app with the course's configuration, loaded as nbgrader loads it
-    (Jupyter's config folders, then the course's nbgrader_config.py). nbgrader puts the folder
-    it starts in on the import path; that is undone, as the sandbox keeps the import path
-    visible to student code: the course folder (the other submissions) would be too."""
-    app, here, path = AutogradeApp(), os.getcwd(), sys.path[:]
+    (Jupyter's config folders, then the course's nbgrader_config.py)."""
+    app, here = AutogradeApp(), os.getcwd()
     os.chdir(root)  # nbgrader reads the current folder's nbgrader_config.py too
     try:
         app.initialize([], root=str(root))
     finally:
         os.chdir(here)
-        sys.path[:] = path
     return app
 
 

@@ -317,16 +317,43 @@ def test_a_zygote_that_cannot_start_says_why(monkeypatch):
         starting.fork((-1, -1, -1), time.monotonic() + 30)
 
 
-def test_loading_a_course_leaves_the_import_path_that_the_sandbox_keeps_visible(tmp_path):
-    """nbgrader puts the course folder on sys.path; the sandbox keeps the import path readable,
-    so every kernel `mha-kit autograde` started could list and read the other submissions
-    (and show them in its feedback) when the course was in /tmp."""
-    from autograder.course_autograde import course_app
+def _seen_in_sandbox(tmp_path: Path, import_path: Path, secret: Path,
+                     writable: Path | None = None) -> list[str]:
+    """Where `autograder` is imported from in the sandbox and whether `secret` exists there,
+    as a grader whose import path starts with `import_path` sandboxes a Python (with the
+    folder `writable`, as a kernel has its notebook's folder)."""
+    binds = f"[({str(writable)!r}, {str(writable)!r})]" if writable else "[]"
+    inside = ("import autograder, os, sys\n"
+              "print(autograder.__file__, os.path.exists(sys.argv[1]))")
+    outside = ("import pathlib, subprocess, sys\n"
+               "from autograder.runner import sandbox\n"
+               f"binds = [tuple(map(pathlib.Path, b)) for b in {binds}]\n"
+               f"argv = sandbox.wrap([sys.executable, '-c', {inside!r}, {str(secret)!r}], binds)\n"
+               "print(subprocess.run(argv, capture_output=True, text=True).stdout)")
+    run = subprocess.run([sys.executable, "-c", outside], capture_output=True, text=True,
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(import_path)},
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    return run.stdout.split()
 
-    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
-    before = sys.path[:]
-    course_app(tmp_path)
-    assert sys.path == before
+
+def _course_with_a_secret(course: Path) -> Path:
+    secret = course / "submitted" / "alice" / "mha" / "secret.txt"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("alice's answers")
+    return secret
+
+
+def test_a_course_on_the_import_path_is_hidden_from_its_kernels(tmp_path):
+    """nbgrader puts the folder it starts in on the import path, which the sandbox keeps
+    visible: a kernel of bob's, whose folder is in the course, must not see alice's."""
+    if sandbox.unprotected() is not None:
+        pytest.skip("no sandbox here")
+    course = tmp_path / "course"
+    secret = _course_with_a_secret(course)
+    bob = course / "submitted" / "bob" / "mha"
+    bob.mkdir(parents=True)
+    assert _seen_in_sandbox(tmp_path, course, secret, writable=bob)[1] == "False"
 
 
 def test_of_a_kit_checkout_in_tmp_only_its_package_is_visible(tmp_path):
@@ -337,17 +364,6 @@ def test_of_a_kit_checkout_in_tmp_only_its_package_is_visible(tmp_path):
     checkout = tmp_path / "course"
     shutil.copytree(ROOT / "autograder", checkout / "autograder",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    secret = checkout / "submitted" / "alice" / "mha" / "secret.txt"
-    secret.parent.mkdir(parents=True)
-    secret.write_text("alice's answers")
-    inside = ("import autograder, os, sys\n"
-              "print(autograder.__file__, os.path.exists(sys.argv[1]))")
-    outside = ("import subprocess, sys\n"
-               "from autograder.runner import sandbox\n"
-               f"argv = sandbox.wrap([sys.executable, '-c', {inside!r}, {str(secret)!r}], [])\n"
-               "print(subprocess.run(argv, capture_output=True, text=True).stdout)")
-    run = subprocess.run([sys.executable, "-c", outside], capture_output=True, text=True,
-                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(checkout)},
-                         timeout=120)
-    assert run.stdout.split() == [str(checkout / "autograder" / "__init__.py"), "False"], (
-        run.stdout + run.stderr)
+    secret = _course_with_a_secret(checkout)
+    assert _seen_in_sandbox(tmp_path, checkout, secret) == [
+        str(checkout / "autograder" / "__init__.py"), "False"]

@@ -46,24 +46,26 @@ def _bwrap() -> str | None:
     return shutil.which(os.environ.get(BWRAP_ENV) or "bwrap")
 
 
-def _kept_visible() -> list[str]:
+def _kept_visible(writable: Sequence[Path] = ()) -> list[str]:
     """What the sandboxed Python needs that lies in /tmp or /run, which the sandbox empties:
     its installation, its import path, the kit (a checkout or a venv in /tmp). Each as named
     and as resolved (a venv in /tmp may be a link to one elsewhere, and Python runs by the
     name). Of a checkout, only its `autograder` package: the checkout is the nbgrader course
     folder too (gradebook.db, every submission). Not the working folder, which `python -m`
     puts on the import path (a course in /tmp, say), nor a folder that holds the temporary
-    folder, where other submissions are graded. Outermost folders only; they stay
-    read-only."""
+    folder or one of the `writable` folders: where the student's own folder is, the other
+    students' folders are too (a kernel's, in the course that nbgrader put on the import
+    path). Outermost folders only; they stay read-only."""
     cwd, kit = os.getcwd(), Path(__file__).parents[1]
     needed = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(kit),
               *(p for p in sys.path if p and os.path.abspath(p) != cwd
                 and Path(p).resolve() != kit.parent.resolve())}
     named = {Path(os.path.abspath(p)) for p in needed if os.path.isdir(p)}
-    temporary = Path(tempfile.gettempdir()).resolve()
+    own = [Path(tempfile.gettempdir()).resolve(), *(Path(w).resolve() for w in writable)]
     kept: list[str] = []
     for path in sorted(p for p in named | {p.resolve() for p in named}
-                       if p.parts[1:2] in (("tmp",), ("run",)) and not temporary.is_relative_to(p)):
+                       if p.parts[1:2] in (("tmp",), ("run",))
+                       and not any(w.is_relative_to(p) for w in own)):
         if not any(path.is_relative_to(k) for k in kept):
             kept.append(str(path))
     return kept
@@ -72,7 +74,8 @@ def _kept_visible() -> list[str]:
 def _options(binds: Sequence[tuple[Path, Path]], setuid: bool) -> list[str]:
     devices = [arg for path in sorted({p for g in GPU_DEVICES for p in glob.glob(g)})
                for arg in ("--dev-bind", path, path)]
-    kept = [arg for path in _kept_visible() for arg in ("--ro-bind", path, path)]
+    kept = [arg for path in _kept_visible([dest for _, dest in binds])
+            for arg in ("--ro-bind", path, path)]
     writable = [arg for source, dest in binds for arg in ("--bind", str(source), str(dest))]
     caps = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if setuid else []
     return ["--ro-bind", "/", "/", "--dev", "/dev", *devices,
