@@ -182,12 +182,7 @@ def expect_no_dropout_in_eval(name: str, weights: Any, expected_weights: Tensor,
     """In eval mode: weights that are the expected ones dropped out (each 0, or the softmax's
     scaled by 1 / (1 - p), some of them 0 where the softmax is not) say dropout acts there:
     `F.dropout(w, p)`, whose `training` is True unless told."""
-    if not isinstance(weights, Tensor) or weights.shape != expected_weights.shape:
-        return
-    got, want = weights.detach().double().cpu(), expected_weights.detach().double().cpu()
-    kept = got != 0
-    if bool(((want != 0) & ~kept).any()) and torch.allclose(
-            got[kept], want[kept] / (1 - p), rtol=1e-4, atol=1e-6):
+    if _dropped_from(weights, expected_weights, p):
         raise CheckFailed(msg("dropout.in_eval", name=name, p=p), case=case)
 
 

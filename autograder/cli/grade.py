@@ -10,7 +10,7 @@ from typing import Any
 
 from ..grading import class_report
 from ..grading.batch import Progress, grade_all, safe_name, summary, write_csv
-from ..grading.files import StudentFile, assignments_found, discover, one_assignment
+from ..grading.files import StudentFile, class_assignment, discover
 from ..grading.registry import ASSIGNMENTS
 from ..grading.report import write_results
 from ..messages import msg, render
@@ -52,10 +52,11 @@ def run(args: argparse.Namespace) -> int:
     if not entries:
         print(render(msg("cli.no_submissions", path=str(root))), file=sys.stderr)
         return EXIT_USAGE
-    assignment = args.assignment or one_assignment(entries)
-    if assignment is None:
-        print(render(msg("cli.mixed_assignments", path=str(root), found=assignments_found(
-            entries))), file=sys.stderr)
+    try:
+        assignment = args.assignment or class_assignment(entries)
+    except ValueError as mixed:
+        print(render(msg("cli.mixed_assignments", path=str(root), found=str(mixed))),
+              file=sys.stderr)
         return EXIT_USAGE
     limits = limits_from(args)
     device = args.device or default_device()

@@ -73,26 +73,19 @@ def discover(root: Path, assignment: str | None = None) -> list[StudentFile]:
 
 
 
-def _by_assignment(entries: list[StudentFile]) -> dict[str, list[str]]:
-    """assignment -> the students whose notebook's test cells name it."""
+def class_assignment(entries: list[StudentFile]) -> str:
+    """The assignment every notebook is of ("mha" without notebooks). ValueError when they
+    differ, saying who handed in which ("mha (alice, bob, carol, ...), shapes (aaron)"): a
+    student must not choose the checks the class is graded by."""
     found: dict[str, list[str]] = {}
     for entry in entries:
         if entry.path is not None and entry.path.suffix == ".ipynb":
             found.setdefault(detect_assignment(entry.path), []).append(entry.student)
-    return found
-
-
-def one_assignment(entries: list[StudentFile]) -> str | None:
-    """The assignment every notebook is of ("mha" without notebooks); None when they differ:
-    a student must not choose the checks the class is graded by."""
-    found = _by_assignment(entries)
-    return next(iter(found), "mha") if len(found) <= 1 else None
-
-
-def assignments_found(entries: list[StudentFile]) -> str:
-    """ "mha (alice, bob, carol, ...), shapes (aaron)": who handed in which assignment."""
-    return ", ".join(f"{name} ({', '.join(students[:3])}{', ...' if len(students) > 3 else ''})"
-                     for name, students in _by_assignment(entries).items())
+    if len(found) > 1:
+        raise ValueError(", ".join(
+            f"{name} ({', '.join(students[:3])}{', ...' if len(students) > 3 else ''})"
+            for name, students in found.items()))
+    return next(iter(found), "mha")
 
 
 def readable_submission(path: Path) -> Message | None:

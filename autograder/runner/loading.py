@@ -193,8 +193,7 @@ def load_source(path: str | Path, skip: Collection[str] = (),
             on_chunk(label)
         if path.suffix == ".ipynb":
             _remember(label, source)
-        cell = CELL_LABEL.fullmatch(label) if path.suffix == ".ipynb" else None
-        where = msg("load.cell", number=int(cell[1])) if cell else label
+        where = chunk_place(label)
         try:
             code = compile(source, label, "exec")
         except SyntaxError as err:
@@ -213,6 +212,12 @@ def load_source(path: str | Path, skip: Collection[str] = (),
 
 
 CELL_LABEL = re.compile(r"cell (\d+)")  # a notebook cell's code, compiled under its label
+
+
+def chunk_place(label: str) -> Message | str:
+    """A chunk as a message names it: "cell N" in the reader's language, else its label."""
+    cell = CELL_LABEL.fullmatch(label)
+    return msg("load.cell", number=int(cell[1])) if cell else label
 
 
 def _remember(name: str, text: str) -> None:

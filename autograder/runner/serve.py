@@ -91,13 +91,13 @@ def serve(config: dict, request_fd: int, reply_fd: int) -> None:
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     sys.stdout = sys.stderr = printed
-    def loading(label: str) -> None:  # which cell runs: one too slow is left out next time
+
+    def loading(label: str) -> None:  # which chunk runs: a cell too slow is left out next time
         write_all(reply_fd, encode({"loading": label}))
 
     try:
-        sub = InProcessSubmission.from_path(
-            config["path"], forbidden, config.get("skip", ()),
-            loading if config["path"].endswith(".ipynb") else None)
+        sub = InProcessSubmission.from_path(config["path"], forbidden, config.get("skip", ()),
+                                            loading)
     except Exception as err:  # an unreadable file: report it, grade nothing
         sub = InProcessSubmission({}, [msg("load.unreadable", path=config["path"],
                                            type=type(err).__name__, error=str(err))], forbidden)

@@ -34,7 +34,7 @@ from . import fonts, sandbox
 from .devices import on_meta
 from .framing import TEXT_KEEP, clean, encode, receive, run_to_dict, write_all
 from .inprocess import plain
-from .loading import CELL_LABEL
+from .loading import CELL_LABEL, chunk_place
 from .policy import Limits, forbidden_functions, forbidden_names, worker_user
 from .protocol import Backward, Call, ModuleRun, StudentCodeError
 from .zygote import WorkerProcess, start_worker
@@ -156,8 +156,8 @@ class WorkerSubmission:
         else:
             hello = hello if isinstance(hello, dict) else {}
             problems = hello.get("problems")
-            self.problems = [msg("worker.slow_cell", limit=float(self.limits.load_s), cell=msg(
-                "load.cell", number=int(label.split()[1]))) for label in self._slow_cells]
+            self.problems = [msg("worker.slow_cell", limit=float(self.limits.load_s),
+                                 cell=chunk_place(label)) for label in self._slow_cells]
             self.problems += [_from_worker(p, self._malformed()) for p in
                               (problems if isinstance(problems, list) else [])[:50]]
             self._read_printed(hello)
@@ -169,9 +169,8 @@ class WorkerSubmission:
         """A notebook cell ran past the load's limit: load again in a new worker without it
         (and without those left out before), as a cell that fails costs only what it defines.
         False when no cell is known, or two were left out already."""
-        cell = CELL_LABEL.fullmatch(running or "")
-        if cell is None or running in self._slow_cells or len(self._slow_cells) >= 2 \
-                or self._left() <= 0:
+        if (running is None or not CELL_LABEL.fullmatch(running) or running in self._slow_cells
+                or len(self._slow_cells) >= 2 or self._left() <= 0):
             return False
         self._slow_cells.append(running)
         self.close()
