@@ -29,9 +29,8 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from ..messages import Message, msg
-from .devices import CODE_KEEP, student_line
-from .loading import cell_of
 from .protocol import Backward
+from .student_code import CODE_KEEP, cell_of, error_text, first_line, frame_line
 
 Tensor = torch.Tensor
 
@@ -63,11 +62,11 @@ def leaves_for(args: tuple, backward: Backward) -> tuple[dict[str, Tensor], tupl
 def needs_no_grad(err: BaseException) -> bool:
     """A forward error that autograd causes (`.numpy()` on a tensor that requires grad, an
     in-place change of a leaf): the same code runs with autograd off."""
-    return isinstance(err, RuntimeError) and bool(_NEEDS_NO_GRAD.search(_text(err)))
+    return isinstance(err, RuntimeError) and bool(_NEEDS_NO_GRAD.search(error_text(err)))
 
 
 def needs_no_grad_failure(name: str, err: BaseException) -> Message:
-    return msg("grad.needs_no_grad", name=name, error=_first_line(err))
+    return msg("grad.needs_no_grad", name=name, error=first_line(err) or type(err).__name__)
 
 
 def connect(name: str, value: Any, backward: Backward) -> tuple[Tensor | None, Message | None]:
@@ -112,7 +111,7 @@ def differentiate(loss: Tensor, wanted: dict[str, Tensor | None]) -> dict[str, T
 def backward_failure(name: str, err: BaseException, found: list[InPlace],
                      source: Any) -> Message:
     """Why backward() failed, for the student: the in-place op that broke it, if found."""
-    text = _first_line(err)
+    text = first_line(err) or type(err).__name__
     if _IN_PLACE_ERROR not in text:
         return msg("grad.raised", name=name, type=type(err).__name__, error=text)
     culprit = _match(text, found) or next(iter(in_source(source)), None)
@@ -132,7 +131,7 @@ class InPlace:
 
     def __init__(self, code: str, line: int | None, shape: tuple | None = None,
                  grad_fn: str | None = None, *, cell: Message | str = ""):
-        self.code, self.line, self.cell = code, line, cell  # cell: `loading.cell_of`
+        self.code, self.line, self.cell = code, line, cell  # cell: `student_code.cell_of`
         self.shape, self.grad_fn = shape, grad_fn
         self.fix = out_of_place(code)
 
@@ -154,7 +153,7 @@ class InPlaceRecorder(TorchFunctionMode):
         target = args[0] if args else None
         if (len(self.found) < 20 and is_in_place(func, kwargs) and isinstance(target, Tensor)
                 and target.requires_grad):
-            line, code, cell = student_line(sys._getframe(1))
+            line, code, cell = frame_line(sys._getframe(1))
             if code:
                 grad_fn = type(target.grad_fn).__name__ if target.grad_fn is not None else None
                 self.found.append(InPlace(code, line, tuple(target.shape), grad_fn, cell=cell))
@@ -245,18 +244,6 @@ def out_of_place(code: str) -> str:
 def _short(text: str) -> str:
     """PyTorch's error without its hint (which suggests anomaly detection)."""
     return text.split(" Hint:")[0]
-
-
-def _first_line(err: BaseException) -> str:
-    text = _text(err).strip()
-    return text.splitlines()[0][:300] if text else type(err).__name__
-
-
-def _text(err: BaseException) -> str:
-    try:
-        return str(err)
-    except BaseException:  # a student's exception whose __str__ fails
-        return ""
 
 
 Forward = Callable[[tuple], Any]  # the student's code, called on these arguments

@@ -15,12 +15,8 @@ that move data between devices or index with CPU indices.
 
 from __future__ import annotations
 
-import linecache
-import os
 import re
 import sys
-import sysconfig
-from types import FrameType
 from typing import Any, Callable
 
 import torch
@@ -29,14 +25,9 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakTensorKeyDictionary
 
 from ..messages import Message, msg
-from .loading import cell_of
+from .student_code import StudentLine, error_text, frame_line
 
 META = "meta"
-CODE_KEEP = 80  # characters of the student's line quoted in a message
-_NOT_STUDENT = tuple({os.path.dirname(os.path.dirname(__file__)) + os.sep,
-                      os.path.dirname(torch.__file__) + os.sep}
-                     | {sysconfig.get_paths()[k] + os.sep
-                        for k in ("stdlib", "purelib", "platlib")})
 
 # Errors of a genuine device mix: PyTorch names both devices.
 _MIX = re.compile(r"Expected all tensors to be on the same device|is not on the expected device"
@@ -91,12 +82,12 @@ class DeviceWatch(TorchDispatchMode):
         cpu = [t for t in tensors if t.device.type == "cpu" and t.dim()]
         if (self.mix is None and cpu and func.__name__.split(".")[0] not in _MOVES
                 and any(t.device.type == META for t in tensors)):
-            self.mix = self._made.get(cpu[0]) or student_line(sys._getframe(1))
+            self.mix = self._made.get(cpu[0]) or frame_line(sys._getframe(1))
         out = func(*args, **kwargs)
         made = next((self._made[t] for t in cpu if t in self._made), None)
         for t in tree_leaves(out):
             if isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.dim():
-                self._made[t] = made = made or student_line(sys._getframe(1), True)
+                self._made[t] = made = made or frame_line(sys._getframe(1), True)
         return out
 
     def run(self, action: Callable[[], Any]) -> Any:
@@ -105,11 +96,11 @@ class DeviceWatch(TorchDispatchMode):
             try:
                 return action()
             except Exception as err:
-                if self.mix is None and is_device_mix(_text(err)):
+                if self.mix is None and is_device_mix(error_text(err)):
                     tb = err.__traceback__
                     while tb is not None and tb.tb_next is not None:
                         tb = tb.tb_next
-                    self.mix = student_line(tb.tb_frame if tb is not None else None)
+                    self.mix = frame_line(tb.tb_frame if tb is not None else None)
                 raise
 
     def failure(self, name: str) -> Message | None:
@@ -122,36 +113,3 @@ class DeviceWatch(TorchDispatchMode):
         return msg("device.cpu_tensor", name=name, where=where)
 
 
-# A student's line: its number, its code, and what the number counts from (`cell_of`).
-StudentLine = tuple[int | None, str, Message | str]
-
-
-def student_line(frame: FrameType | None, passed_on: bool = False) -> StudentLine:
-    """The line number, code and cell (`cell_of`) of the innermost frame from `frame` out that
-    is the student's (not the kit's, torch's or the standard library's); (None, "", "") if
-    none is.
-
-    With `passed_on`, a line that passes a device on (`device=device`) is skipped for its
-    caller's: a helper such as `causal_mask(n, device=device)` makes the tensor where it was
-    told to, and the call that left out the device is the line to fix."""
-    found: StudentLine = (None, "", "")
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_NOT_STUDENT) and not filename.startswith("<"):
-            code = linecache.getline(filename, frame.f_lineno).strip()[:CODE_KEEP]
-            here = (frame.f_lineno, code, cell_of(frame.f_code))
-            found = found if found[0] else here
-            if not (passed_on and _PASSED_ON.search(code)):
-                return here
-        frame = frame.f_back
-    return found
-
-
-_PASSED_ON = re.compile(r"device\s*=\s*device\b")
-
-
-def _text(err: BaseException) -> str:
-    try:
-        return str(err)
-    except BaseException:  # a student's exception whose __str__ fails
-        return ""

@@ -35,9 +35,10 @@ from .backward import (
     parameters,
 )
 from .devices import DeviceWatch, on_meta
-from .loading import at_line, load_source
+from .loading import load_source
 from .policy import forbidden_functions
 from .protocol import Backward, Call, ModuleRun, StudentCodeError
+from .student_code import at_line, first_line
 from .warned import capture
 
 # --------------------------------------------------------------------------- calling
@@ -46,7 +47,6 @@ JOB_PACKAGE = "autograder.speed."  # kit code that runs beside the student's cod
 
 
 MAX_DEPTH = 3  # (out, weights) is depth 1; nothing in the contract nests deeper
-MESSAGE_KEEP = 300  # characters of an exception's text kept in a message
 
 
 def plain(value: Any, name: str, depth: int = 0, meta: bool = False) -> Any:
@@ -93,21 +93,13 @@ def _with_kwargs_after(call: Call, kwargs: dict[str, Any]) -> Call:
                                + _tensors(tuple(kwargs.values())))
 
 
-def _first_line(err: BaseException) -> str:
-    try:
-        text = str(err).strip()
-    except BaseException:  # a student's exception whose __str__ fails
-        return ""
-    return text.splitlines()[0][:MESSAGE_KEEP] if text else ""
-
-
 _ALLOCATION = re.compile(r"tried to allocate ([\d.]+) ?(bytes|[KMGT]iB)", re.IGNORECASE)
 _UNITS = {"bytes": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
 def _out_of_memory(name: str, err: BaseException, limit_gib: float | None) -> StudentCodeError:
     """torch's allocator failures and MemoryError, in one plain sentence."""
-    found = _ALLOCATION.search(_first_line(err))
+    found = _ALLOCATION.search(first_line(err))
     size: Message | str = ""
     if found:
         gib = float(found.group(1)) * _UNITS[found.group(2).lower()] / 2**30
@@ -124,7 +116,7 @@ def _describe_failure(name: str, err: BaseException,
     if isinstance(err, NotImplementedError):
         return StudentCodeError("not_implemented", msg("runner.not_implemented", name=name),
                                 "NotImplementedError")
-    text = _first_line(err)
+    text = first_line(err)
     if isinstance(err, MemoryError) or "can't allocate memory" in text or (
         "out of memory" in text.lower() and isinstance(err, RuntimeError)
     ):

@@ -10,16 +10,15 @@ from __future__ import annotations
 import ast
 import json
 import linecache
-import re
 import symtable
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from types import CodeType
 from typing import Any, Callable
 
 from ..contract import ENTRIES
 from ..messages import Message, msg
+from .student_code import CELL_LABEL, at_line, error_text
 
 SUBMISSION_MODULE = "submission"
 
@@ -206,12 +205,9 @@ def load_source(path: str | Path, skip: Collection[str] = (),
             exec(code, namespace)
         except BaseException as err:  # a failing cell is reported, never fatal
             problems.append(msg("load.raised", where=where, line=at_line(err, label),
-                                type=type(err).__name__, error=_text(err)))
+                                type=type(err).__name__, error=error_text(err)))
     namespace["get_ipython"] = _QuietIPython
     return LoadedSource(namespace, problems)
-
-
-CELL_LABEL = re.compile(r"cell (\d+)")  # a notebook cell's code, compiled under its label
 
 
 def chunk_place(label: str) -> Message | str:
@@ -223,50 +219,4 @@ def chunk_place(label: str) -> Message | str:
 def _remember(name: str, text: str) -> None:
     """Source compiled under `name`, kept where `linecache` (and tracebacks) find its lines."""
     linecache.cache[name] = (len(text), None, text.splitlines(keepends=True), name)
-
-
-def _text(err: BaseException) -> str:
-    try:
-        return str(err)
-    except BaseException:  # a student's exception whose __str__ fails
-        return ""
-
-
-def at_line(err: BaseException, filename: str | None = None) -> Message | str:
-    """", line N" (`runner.at_line`) for the student's line in a traceback, or ""."""
-    found = student_line(err, filename)
-    return msg("runner.at_line", line=found[0], cell=cell_of(found[1])) if found else ""
-
-
-def student_line(err: BaseException, filename: str | None = None
-                 ) -> tuple[int, CodeType] | None:
-    """The line and code of the deepest frame of the student's own code in a traceback (only
-    code compiled under `filename`, when given), or None."""
-    found = None
-    tb = err.__traceback__
-    while tb is not None:
-        code, name = tb.tb_frame.f_code, tb.tb_frame.f_code.co_filename
-        in_student = name == filename if filename else (
-            name.startswith("cell ") or name.endswith(".py")
-            and "site-packages" not in name and "/autograder/" not in name
-        )
-        if in_student:
-            found = (tb.tb_lineno, code)
-        tb = tb.tb_next
-    return found
-
-
-# How ipykernel names the code of a cell: <temp>/ipykernel_<pid>/<hash>.py.
-_KERNEL_CELL = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")
-
-
-def cell_of(code: CodeType) -> Message | str:
-    """What a line number in `code` counts from, when it is not the file's first line: in a
-    notebook's cell (the worker's "cell N", or a Jupyter kernel's), the cell that defines the
-    function the line is in (`line.cell`). "" for a file, and outside a function."""
-    if not (CELL_LABEL.fullmatch(code.co_filename) or _KERNEL_CELL.search(code.co_filename)):
-        return ""
-    name = getattr(code, "co_qualname", code.co_name).split(".<locals>")[0]
-    named = all(part.isidentifier() for part in name.split("."))
-    return msg("line.cell", function=name) if named else ""
 

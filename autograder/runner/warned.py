@@ -12,9 +12,7 @@ points).
 from __future__ import annotations
 
 import linecache
-import os
 import sys
-import sysconfig
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,26 +22,20 @@ from typing import Any
 import torch
 
 from ..messages import Message, msg
+from .student_code import CODE_KEEP, is_students
 
 # The start of a warning's text, and the message that explains it.
 KNOWN = (
     ("The use of `x.T` on tensors of dimension other than 2", "warning.x_t"),
     ("Implicit dimension choice for softmax has been deprecated", "warning.softmax_dim"),
 )
-CODE_KEEP = 80  # characters of the student's line quoted in a message
 _SHOWN: dict[Any, Any] = {}  # the other warnings shown so far, by text, category and line
 
-_NOT_STUDENT = tuple(os.path.dirname(p) + os.sep for p in (
-    os.path.dirname(__file__), torch.__file__, warnings.__file__)) + tuple(
-    {sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "purelib", "platlib")})
-
-
 def _student_frame(frame: FrameType | None) -> tuple[str, int] | None:
-    """The innermost frame that is not the kit's, torch's or the standard library's."""
+    """The file and line of the innermost frame from `frame` out that is the student's."""
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_NOT_STUDENT) and not filename.startswith("<frozen"):
-            return filename, frame.f_lineno
+        if is_students(frame.f_code.co_filename):
+            return frame.f_code.co_filename, frame.f_lineno
         frame = frame.f_back
     return None
 

@@ -34,9 +34,10 @@ from . import fonts, sandbox
 from .devices import on_meta
 from .framing import TEXT_KEEP, clean, encode, receive, run_to_dict, write_all
 from .inprocess import plain
-from .loading import CELL_LABEL, chunk_place
+from .loading import chunk_place
 from .policy import Limits, forbidden_functions, forbidden_names, worker_user
 from .protocol import Backward, Call, ModuleRun, StudentCodeError
+from .student_code import CELL_LABEL
 from .zygote import WorkerProcess, start_worker
 
 __all__ = ["WorkerStartError", "WorkerSubmission"]

@@ -1,0 +1,100 @@
+"""Where the student's code is, for the messages that point at it: which files are the
+student's, the line to name (from the stack or from a traceback), the cell that line counts
+from in a notebook, and an error's text that a student's exception cannot break.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import linecache
+import os
+import re
+import sysconfig
+from types import CodeType, FrameType
+
+from ..messages import Message, msg
+
+CODE_KEEP = 80  # characters of the student's line quoted in a message
+TEXT_KEEP = 300  # characters of an exception's text kept in a message
+CELL_LABEL = re.compile(r"cell (\d+)")  # a notebook cell's code, compiled under its label
+# How ipykernel names the code of a cell: <temp>/ipykernel_<pid>/<hash>.py.
+_KERNEL_CELL = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")
+# The folders of the kit's files, torch's, the standard library's and installed packages'.
+_NOT_STUDENT = tuple({os.path.dirname(os.path.dirname(__file__)) + os.sep,
+                      os.path.dirname(importlib.util.find_spec("torch").origin) + os.sep}
+                     | {sysconfig.get_paths()[k] + os.sep
+                        for k in ("stdlib", "purelib", "platlib")})
+_PASSED_ON = re.compile(r"device\s*=\s*device\b")
+
+# A student's line: its number, its code, and what the number counts from (`cell_of`).
+StudentLine = tuple[int | None, str, Message | str]
+
+
+def is_students(filename: str) -> bool:
+    """Code of the student's: a worker's "cell N", a kernel's cell, a file of theirs; not the
+    kit's, torch's, an installed package's or Python's own (nor "<string>", "<frozen ...>")."""
+    return not filename.startswith(_NOT_STUDENT) and not filename.startswith("<")
+
+
+def error_text(err: BaseException) -> str:
+    """str(err), or "" where a student's exception cannot say it."""
+    try:
+        return str(err)
+    except BaseException:  # a student's exception whose __str__ fails
+        return ""
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an error's text, at most TEXT_KEEP characters; "" if it has none."""
+    text = error_text(err).strip()
+    return text.splitlines()[0][:TEXT_KEEP] if text else ""
+
+
+def cell_of(code: CodeType) -> Message | str:
+    """What a line number in `code` counts from, when it is not the file's first line: in a
+    notebook's cell (the worker's "cell N", or a Jupyter kernel's), the cell that defines the
+    function the line is in (`line.cell`). "" for a file, and outside a function."""
+    if not (CELL_LABEL.fullmatch(code.co_filename) or _KERNEL_CELL.search(code.co_filename)):
+        return ""
+    name = getattr(code, "co_qualname", code.co_name).split(".<locals>")[0]
+    named = all(part.isidentifier() for part in name.split("."))
+    return msg("line.cell", function=name) if named else ""
+
+
+def frame_line(frame: FrameType | None, passed_on: bool = False) -> StudentLine:
+    """The line number, code and cell (`cell_of`) of the innermost frame from `frame` out that
+    is the student's; (None, "", "") if none is.
+
+    With `passed_on`, a line that passes a device on (`device=device`) is skipped for its
+    caller's: a helper such as `causal_mask(n, device=device)` makes the tensor where it was
+    told to, and the call that left out the device is the line to fix."""
+    found: StudentLine = (None, "", "")
+    while frame is not None:
+        if is_students(frame.f_code.co_filename):
+            code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            here = (frame.f_lineno, code[:CODE_KEEP], cell_of(frame.f_code))
+            found = found if found[0] else here
+            if not (passed_on and _PASSED_ON.search(code)):
+                return here
+        frame = frame.f_back
+    return found
+
+
+def traceback_line(err: BaseException, filename: str | None = None
+                   ) -> tuple[int, CodeType] | None:
+    """The line and code of the deepest frame of the student's own code in a traceback (only
+    code compiled under `filename`, when given), or None."""
+    found = None
+    tb = err.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename == filename if filename else is_students(code.co_filename):
+            found = (tb.tb_lineno, code)
+        tb = tb.tb_next
+    return found
+
+
+def at_line(err: BaseException, filename: str | None = None) -> Message | str:
+    """", line N" (`runner.at_line`) for the student's line in a traceback, or ""."""
+    found = traceback_line(err, filename)
+    return msg("runner.at_line", line=found[0], cell=cell_of(found[1])) if found else ""
