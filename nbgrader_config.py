@@ -8,13 +8,16 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbgrader.preprocessors import (
     AssignLatePenalties,
     CheckCellMetadata,
+    ClearOutput,
     IgnorePattern,
     LimitOutput,
+    OverwriteCells,
+    OverwriteKernelspec,
     SaveAutoGrades,
 )
 
 from autograder.sandboxed_kernel import SandboxedStudentCells
-from autograder.trusted_autograde import TrustedGrades
+from autograder.trusted_autograde import KeepOneCopy, TrustedGrades
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 
@@ -35,6 +38,16 @@ c.IgnorePattern.pattern = r"Warning"
 
 # A test cell the student deleted comes back at grading (an edited one is always restored).
 c.OverwriteCells.add_missing_cells = True
+
+# nbgrader's sanitizing steps, in their order, with `KeepOneCopy` for its DeduplicateIds: a test
+# cell a student copied is left out instead of failing the whole submission.
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput,
+    KeepOneCopy,
+    OverwriteKernelspec,
+    OverwriteCells,
+    CheckCellMetadata,
+]
 
 # The points come from the kit's own grading of each submitted notebook, in its isolated
 # worker, not from what the student's kernel printed. SandboxedStudentCells (nbgrader's Execute)

@@ -13,7 +13,7 @@ import inspect
 import re
 import textwrap
 
-from .checks.core import HIDDEN_SALT, Context
+from .checks.core import HIDDEN_SALT, CheckResult, Context
 from .grading.pictures import show
 from .grading.registry import POINTS, run_check
 from .grading.report import score_line
@@ -39,8 +39,7 @@ def check(check_id: str, *, hidden: bool = False) -> float:
     if result.picture is not None:
         show(result.picture)
     if result.score <= 0:
-        raise CheckFailedHere(render(result.message), render(msg(
-            "notebook.failed", check=check_id, points=result.max_score)))
+        raise CheckFailedHere.of(result)
     return result.score
 
 
@@ -52,6 +51,12 @@ class CheckFailedHere(AssertionError):
     def __init__(self, message: str, short: str):
         super().__init__(message)
         self.short = short
+
+    @classmethod
+    def of(cls, result: CheckResult) -> CheckFailedHere:
+        """The error for a result that earned nothing."""
+        return cls(render(result.message), render(msg(
+            "notebook.failed", check=result.id, points=result.max_score)))
 
     def _render_traceback_(self) -> list[str]:
         return [f"\x1b[0;31mAssertionError\x1b[0m: {self.short}"]

@@ -36,16 +36,18 @@ from typing import Any
 import nbformat
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbconvert.preprocessors import Preprocessor
-from nbgrader.preprocessors import Execute
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from nbgrader.utils import is_grade, is_locked, is_solution
 from traitlets import Bool, default
 
 from .checks.core import HIDDEN_SALT, CheckResult
-from .editions import notebook_language
+from .editions import notebook_language, split_name
 from .grading.batch import loaded_worker, worker_problems
 from .grading.files import detect_assignment
-from .grading.registry import POINTS, SPEED_CHECK, run_checks
+from .grading.registry import ASSIGNMENTS, POINTS, SPEED_CHECK, run_checks
 from .grading.report import score_line
 from .messages import LANG_VARIABLE, Message, msg, render
+from .notebook import CheckFailedHere, wrap
 from .runner.loading import is_demo, is_test_cell
 from .runner.policy import Limits
 from .runtime import default_device
@@ -92,7 +94,10 @@ def cell_outputs(result: CheckResult, lang: str | None = None) -> list[nbformat.
 
 
 def _outputs(result: CheckResult) -> list[nbformat.NotebookNode]:
-    line = nbformat.v4.new_output("stream", name="stdout", text=score_line(result) + "\n")
+    """As the student's kernel shows them (`notebook.check`): the ✓ or ✗ line says why, and
+    the error of a cell that earned nothing is one short line pointing at it, not the
+    message again; its value (`evalue`) is the whole message."""
+    line = nbformat.v4.new_output("stream", name="stdout", text=wrap(score_line(result)) + "\n")
     if result.score > 0:
         return [line, nbformat.v4.new_output(
             "execute_result", data={"text/plain": f"{result.score:g}"}, execution_count=None)]
@@ -100,9 +105,9 @@ def _outputs(result: CheckResult) -> list[nbformat.NotebookNode]:
     png = _png(result)
     if png is not None:
         outputs.append(nbformat.v4.new_output("display_data", data={"image/png": png}))
-    text = render(result.message)
-    outputs.append(nbformat.v4.new_output("error", ename="AssertionError", evalue=text,
-                                          traceback=[text]))
+    error = CheckFailedHere.of(result)
+    outputs.append(nbformat.v4.new_output("error", ename="AssertionError", evalue=str(error),
+                                          traceback=error._render_traceback_()))
     return outputs
 
 
@@ -138,6 +143,13 @@ def shown_results(hidden: list[CheckResult], visible: list[CheckResult]) -> list
     return shown
 
 
+def graded_assignment(resources: dict[str, Any]) -> str | None:
+    """The kit's assignment that nbgrader is grading, when the instructor's name for it is one
+    (`mha`, `shapes_zh`); else None, and the notebook's restored test cells say."""
+    base, _ = split_name(resources.get("nbgrader", {}).get("assignment") or "")
+    return base if base in ASSIGNMENTS else None
+
+
 class TrustedGrades(Preprocessor):
     """Every kit test cell's outputs, from the kit's isolated grading of the notebook.
 
@@ -156,7 +168,7 @@ class TrustedGrades(Preprocessor):
         with tempfile.TemporaryDirectory(prefix="mha-kit-autograde-") as folder:
             path = Path(folder) / "submission.ipynb"
             nbformat.write(nb, str(path))
-            assignment = detect_assignment(path)
+            assignment = graded_assignment(resources) or detect_assignment(path)
             with loaded_worker(path, device, Limits.from_env()) as sub:  # for both runs
                 grade = functools.partial(run_checks, sub, device=device, assignment=assignment)
                 hidden = grade(salt=HIDDEN_SALT)
@@ -232,3 +244,29 @@ class StudentCells(Execute):
             cell.outputs.append(nbformat.v4.new_output(
                 "error", ename=type(err).__name__, evalue=text, traceback=[text]))
             return cell, self.resources
+
+
+class KeepOneCopy(NbGraderPreprocessor):
+    """nbgrader's `DeduplicateIds` (the last cell of a grade id keeps it), but without failing
+    the submission. A student who copies a test cell to run it again gets a copy whose nbgrader
+    metadata nbgrader's own preprocessor leaves empty, and `add_missing_cells` then fails the
+    whole submission on it (KeyError: 'grade_id'). Here a copied test cell is left out (the
+    test cell comes back from gradebook.db, as always), and a copied solution or locked cell
+    becomes a plain cell (its code still runs)."""
+
+    def preprocess(self, nb: nbformat.NotebookNode, resources: dict[str, Any]
+                   ) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
+        seen: set[str] = set()
+        kept = []
+        for cell in reversed(nb.cells):
+            if is_grade(cell) or is_solution(cell) or is_locked(cell):
+                grade_id = cell.metadata["nbgrader"]["grade_id"]
+                if grade_id in seen:
+                    self.log.warning("Cell with id '%s' exists multiple times!", grade_id)
+                    if is_test_cell(cell):
+                        continue
+                    del cell.metadata["nbgrader"]
+                seen.add(grade_id)
+            kept.append(cell)
+        nb.cells = kept[::-1]
+        return nb, resources

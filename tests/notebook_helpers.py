@@ -54,16 +54,22 @@ def solved(release: nbformat.NotebookNode, check_ids: tuple[str, ...] | None = N
     return nb
 
 
-EDITED, DELETED = "attend", "scaled_scores"  # the tampered submission's two test cells
+# The tampered submission's test cells: one edited, one deleted, one copied (run twice).
+EDITED, DELETED, COPIED = "attend", "scaled_scores", "merge_heads"
 
 
 def tampered(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """One test cell replaced by `pass` (full marks if it ran), another deleted."""
+    """One test cell replaced by `pass` (full marks if it ran), another deleted, a third
+    copied right after itself, metadata included (Jupyter's copy and paste)."""
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
         if nbgrader_meta(cell).get("grade_id") == EDITED:
             cell.source = "pass"
     nb.cells = [c for c in nb.cells if nbgrader_meta(c).get("grade_id") != DELETED]
+    (at,) = [i for i, c in enumerate(nb.cells) if nbgrader_meta(c).get("grade_id") == COPIED]
+    copied = copy.deepcopy(nb.cells[at])
+    copied.id = "copied"
+    nb.cells.insert(at + 1, copied)
     return nb
 
 

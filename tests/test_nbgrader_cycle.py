@@ -13,6 +13,7 @@ import nbformat
 import pytest
 from conftest import ROOT, assert_full_marks
 from notebook_helpers import (
+    COPIED,
     COURSE_ASSIGNMENTS,
     EDITED,
     MHA_CHECK_IDS,
@@ -72,6 +73,8 @@ def test_autograde_feedback_export(course):
     restored = {nbgrader_meta(c)["grade_id"]: c.source for c in graded.cells if is_test_cell(c)}
     assert set(restored) == set(MHA_CHECK_IDS)
     assert f'check("{EDITED}", hidden=True)' in restored[EDITED]
+    copies = [c for c in graded.cells if nbgrader_meta(c).get("grade_id") == COPIED]
+    assert len(copies) == 1, "a copy of a test cell is left out (nbgrader: KeyError)"
     for student in MHA_STUDENTS:
         feedback = course / "feedback" / student / "mha" / f"{NOTEBOOK}.html"
         assert feedback.is_file(), feedback

@@ -13,7 +13,7 @@ import copy
 import nbformat
 import pytest
 import torch
-from conftest import SPEED
+from conftest import ROOT, SPEED
 from nbgrader.utils import determine_grade
 from notebook_helpers import RELEASE, read, solved
 
@@ -23,7 +23,12 @@ from autograder.grading.registry import POINTS
 from autograder.messages import msg, render
 from autograder.runner.loading import PICTURE_TAG, SKIP_TAG, is_test_cell
 from autograder.runner.worker import WorkerSubmission
-from autograder.trusted_autograde import StudentCells, TrustedGrades, shown_results
+from autograder.trusted_autograde import (
+    StudentCells,
+    TrustedGrades,
+    cell_outputs,
+    shown_results,
+)
 
 HOSTILE_CELLS = {
     "defines_check": 'def check(check_id, hidden=False):\n'
@@ -95,6 +100,34 @@ def test_a_failure_only_on_hidden_inputs_shows_no_values_and_no_picture():
     (shown,) = shown_results([_result("attend", 0, "hidden values")], [_result("attend", 10, "ok")])
     assert (shown.score, shown.picture) == (0, None)
     assert shown.message == msg("trusted.hidden_failed")
+
+
+@pytest.mark.parametrize("named", ["mha", "hw3"])
+def test_the_assignment_is_the_one_nbgrader_grades_when_the_kit_has_it(named, tiny):
+    """A finished warm-up submitted for `mha` is graded as mha, whatever its cells say; under a
+    name of the instructor's own (hw3), the notebook's test cells say which it is."""
+    nb = read(ROOT / "solutions" / "shapes" / "shapes_warmup.ipynb")
+    nb, _ = TrustedGrades().preprocess(nb, {"nbgrader": {"assignment": named}})
+    graded = [cell for cell in nb.cells if is_test_cell(cell)]
+    points = [determine_grade(cell)[0] for cell in graded]
+    if named == "mha":
+        assert points == [0] * len(graded)
+        reason = render(msg("autograde.other_assignment", assignment="mha"))
+        assert graded[0].outputs[-1].evalue == reason
+    else:
+        assert points == [cell.metadata["nbgrader"]["points"] for cell in graded]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_failed_cell_says_why_once_as_the_students_kernel_does(lang):
+    """The feedback shows the ✗ line and the error's traceback: the message is in the first
+    only (it was in both), the error's value holds all of it, as `check()` raises it."""
+    message = msg("trusted.hidden_failed")
+    stream, error = cell_outputs(CheckResult("attend", 0.0, 10, message), lang)
+    shown = stream.text + "".join(error.traceback)
+    assert shown.count(render(message, lang)[:10]) == 1, shown  # [:10]: before a line break
+    assert error.evalue == render(message, lang)
+    assert render(msg("notebook.failed", check="attend", points=10), lang) in error.traceback[0]
 
 
 def test_the_feedback_of_a_wrong_notebook_holds_no_hidden_value(tiny, tmp_path, monkeypatch):
