@@ -28,7 +28,10 @@ A submission whose grading process dies (its kernel can kill the process that ru
 graded again alone; if it kills that one too, step 2 records it from the submitted notebook
 with 0 points and the reason in every test cell (`NotGraded`). A submission that nbgrader
 cannot convert is left out of the gradebook, and said so (`nbgrader autograde` fails it too,
-after recording the submission with no grades).
+after recording the submission with no grades). So is one with none of the assignment's
+notebooks, only others (a renamed one: nbgrader skips a notebook its gradebook does not list),
+without a grader process: its line names the files and the name to give one. A notebook of
+that kind beside the assignment's is left out too, and its line says so.
 """
 
 from __future__ import annotations
@@ -291,34 +294,60 @@ class CourseAutograde:
                                   assignment=assignment))
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
             try:
-                self.max_score: float = gb.find_assignment(assignment).max_score
+                found = gb.find_assignment(assignment)
             except MissingEntry:
                 raise CourseError(msg("autograde.no_assignment", assignment=assignment,
                                       path=str(gradebook))) from None
-        self.students, self.skipped = self._selected(force)
+            self.max_score: float = found.max_score
+            # What nbgrader grades: the notebooks generate_assignment released (and recorded).
+            self.notebooks = sorted(f"{notebook.name}.ipynb" for notebook in found.notebooks)
+        submitted = self._submitted()
+        self.students, self.skipped = self._selected(submitted, force)
+        # The notebooks of each student to grade that nbgrader skips, as none of the above.
+        self.unknown = {student: names for student in self.students
+                        if (names := [n for n in submitted[student] if n not in self.notebooks])}
+        self.misnamed = [student for student in self.students
+                         if len(self.unknown.get(student, ())) == len(submitted[student])]
         self._stack = contextlib.ExitStack()
 
-    def _submitted(self) -> list[str]:
-        """Every student with a notebook in submitted/<student>/<assignment>/."""
+    def _folder(self, student: str) -> str:
+        """submitted/<student>/<assignment>/, from the course root."""
+        cd = self.coursedir
+        folder = cd.format_path(cd.submitted_directory, student, self.assignment)
+        return os.path.join(os.path.relpath(folder, self.root), "")
+
+    def _submitted(self) -> dict[str, list[str]]:
+        """Every student with a notebook in submitted/<student>/<assignment>/: their names."""
         cd = self.coursedir
         pattern = cd.format_path(cd.submitted_directory, "(?P<student>[^/]+)",
                                  re.escape(self.assignment), escape=True)
-        return sorted(match["student"] for folder in glob.glob(
+        found = {match["student"]: names for folder in glob.glob(
             cd.format_path(cd.submitted_directory, "*", self.assignment))
             if (match := re.fullmatch(pattern, folder))
-            and glob.glob(os.path.join(glob.escape(folder), "*.ipynb")))
+            and (names := sorted(os.path.basename(path) for path in glob.glob(
+                os.path.join(glob.escape(folder), "*.ipynb"))))}
+        return dict(sorted(found.items()))
 
-    def _selected(self, force: bool) -> tuple[list[str], list[str]]:
+    def _selected(self, submitted: dict[str, list[str]], force: bool
+                  ) -> tuple[list[str], list[str]]:
         """(to grade, left as they are), as `nbgrader autograde [--force]` decides: a
         submission autograded already is graded again only when forced or resubmitted."""
         autograde = converter(self.app, self.coursedir)
         autograde.force = force
         chosen, skipped = [], []
         with _quiet(autograde.log):
-            for student in self._submitted():
+            for student in submitted:
                 (chosen if autograde.init_destination(self.assignment, student)
                  else skipped).append(student)
         return chosen, skipped
+
+    def _left_out(self, student: str) -> Message:
+        """Why some (`autograde.unknown_notebook`) or all (`autograde.misnamed`) of a
+        student's notebooks are not graded."""
+        return msg("autograde.misnamed" if student in self.misnamed
+                   else "autograde.unknown_notebook", folder=self._folder(student),
+                   found=self.unknown[student], expected=self.notebooks,
+                   assignment=self.assignment)
 
     def __enter__(self) -> CourseAutograde:
         folder = Path(self._stack.enter_context(scratch_folder("mha-kit-autograde-")))
@@ -331,9 +360,15 @@ class CourseAutograde:
         self._stack.close()
 
     def grade(self, jobs: int) -> Iterator[Graded]:
-        """Step 1: every chosen submission, `jobs` at once, each as it is done."""
+        """Step 1: every chosen submission, `jobs` at once, each as it is done; first those
+        with none of the assignment's notebooks, which nbgrader cannot grade."""
+        for student in self.misnamed:
+            yield Graded(student, "failed", notes=[self._left_out(student)])
         task = functools.partial(grade_student, scratch=self.scratch)
-        for _, graded in in_parallel(self.students, jobs, task, _died, str(self.scratch.folder)):
+        gradable = [student for student in self.students if student not in self.misnamed]
+        for _, graded in in_parallel(gradable, jobs, task, _died, str(self.scratch.folder)):
+            if graded.student in self.unknown:
+                graded.notes.append(self._left_out(graded.student))
             yield graded
 
     def record(self, graded: Graded) -> None:

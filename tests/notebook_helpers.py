@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -14,6 +16,7 @@ from nbclient import NotebookClient
 from autograder import editions
 from autograder.grading.registry import ASSIGNMENTS, GATE_MESSAGES
 from autograder.messages import msg
+from autograder.release import with_interpreter_on_path
 from autograder.runner.loading import is_test_cell
 
 SOLUTION = ROOT / "solutions" / "mha" / "multi_head_attention.ipynb"
@@ -76,6 +79,16 @@ def tampered(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 def kernel_env() -> dict[str, str]:
     """The environment of a student's kernel: matplotlib's inline backend, not CI's Agg."""
     return {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+
+
+def autograde(course: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """`mha-kit autograde mha ARGS` in `course`, as an instructor runs it, `env` added. Student
+    code keeps the grader's account (no switch to `nobody` under root), so that a kernel can
+    kill it."""
+    env = with_interpreter_on_path({**kernel_env(), "MHA_KIT_LOAD_TIMEOUT": "10",
+                                    "MHA_KIT_WORKER_USER": "", **env})
+    return subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "mha", *args],
+                          cwd=course, env=env, capture_output=True, text=True, timeout=900)
 
 
 def execute(nb: nbformat.NotebookNode, cwd: Path, kernel_name: str = "python3",

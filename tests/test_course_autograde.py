@@ -23,6 +23,7 @@ from notebook_helpers import (
     MHA_STUDENTS,
     SOLUTION,
     SPEED,
+    autograde,
     errors,
     is_test_cell,
     kernel_env,
@@ -50,15 +51,6 @@ BREAKING = {
 TIMEOUT = 20  # Execute.timeout in the copy, so that "loops" is stopped soon
 SUBMITTED_AT = "2026-01-02 03:04:05.000000 UTC"  # partial's timestamp.txt, in the copy
 UNSET = -1.0  # a score no check gives, in the copy's gradebook before the kit records
-
-
-def autograde(course: Path, *args: str) -> subprocess.CompletedProcess:
-    """`mha-kit autograde mha ARGS` in `course`, as an instructor runs it. Student code keeps
-    the grader's account (no switch to `nobody` under root), so that a kernel can kill it."""
-    env = with_interpreter_on_path({**kernel_env(), "MHA_KIT_LOAD_TIMEOUT": "10",
-                                    "MHA_KIT_WORKER_USER": ""})
-    return subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "mha", *args],
-                          cwd=course, env=env, capture_output=True, text=True, timeout=900)
 
 
 @pytest.fixture(scope="module")

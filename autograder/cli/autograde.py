@@ -58,6 +58,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_PASS if course.skipped else EXIT_USAGE
     warn_if_unprotected()  # for the kernels and the workers
     progress = Progress(len(course.students))
+    # Before the first result, which takes a while (grader processes, kernels, workers).
+    print(render(msg("autograde.started", count=len(course.students),
+                     assignment=args.assignment, jobs=args.jobs)),
+          file=progress.stream, flush=True)
     everyone = []
     with course:
         for graded in course.grade(args.jobs):

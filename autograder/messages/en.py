@@ -144,6 +144,12 @@ TEMPLATES: dict[str, str] = {
                                "generate_assignment {assignment}`)",
     "autograde.not_sqlite": "mha-kit autograde needs a SQLite gradebook, not {url}",
     "autograde.no_submissions": "no submissions of {assignment} in {path}",
+    "autograde.started": "autograding {count} submissions of {assignment} with {jobs} jobs ...",
+    "autograde.misnamed": "not graded: {folder} holds {found}, but nbgrader grades only "
+                          "{expected} for {assignment}: rename it to {expected} and run again",
+    "autograde.unknown_notebook": "not graded: {folder} also holds {found}, but nbgrader grades "
+                                  "only {expected} for {assignment}; to grade that one instead, "
+                                  "rename it to {expected} and run again with --force",
 
     **CHECKS,
     **GRADIENTS,

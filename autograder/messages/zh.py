@@ -137,6 +137,12 @@ TEMPLATES: dict[str, str] = {
                                "{assignment}` 或 `nbgrader generate_assignment {assignment}`）",
     "autograde.not_sqlite": "mha-kit autograde 需要 SQLite 成绩库，而不是 {url}",
     "autograde.no_submissions": "{path} 中没有 {assignment} 的提交",
+    "autograde.started": "正在用 {jobs} 个并行任务自动评分 {assignment} 的 {count} 份提交 ……",
+    "autograde.misnamed": "没有评分：{folder} 中是 {found}，但 nbgrader 只评分 {assignment} 的 "
+                          "{expected}：请把它重命名为 {expected}，然后再运行一次",
+    "autograde.unknown_notebook": "没有评分：{folder} 中还有 {found}，但 nbgrader 只评分 "
+                                  "{assignment} 的 {expected}；要改评它，请把它重命名为 "
+                                  "{expected}，然后加 --force 再运行一次",
 
     **CHECKS,
     **GRADIENTS,

@@ -1,0 +1,43 @@
+"""`mha-kit autograde` on a small course of its own (not conftest's `course`, which takes
+minutes): a renamed notebook, and what the command says before the first result."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import nbformat
+import pytest
+from conftest import ROOT
+from nbgrader.api import Gradebook
+from notebook_helpers import SOLUTION, autograde
+
+from autograder.release import with_interpreter_on_path
+
+
+def test_a_renamed_notebook_is_named_with_the_fix_and_the_others_are_recorded(tmp_path):
+    """The gradebook holds one notebook: bob hands it in as released, alice as
+    `multi_head_attention (1).ipynb` (what a second download is called). No generate_assignment:
+    the gradebook is written with nbgrader's own API."""
+    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
+    with pytest.MonkeyPatch.context() as patch:  # a new gradebook runs `alembic`
+        patch.setenv("PATH", with_interpreter_on_path(dict(os.environ))["PATH"])
+        with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gradebook:
+            gradebook.add_assignment("mha")
+            gradebook.add_notebook(SOLUTION.stem, "mha")
+    for student, name in (("alice", f"{SOLUTION.stem} (1).ipynb"), ("bob", SOLUTION.name)):
+        folder = tmp_path / "submitted" / student / "mha"
+        folder.mkdir(parents=True)
+        nbformat.write(nbformat.v4.new_notebook(), str(folder / name))
+    run = autograde(tmp_path, MHA_KIT_SPEED_CONFIG="tiny", MHA_KIT_LANG="en")
+
+    assert run.returncode == 1, run.stdout + run.stderr  # as for any submission not recorded
+    lines = run.stderr.splitlines()
+    assert lines[0] == "autograding 2 submissions of mha with 2 jobs ...", run.stderr
+    name = SOLUTION.name
+    assert (f"  alice: not graded: submitted/alice/mha/ holds {SOLUTION.stem} (1).ipynb, but "
+            f"nbgrader grades only {name} for mha: rename it to {name} and run again"
+            in lines), run.stderr
+    assert "1 recorded in" in run.stdout and "could not be recorded: alice" in run.stderr
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gradebook:
+        assert [s.id for s in gradebook.students] == ["bob"]
