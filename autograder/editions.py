@@ -21,25 +21,15 @@ from pathlib import Path
 
 import nbformat
 
-from .grading.registry import ASSIGNMENTS
-from .messages import LANG_VARIABLE, LANGUAGES
+from .grading.registry import ASSIGNMENTS, EDITION_LANGUAGES, edition_name
+from .messages import LANG_VARIABLE
 
 TRANSLATIONS = "translations"
 LANGUAGE_CELL_ID = "language"
-EDITION_LANGUAGES = tuple(lang for lang in LANGUAGES if lang != "en")
 
 
 class TranslationError(Exception):
     """An overlay that does not match its English notebook."""
-
-
-def split_name(name: str) -> tuple[str, str | None]:
-    """'shapes_zh' -> ('shapes', 'zh'); 'shapes' -> ('shapes', None)."""
-    for lang in EDITION_LANGUAGES:
-        base = name.removesuffix(f"_{lang}")
-        if base != name and base in ASSIGNMENTS:
-            return base, lang
-    return name, None
 
 
 def overlay_path(course: Path, notebook: Path, lang: str) -> Path:
@@ -52,7 +42,7 @@ def masters(course: Path, assignment: str) -> list[Path]:
 
 def edition_names(course: Path) -> list[str]:
     """Every `<assignment>_<lang>` whose notebooks all have an overlay."""
-    return [f"{a}_{lang}" for lang in EDITION_LANGUAGES for a in ASSIGNMENTS
+    return [edition_name(a, lang) for lang in EDITION_LANGUAGES for a in ASSIGNMENTS
             if masters(course, a) and all(overlay_path(course, nb, lang).is_file()
                                           for nb in masters(course, a))]
 
@@ -135,7 +125,8 @@ def write_edition(course: Path, assignment: str, lang: str) -> list[Path]:
                                 read_overlay(overlay_file), lang)
         except TranslationError as err:
             raise TranslationError(f"{overlay_file.relative_to(course)}: {err}") from None
-        target = course / "solutions" / f"{assignment}_{lang}" / f"{master.stem}_{lang}.ipynb"
+        folder = course / "solutions" / edition_name(assignment, lang)
+        target = folder / f"{master.stem}_{lang}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(edition, str(target))
         written.append(target)

@@ -41,10 +41,10 @@ from nbgrader.utils import is_grade, is_locked, is_solution
 from traitlets import Bool, default
 
 from .checks.core import HIDDEN_SALT, CheckResult
-from .editions import notebook_language, split_name
+from .editions import notebook_language
 from .grading.batch import loaded_worker, worker_problems
 from .grading.files import detect_assignment
-from .grading.registry import ASSIGNMENTS, POINTS, SPEED_CHECK, run_checks
+from .grading.registry import ASSIGNMENTS, POINTS, SPEED_CHECK, run_checks, split_name
 from .grading.report import score_line
 from .messages import LANG_VARIABLE, Message, msg, render
 from .notebook import CheckFailedHere, wrap

@@ -11,7 +11,7 @@ from conftest import HOSTILE, ROOT, STUBS, check_here
 from notebook_helpers import read
 
 from autograder import editions, oracle
-from autograder.grading.registry import ASSIGNMENTS, run_check
+from autograder.grading.registry import ASSIGNMENTS, run_check, split_name
 from autograder.messages import Message
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.policy import Limits
@@ -30,7 +30,7 @@ def masters_and_editions(folder: str) -> list[tuple]:
     """
     pairs = []
     for name in EDITIONS:
-        base, lang = editions.split_name(name)
+        base, lang = split_name(name)
         for master in editions.masters(ROOT, base):
             pairs.append((ROOT / folder / base / master.name,
                           ROOT / folder / name / f"{master.stem}_{lang}.ipynb"))
@@ -49,7 +49,7 @@ def test_overlays_translate_every_markdown_cell_of_the_current_english():
 
 def test_committed_editions_are_what_the_overlays_generate(tmp_path):
     for name in EDITIONS:
-        base, lang = editions.split_name(name)
+        base, lang = split_name(name)
         shutil.copytree(ROOT / "solutions" / base, tmp_path / "solutions" / base)
         shutil.copytree(ROOT / "translations", tmp_path / "translations", dirs_exist_ok=True)
         for fresh in editions.write_edition(tmp_path, base, lang):

@@ -6,10 +6,9 @@ import json
 import pytest
 from conftest import CORPUS, ROOT, run_cli
 
-from autograder.editions import split_name
 from autograder.grading import registry
 from autograder.grading.files import detect_assignment
-from autograder.grading.registry import run_check, run_checks
+from autograder.grading.registry import run_check, run_checks, split_name
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.policy import Limits
 from autograder.runner.worker import WorkerSubmission

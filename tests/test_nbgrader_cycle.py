@@ -32,8 +32,7 @@ from notebook_helpers import (
     verdicts,
 )
 
-from autograder import editions
-from autograder.grading.registry import ASSIGNMENTS, POINTS
+from autograder.grading.registry import ASSIGNMENTS, POINTS, split_name
 from autograder.messages import msg
 
 NOTEBOOK = SOLUTION.stem
@@ -94,7 +93,7 @@ def _graded(course, name: str, student: str) -> nbformat.NotebookNode:
 
 @pytest.mark.parametrize("name", COURSE_ASSIGNMENTS)
 def test_solution_passes_every_test_cell(course, name):
-    base, lang = editions.split_name(name)
+    base, lang = split_name(name)
     table = {s.id for s in ASSIGNMENTS[base]}
     nb = _graded(course, name, "complete")
     assert [(c.id, errors(c)) for c in nb.cells if errors(c)] == []
@@ -106,7 +105,7 @@ def test_solution_passes_every_test_cell(course, name):
 
 @pytest.mark.parametrize("name", COURSE_ASSIGNMENTS)
 def test_release_fails_only_with_not_implemented(course, name):
-    base, lang = editions.split_name(name)
+    base, lang = split_name(name)
     nb = _graded(course, name, "empty")
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert not errors(code[0]), "the setup cell must work"
@@ -118,7 +117,7 @@ def test_release_fails_only_with_not_implemented(course, name):
 def test_grades_csv_holds_what_the_test_cells_earned(course):
     expected = {}
     for name in OTHERS:
-        table = ASSIGNMENTS[editions.split_name(name)[0]]
+        table = ASSIGNMENTS[split_name(name)[0]]
         expected[(name, "complete")] = sum(s.points for s in table)  # the timed one included
         expected[(name, "empty")] = 0
     with open(course / "grades.csv", newline="") as f:

@@ -21,8 +21,7 @@ from notebook_helpers import (
     verdicts,
 )
 
-from autograder.editions import split_name
-from autograder.grading.registry import ASSIGNMENTS, POINTS
+from autograder.grading.registry import ASSIGNMENTS, POINTS, split_name
 from autograder.notebook import check
 from autograder.release import sync_points
 

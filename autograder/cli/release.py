@@ -25,7 +25,8 @@ def add(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: they import nbformat, which takes seconds that `check` should not pay.
-    from ..editions import TranslationError, edition_names, split_name, write_edition
+    from ..editions import TranslationError, edition_names, write_edition
+    from ..grading.registry import split_name
     from ..release import run_nbgrader, sync_points
 
     course = Path(args.course_dir)

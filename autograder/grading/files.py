@@ -7,9 +7,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..messages import LANGUAGES, Message, msg
+from ..messages import Message, msg
 from ..runner.loading import notebook_cells
-from .registry import ASSIGNMENTS
+from .registry import ASSIGNMENTS, assignment_folders
 
 SUFFIXES = (".ipynb", ".py")
 
@@ -28,12 +28,6 @@ class StudentFile:
 
 def _visible(path: Path, root: Path) -> bool:
     return not any(part.startswith((".", "__")) for part in path.relative_to(root).parts)
-
-
-def assignment_folders(assignment: str) -> set[str]:
-    """The names of an assignment's folders in nbgrader's layout: its own and its editions'
-    (`mha`, `mha_zh`)."""
-    return {assignment, *(f"{assignment}_{lang}" for lang in LANGUAGES if lang != "en")}
 
 
 def find_submission(folder: Path, assignment: str | None = None) -> Path:

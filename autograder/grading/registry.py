@@ -10,7 +10,7 @@ from typing import Callable
 
 from ..checks import extensions, modules, shapes, steps
 from ..checks.core import CheckFailed, CheckResult, Context
-from ..messages import msg
+from ..messages import LANGUAGES, msg
 from ..runner.protocol import StudentCodeError, Submission
 from ..speed import gate
 
@@ -75,6 +75,30 @@ ASSIGNMENTS: dict[str, tuple[CheckSpec, ...]] = {
     "mha_extensions": EXTENSION_CHECKS,
     "shapes": SHAPES_CHECKS,
 }
+
+# An edition of an assignment in another language is an assignment of its own to nbgrader, in
+# folders of its own, named `<assignment>_<lang>` (`mha_zh`); it shares its master's table.
+EDITION_LANGUAGES = tuple(lang for lang in LANGUAGES if lang != "en")
+
+
+def edition_name(assignment: str, lang: str) -> str:
+    return f"{assignment}_{lang}"
+
+
+def split_name(name: str) -> tuple[str, str | None]:
+    """'shapes_zh' -> ('shapes', 'zh'); 'shapes' -> ('shapes', None)."""
+    for lang in EDITION_LANGUAGES:
+        base = name.removesuffix(f"_{lang}")
+        if base != name and base in ASSIGNMENTS:
+            return base, lang
+    return name, None
+
+
+def assignment_folders(assignment: str) -> set[str]:
+    """The names of an assignment's folders in nbgrader's layout: its own and its editions'
+    (`mha`, `mha_zh`)."""
+    return {assignment, *(edition_name(assignment, lang) for lang in EDITION_LANGUAGES)}
+
 
 SPECS: dict[str, CheckSpec] = {c.id: c for table in ASSIGNMENTS.values() for c in table}
 POINTS: dict[str, int] = {check_id: spec.points for check_id, spec in SPECS.items()}
