@@ -19,6 +19,7 @@ from conftest import ROOT
 from notebook_helpers import RELEASE, errors, execute, is_test_cell, read, unexpected_errors
 
 SOURCE_LINE = re.compile(r'^MHA_KIT_SOURCE = ".*"$', re.MULTILINE)
+PLACEHOLDER = "git+https://github.com/YOUR-ORG/mha-kit.git"  # the setup cell knows YOUR-ORG
 KIT_ENTRY = re.compile(r"mha_kit-.*\.dist-info|__editable__|.*\.pth$")  # the kit, and path hooks
 
 
@@ -58,10 +59,14 @@ def test_setup_cell_installs_the_kit_in_a_fresh_environment(tmp_path, monkeypatc
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, kit)
 
-    # Left as released, with the placeholder, the setup cell says in one sentence what to do.
+    # With the placeholder (as this repository releases it, whatever an instructor's fork set
+    # in its masters), the setup cell says in one sentence what to do.
     nb = read(RELEASE)
     setup = next(c for c in nb.cells if c.cell_type == "code")
     alone = nbformat.v4.new_notebook(cells=[copy.deepcopy(setup)], metadata=nb.metadata)
+    alone.cells[0].source, count = SOURCE_LINE.subn(f'MHA_KIT_SOURCE = "{PLACEHOLDER}"',
+                                                    setup.source)
+    assert count == 1
     execute(alone, tmp_path, kernel_name="fresh", timeout=120)
     assert [e.evalue for e in errors(alone.cells[0])] == [
         "The grading kit is not installed: set MHA_KIT_SOURCE above to the address your "
