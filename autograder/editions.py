@@ -21,11 +21,10 @@ from pathlib import Path
 
 import nbformat
 
+from .grading.files import LANGUAGE_CELL_ID, language_source
 from .grading.registry import ASSIGNMENTS, EDITION_LANGUAGES, edition_name
-from .messages import LANG_VARIABLE
 
 TRANSLATIONS = "translations"
-LANGUAGE_CELL_ID = "language"
 
 
 class TranslationError(Exception):
@@ -80,24 +79,7 @@ def problems(nb: nbformat.NotebookNode, overlay: dict[str, dict[str, str]], lang
 
 def language_cell(lang: str) -> nbformat.NotebookNode:
     """The one code cell an edition adds: it switches the kernel's grader messages to `lang`."""
-    source = f'import os\n\nos.environ["{LANG_VARIABLE}"] = "{lang}"  # grader messages in {lang}'
-    return nbformat.v4.new_code_cell(source, id=LANGUAGE_CELL_ID)
-
-
-def notebook_language(nb: nbformat.NotebookNode) -> str | None:
-    """The language an edition's `language_cell` sets, or None for the English master."""
-    for cell in nb.cells:
-        if cell.get("id") == LANGUAGE_CELL_ID:
-            return next((lang for lang in EDITION_LANGUAGES
-                         if language_cell(lang).source == cell.source), None)
-    return None
-
-
-def edition_language(path: Path) -> str | None:
-    """The language of a translated edition's notebook file, else None (a .py file too)."""
-    if path.suffix != ".ipynb":
-        return None
-    return notebook_language(nbformat.read(str(path), as_version=4))
+    return nbformat.v4.new_code_cell(language_source(lang), id=LANGUAGE_CELL_ID)
 
 
 def translated_notebook(nb: nbformat.NotebookNode, overlay: dict[str, dict[str, str]], lang: str

@@ -41,9 +41,8 @@ from nbgrader.utils import is_grade, is_locked, is_solution
 from traitlets import Bool, default
 
 from .checks.core import HIDDEN_SALT, CheckResult
-from .editions import notebook_language
 from .grading.batch import loaded_worker, worker_problems
-from .grading.files import detect_assignment
+from .grading.files import detect_assignment, notebook_language
 from .grading.registry import ASSIGNMENTS, POINTS, SPEED_CHECK, run_checks, split_name
 from .grading.report import score_line
 from .messages import LANG_VARIABLE, Message, msg, render
@@ -179,7 +178,7 @@ class TrustedGrades(Preprocessor):
         results = shown_results(hidden, visible)
         self.graded.append((results, problems))
         found = {result.id: result for result in results}
-        lang = notebook_language(nb)  # an edition shows the grader's messages in its language
+        lang = notebook_language(nb.cells)  # an edition shows the grader's messages in its language
         for cell in filter(graded_by_kit, nb.cells):
             grade_id = cell.metadata["nbgrader"]["grade_id"]
             cell.outputs = (cell_outputs(found[grade_id], lang) if grade_id in found else
@@ -217,7 +216,7 @@ class StudentCells(Execute):
 
     def preprocess(self, nb: nbformat.NotebookNode, resources: Any = None, km: Any = None
                    ) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
-        self._lang = notebook_language(nb)
+        self._lang = notebook_language(nb.cells)
         self._halted: Message | None = None
         return super().preprocess(nb, resources, km)
 

@@ -18,7 +18,13 @@ from conftest import HOSTILE, ROOT, SPEED, TEMPLATE, run_cli
 
 from autograder.cli import main
 from autograder.grading.batch import in_parallel
-from autograder.grading.files import StudentFile, discover, find_submission
+from autograder.grading.files import (
+    MixedAssignments,
+    StudentFile,
+    class_assignment,
+    discover,
+    find_submission,
+)
 from autograder.grading.registry import CHECKS, GATE_MESSAGES, POINTS
 from autograder.messages import msg
 from autograder.runner.policy import WORKER_USER_ENV, worker_user
@@ -236,6 +242,22 @@ def test_a_class_whose_notebooks_are_of_different_assignments_is_refused(tmp_pat
     assert ("the notebooks are of different assignments: shapes (aaron), mha (alice); name the "
             "one to grade with --assignment") in capsys.readouterr().err
     assert not (tmp_path / "grades.csv").exists()
+
+
+def test_a_notebook_that_names_no_assignment_has_no_say_in_the_class(tmp_path):
+    """A fresh notebook (no test cells) and one that is not JSON among warm-up notebooks: the
+    class is the warm-up's (they counted as mha, and the class was refused as mixed)."""
+    warmup = ROOT / "solutions" / "shapes" / "shapes_warmup.ipynb"
+    files = {"aaron": warmup.read_text(), "bob": '{"nbformat": 4, "nbformat_minor": 5, '
+             '"metadata": {}, "cells": []}', "carol": "{not json"}
+    for student, text in files.items():
+        (tmp_path / f"{student}.ipynb").write_text(text)
+    entries = discover(tmp_path)
+    assert class_assignment(entries) == "shapes"
+    (tmp_path / "dave.ipynb").write_bytes((ROOT / "assignments" / "mha" /
+                                           "multi_head_attention.ipynb").read_bytes())
+    with pytest.raises(MixedAssignments, match=r"^shapes \(aaron\), mha \(dave\)$"):
+        class_assignment(discover(tmp_path))
 
 
 def test_grade_usage_errors(tmp_path):

@@ -9,9 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..editions import edition_language
 from ..grading.batch import grade_submission
-from ..grading.files import detect_assignment, readable_submission
+from ..grading.files import detect_assignment, edition_language, readable_submission
 from ..grading.registry import ASSIGNMENTS, CHECKS
 from ..grading.report import format_table, score_line, write_gradescope_json
 from ..messages import LANG_VARIABLE, msg, render
@@ -82,4 +81,3 @@ def run(args: argparse.Namespace) -> int:
         write_gradescope_json(args.json, results, problems)
         print(render(msg("cli.wrote", path=args.json)))
     return EXIT_PASS if all(r.passed for r in results) else EXIT_FAIL
-

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..grading import class_report
 from ..grading.batch import Progress, grade_all, safe_name, summary, write_csv
-from ..grading.files import StudentFile, class_assignment, discover
+from ..grading.files import MixedAssignments, StudentFile, class_assignment, discover
 from ..grading.registry import ASSIGNMENTS
 from ..grading.report import write_results
 from ..messages import msg, render
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         assignment = args.assignment or class_assignment(entries)
-    except ValueError as mixed:
+    except MixedAssignments as mixed:
         print(render(msg("cli.mixed_assignments", path=str(root), found=str(mixed))),
               file=sys.stderr)
         return EXIT_USAGE
@@ -85,4 +85,3 @@ def run(args: argparse.Namespace) -> int:
     print(render(msg("cli.wrote_both", path=args.csv, count=len(rows), folder=args.json_dir)
                  if args.json_dir else msg("cli.wrote", path=args.csv)))
     return EXIT_PASS
-

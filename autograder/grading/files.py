@@ -4,12 +4,14 @@ assignment a notebook answers."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from ..messages import Message, msg
+from ..messages import LANG_VARIABLE, Message, msg
 from ..runner.loading import notebook_cells
-from .registry import ASSIGNMENTS, assignment_folders
+from .registry import ASSIGNMENTS, EDITION_LANGUAGES, assignment_folders
 
 SUFFIXES = (".ipynb", ".py")
 
@@ -67,16 +69,23 @@ def discover(root: Path, assignment: str | None = None) -> list[StudentFile]:
 
 
 
+class MixedAssignments(Exception):
+    """Notebooks of a class whose test cells name different assignments; str() says who handed
+    in which ("mha (alice, bob, carol, ...), shapes (aaron)")."""
+
+
 def class_assignment(entries: list[StudentFile]) -> str:
-    """The assignment every notebook is of ("mha" without notebooks). ValueError when they
-    differ, saying who handed in which ("mha (alice, bob, carol, ...), shapes (aaron)"): a
-    student must not choose the checks the class is graded by."""
+    """The assignment the class's notebooks are of, as their test cells name it ("mha" when
+    none does): a student must not choose the checks the class is graded by, so notebooks
+    that name different ones raise MixedAssignments. A notebook that names none (its test
+    cells deleted, or not a notebook at all) has no say; grading tells what is wrong with it."""
     found: dict[str, list[str]] = {}
     for entry in entries:
-        if entry.path is not None and entry.path.suffix == ".ipynb":
-            found.setdefault(detect_assignment(entry.path), []).append(entry.student)
+        named = _named_assignment(entry.path) if entry.path is not None else None
+        if named is not None:
+            found.setdefault(named, []).append(entry.student)
     if len(found) > 1:
-        raise ValueError(", ".join(
+        raise MixedAssignments(", ".join(
             f"{name} ({', '.join(students[:3])}{', ...' if len(students) > 3 else ''})"
             for name, students in found.items()))
     return next(iter(found), "mha")
@@ -102,10 +111,41 @@ def detect_assignment(path: Path) -> str:
     """The assignment whose check ids name a notebook's nbgrader test cells; else "mha".
     The student's file says so: Gradescope takes the instructor's (`gradescope/assignment`),
     and `mha-kit grade` refuses a class whose notebooks disagree."""
-    if path.suffix == ".ipynb":
+    return _named_assignment(path) or "mha"
+
+
+def _named_assignment(path: Path) -> str | None:
+    """The assignment a notebook's test cells name, or None (a .py file, an unreadable file)."""
+    if path.suffix != ".ipynb":
+        return None
+    try:
         cells = notebook_cells(path)
-        grade_ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in cells}
-        for name, table in ASSIGNMENTS.items():
-            if grade_ids & {spec.id for spec in table}:
-                return name
-    return "mha"
+    except Exception:  # not a notebook: `readable_submission` says why, where it is graded
+        return None
+    grade_ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in cells}
+    return next((name for name, table in ASSIGNMENTS.items()
+                 if grade_ids & {spec.id for spec in table}), None)
+
+
+# An edition's notebook has one code cell more than its master, after the setup cell: it
+# switches the grader's messages in the kernel (and in the worker that loads the same cells).
+LANGUAGE_CELL_ID = "language"
+
+
+def language_source(lang: str) -> str:
+    """The source of an edition's language cell."""
+    return f'import os\n\nos.environ["{LANG_VARIABLE}"] = "{lang}"  # grader messages in {lang}'
+
+
+def notebook_language(cells: Iterable[dict[str, Any]]) -> str | None:
+    """The language an edition's language cell sets, or None for an English master."""
+    for cell in cells:
+        if cell.get("id") == LANGUAGE_CELL_ID:
+            return next((lang for lang in EDITION_LANGUAGES
+                         if language_source(lang) == cell.get("source")), None)
+    return None
+
+
+def edition_language(path: Path) -> str | None:
+    """The language of a translated edition's notebook file, else None (a .py file too)."""
+    return notebook_language(notebook_cells(path)) if path.suffix == ".ipynb" else None
