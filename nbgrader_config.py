@@ -5,14 +5,13 @@ below exists in nbgrader 0.9 (see nbgrader/coursedir.py and nbgrader/preprocesso
 """
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbgrader.converters import Autograde
 from nbgrader.preprocessors import (
     AssignLatePenalties,
     CheckCellMetadata,
-    ClearOutput,
+    DeduplicateIds,
     IgnorePattern,
     LimitOutput,
-    OverwriteCells,
-    OverwriteKernelspec,
     SaveAutoGrades,
 )
 
@@ -39,14 +38,11 @@ c.IgnorePattern.pattern = r"Warning"
 # A test cell the student deleted comes back at grading (an edited one is always restored).
 c.OverwriteCells.add_missing_cells = True
 
-# nbgrader's sanitizing steps, in their order, with `KeepOneCopy` for its DeduplicateIds: a test
-# cell a student copied is left out instead of failing the whole submission.
+# nbgrader's sanitizing steps, with `KeepOneCopy` in place of its DeduplicateIds: a test cell a
+# student copied is left out instead of failing the whole submission.
 c.Autograde.sanitize_preprocessors = [
-    ClearOutput,
-    KeepOneCopy,
-    OverwriteKernelspec,
-    OverwriteCells,
-    CheckCellMetadata,
+    KeepOneCopy if step is DeduplicateIds else step
+    for step in Autograde.class_traits()["sanitize_preprocessors"].default()
 ]
 
 # The points come from the kit's own grading of each submitted notebook, in its isolated
