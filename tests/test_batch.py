@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -280,9 +281,10 @@ def test_a_grader_that_cannot_start_workers_stops_instead_of_grading_zeros(tmp_p
 # --------------------------------------------------------------------------- Gradescope
 
 
-def run_autograder(submission: Path, results: Path, cwd: Path) -> subprocess.CompletedProcess:
+def run_autograder(submission: Path, results: Path, cwd: Path, **env: str
+                   ) -> subprocess.CompletedProcess:
     env = {**os.environ, **LIMITS, "MHA_KIT_SUBMISSION_DIR": str(submission),
-           "MHA_KIT_RESULTS": str(results)}
+           "MHA_KIT_RESULTS": str(results), **env}
     return subprocess.run([sys.executable, str(ROOT / "gradescope" / "run_autograder")],
                           capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
 
@@ -313,6 +315,14 @@ def test_gradescope_entry_point_without_a_submission(tmp_path):
     payload = json.loads(results.read_text())
     assert payload["score"] == 0
     assert "no .ipynb or .py file found: upload your notebook" in payload["output"]
+    # The Chinese edition's zip: the core assignment's checks, told in Chinese.
+    run = run_autograder(upload, results, cwd=tmp_path, MHA_KIT_ASSIGNMENT="mha_zh",
+                         MHA_KIT_LANG="")
+    assert run.returncode == 0, run.stderr
+    payload = json.loads(results.read_text())
+    assert [t["name"] for t in payload["tests"]] == [c.id for c in CHECKS]
+    assert "upload your notebook" not in payload["output"]
+    assert re.search("[\u4e00-\u9fff]", payload["output"]), payload["output"]
 
 
 def test_an_upload_of_another_assignment_is_graded_as_the_instructors(tmp_path):
@@ -347,9 +357,10 @@ def test_gradescope_zip_holds_the_entry_point_the_kit_and_the_assignment(tmp_pat
     assert archive.read("assignment").decode().strip() == "mha"
     assert make_zip(tmp_path / "shapes.zip", "shapes").returncode == 0
     assert zipfile.ZipFile(tmp_path / "shapes.zip").read("assignment").decode().strip() == "shapes"
-    for wrong in ("nope", "mha_zh"):
-        run = make_zip(tmp_path / "wrong.zip", wrong)
-        assert run.returncode == 2 and wrong in run.stderr
+    assert make_zip(tmp_path / "zh.zip", "mha_zh").returncode == 0  # the Chinese edition's
+    assert zipfile.ZipFile(tmp_path / "zh.zip").read("assignment").decode().strip() == "mha_zh"
+    run = make_zip(tmp_path / "wrong.zip", "nope")
+    assert run.returncode == 2 and "nope" in run.stderr
 
 
 def _returned_or_died(item: str) -> str:
