@@ -50,7 +50,7 @@ def find_submission(folder: Path, assignment: str | None = None) -> Path:
         if found:
             names = ", ".join(str(p.relative_to(folder)) for p in found)
             raise LookupError(msg("files.several", count=len(found), suffix=suffix, names=names))
-    raise LookupError(msg("files.none", suffixes=" or ".join(SUFFIXES)))
+    raise LookupError(msg("files.none"))
 
 
 def discover(root: Path, assignment: str | None = None) -> list[StudentFile]:

@@ -68,7 +68,7 @@ TEMPLATES: dict[str, str] = {
     "files.not_a_submission": "{path}: expected a .py file or an .ipynb notebook",
     "files.unreadable": "{path}: cannot be read ({type}: {error})",
     "files.several": "{count} {suffix} files, expected one: {names}",
-    "files.none": "no {suffixes} file found",
+    "files.none": "no .ipynb or .py file found",
     "files.upload": "{problem}: upload your notebook (.ipynb) or .py file",
 
     # Pictures (grading.pictures)

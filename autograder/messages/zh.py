@@ -65,7 +65,7 @@ TEMPLATES: dict[str, str] = {
     "files.not_a_submission": "{path}：应当是 .py 文件或 .ipynb 笔记本",
     "files.unreadable": "{path}：无法读取（{type}：`{error}`）",
     "files.several": "有 {count} 个 {suffix} 文件，应当只有一个：{names}",
-    "files.none": "没有找到 {suffixes} 文件",
+    "files.none": "没有找到 .ipynb 或 .py 文件",
     "files.upload": "{problem}：请上传你的笔记本（.ipynb）或 .py 文件",
 
     # Pictures
