@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import csv
 import sys
+import warnings
 
 import matplotlib.image
+import pytest
 from conftest import CORPUS, DETERMINISTIC, TEMPLATE
 
-from autograder.grading import class_report
+from autograder.grading import class_report, pictures
 from autograder.grading.registry import run_checks
 from autograder.grading.report import gradescope_results
 from autograder.runner.inprocess import InProcessSubmission
@@ -47,3 +49,19 @@ def test_a_class_of_three(tmp_path):
     assert {"section": "mistake named", "item": "mask_inverted", "students": "1",
             "share": "0.33"} in rows
     assert matplotlib.image.imread(picture).shape[1] > 1000
+
+
+@pytest.mark.parametrize("fonts", ["none", "known"])
+def test_a_chinese_class_picture_has_no_missing_characters(tmp_path, monkeypatch, fonts):
+    """Drawn as the pictures of a failure are: with a font that has Chinese characters, or in
+    English where matplotlib knows none (it drew rows of empty boxes, a warning per glyph)."""
+    if fonts == "none":
+        monkeypatch.setattr(pictures, "CJK_FONTS", ())
+    elif pictures.cjk_font() is None:
+        pytest.skip("no font with Chinese characters here (CI installs fonts-wqy-microhei)")
+    monkeypatch.setenv("MHA_KIT_LANG", "zh")
+    report = class_report.summarise([payload(TEMPLATE)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        class_report.write(report, tmp_path / "class")
+    assert [str(w.message) for w in caught if "missing from" in str(w.message)] == []

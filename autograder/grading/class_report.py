@@ -69,10 +69,10 @@ def write(report: ClassReport, prefix: Path) -> tuple[Path, Path]:
     return table, picture
 
 
-def mistake_label(mistake_id: str, share: float) -> str:
+def mistake_label(mistake_id: str, share: float, lang: str | None = None) -> str:
     """"31% scale_by_embed_dim": the share of the class and the catalogue id
     (`checks.diagnosis.CATALOGUE`, whose message says what the mistake is)."""
-    return render(msg("report.class_mistake", share=share * 100, mistake=mistake_id))
+    return render(msg("report.class_mistake", share=share * 100, mistake=mistake_id), lang)
 
 
 def _share(n: int, total: int) -> str:
@@ -80,30 +80,34 @@ def _share(n: int, total: int) -> str:
 
 
 def _plot(report: ClassReport, path: Path, top: int = 8) -> None:
+    """class.png, its words as a picture of a failure has them (`pictures.drawing_language`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2),
-                             gridspec_kw={"width_ratios": [1, 1.2, 1.6]})
-    width = report.max_score / BINS
-    axes[0].bar([i * width for i in range(BINS)], report.histogram, width=width * 0.9,
-                align="edge")
-    axes[0].set_title(render(msg("report.class_histogram", students=report.students)))
-    axes[0].yaxis.get_major_locator().set_params(integer=True)  # students: whole numbers
-    axes[0].set_xlabel(render(msg("report.class_total", max=report.max_score)))
-    checks = list(report.pass_rates)[::-1]
-    axes[1].barh(checks, [report.pass_rates[c] * 100 for c in checks], color="tab:green")
-    axes[1].set_xlim(0, 100)
-    axes[1].set_title(render(msg("report.class_pass_rates")))
-    shown = report.mistakes[:top][::-1]
-    labels = [mistake_label(m, n / report.students) for m, n in shown]
-    axes[2].barh(range(len(shown)), [n / report.students * 100 for _, n in shown],
-                 color="tab:red")
-    axes[2].set_yticks(range(len(shown)), labels, fontsize=8)
-    axes[2].set_xlim(0, 100)
-    axes[2].set_title(render(msg("report.class_mistakes", top=len(shown))))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    from .pictures import drawing_language
+
+    with drawing_language() as lang:
+        fig, axes = plt.subplots(1, 3, figsize=(16, 4.2),
+                                 gridspec_kw={"width_ratios": [1, 1.2, 1.6]})
+        width = report.max_score / BINS
+        axes[0].bar([i * width for i in range(BINS)], report.histogram, width=width * 0.9,
+                    align="edge")
+        axes[0].set_title(render(msg("report.class_histogram", students=report.students), lang))
+        axes[0].yaxis.get_major_locator().set_params(integer=True)  # students: whole numbers
+        axes[0].set_xlabel(render(msg("report.class_total", max=report.max_score), lang))
+        checks = list(report.pass_rates)[::-1]
+        axes[1].barh(checks, [report.pass_rates[c] * 100 for c in checks], color="tab:green")
+        axes[1].set_xlim(0, 100)
+        axes[1].set_title(render(msg("report.class_pass_rates"), lang))
+        shown = report.mistakes[:top][::-1]
+        labels = [mistake_label(m, n / report.students, lang) for m, n in shown]
+        axes[2].barh(range(len(shown)), [n / report.students * 100 for _, n in shown],
+                     color="tab:red")
+        axes[2].set_yticks(range(len(shown)), labels, fontsize=8)
+        axes[2].set_xlim(0, 100)
+        axes[2].set_title(render(msg("report.class_mistakes", top=len(shown)), lang))
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)

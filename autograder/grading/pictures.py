@@ -9,7 +9,9 @@ picture's words are English rather than rows of empty boxes.
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -33,16 +35,25 @@ def cjk_font() -> str | None:
     return next((name for name in CJK_FONTS if name in known), None)
 
 
+@contextlib.contextmanager
+def drawing_language() -> Iterator[str]:
+    """The language to draw words in meanwhile, with a font that shows them: the messages'
+    language, else English where matplotlib knows no font with Chinese characters. Figures
+    made (and saved) inside get the font."""
+    import matplotlib.pyplot as plt
+
+    lang = language()
+    font = cjk_font() if lang == "zh" else None
+    with plt.rc_context({"font.family": font} if font else {}):
+        yield "en" if lang == "zh" and font is None else lang
+
+
 def draw(picture: Picture) -> Any:
     """The picture as a matplotlib figure, its words in the messages' language where a font
     can show them, else in English."""
     import matplotlib.pyplot as plt
 
-    lang = language()
-    font = cjk_font() if lang == "zh" else None
-    if lang == "zh" and font is None:
-        lang = "en"
-    with plt.rc_context({"font.family": font} if font else {}):  # the words take it as made
+    with drawing_language() as lang:
         if picture.cells:
             return _cells(plt, picture, lang)
         if picture.expected.dtype == torch.bool:
