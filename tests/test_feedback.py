@@ -334,11 +334,26 @@ def test_k_dot_T_on_4d_tensors_is_explained_by_torchs_warning(tmp_path):
         result = grade_template(tmp_path, "scaled_scores", "k.transpose(-2, -1)) / math",
                                 "k.T) / math")
     message = str(result.message)
-    assert message.startswith("PyTorch warned at line 21 of your code (`return torch.matmul(q, "
+    assert message.startswith("PyTorch warned at your line 21 (`return torch.matmul(q, "
                               "k.T) / math.sqrt(q.shape[-1])`): x.T on a tensor of more than 2 "
                               "dims reverses all its dims"), message
     assert "did you forget to transpose" not in message
     assert not [w for w in shown if "autograder" in w.filename]  # none blamed on the kit
+
+
+def test_a_warning_in_a_notebook_names_the_cell_its_line_counts_from(tmp_path):
+    """A notebook numbers each cell's lines from 1: "line 2" alone would point anywhere."""
+    import nbformat
+
+    cells = ["import math\nimport torch\n",
+             "def scaled_scores(q, k):\n    return q @ k.T / math.sqrt(q.shape[-1])\n"]
+    path = tmp_path / "warns.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells]),
+                   str(path))
+    result = run_check("scaled_scores", InProcessSubmission.from_path(path))
+    assert render(result.message, "en").startswith(
+        "PyTorch warned at your line 2 of the cell that defines `scaled_scores` (`return q @ "
+        "k.T / math.sqrt(q.shape[-1])`)"), render(result.message, "en")
 
 
 def test_the_missing_bias_names_its_projection(tmp_path):

@@ -76,8 +76,8 @@ TEMPLATES: dict[str, str] = {
     "sandbox.disabled": "{variable}=off",
     "sandbox.missing": "{bwrap} not found",
     "sandbox.broken": "{bwrap} cannot build its sandbox here: {error}",
-    "runner.warned": "PyTorch warned at line {line} of your code: {warning}",
-    "runner.warned_code": "PyTorch warned at line {line} of your code (`{code}`): {warning}",
+    "runner.warned": "PyTorch warned at your line {line}{cell}: {warning}",
+    "runner.warned_code": "PyTorch warned at your line {line}{cell} (`{code}`): {warning}",
     "warning.x_t": "x.T on a tensor of more than 2 dims reverses all its dims ((B, H, T, D) "
                    "becomes (D, T, H, B)): to swap the last two, use x.transpose(-2, -1) or x.mT",
     "warning.softmax_dim": "softmax without dim= guesses the dim: say which, softmax(scores, "

@@ -68,8 +68,8 @@ TEMPLATES: dict[str, str] = {
     "sandbox.disabled": "`{variable}=off`",
     "sandbox.missing": "找不到 `{bwrap}`",
     "sandbox.broken": "`{bwrap}` 无法在这里建立沙箱：`{error}`",
-    "runner.warned": "PyTorch 在你代码的第 {line} 行发出警告：{warning}",
-    "runner.warned_code": "PyTorch 在你代码的第 {line} 行（`{code}`）发出警告：{warning}",
+    "runner.warned": "PyTorch 在你代码的{cell}第 {line} 行发出警告：{warning}",
+    "runner.warned_code": "PyTorch 在你代码的{cell}第 {line} 行（`{code}`）发出警告：{warning}",
     "warning.x_t": "对多于 2 维的张量用 x.T 会把所有维度倒过来（(B, H, T, D) 变成 (D, T, H, B)）："
                    "只交换最后两维请用 x.transpose(-2, -1) 或 x.mT",
     "warning.softmax_dim": "不写 dim= 的 softmax 会自己猜维度：请写明，softmax(scores, dim=-1)",

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ..messages import Message, msg
-from .student_code import CODE_KEEP, is_students
+from .student_code import CODE_KEEP, cell_of, is_students
 
 # The start of a warning's text, and the message that explains it.
 KNOWN = (
@@ -31,11 +31,13 @@ KNOWN = (
 )
 _SHOWN: dict[Any, Any] = {}  # the other warnings shown so far, by text, category and line
 
-def _student_frame(frame: FrameType | None) -> tuple[str, int] | None:
-    """The file and line of the innermost frame from `frame` out that is the student's."""
+
+def _student_place(frame: FrameType | None) -> tuple[str, int, Message | str] | None:
+    """The file, line and cell (`cell_of`) of the innermost frame from `frame` out that is the
+    student's."""
     while frame is not None:
         if is_students(frame.f_code.co_filename):
-            return frame.f_code.co_filename, frame.f_lineno
+            return frame.f_code.co_filename, frame.f_lineno, cell_of(frame.f_code)
         frame = frame.f_back
     return None
 
@@ -44,12 +46,12 @@ def _student_frame(frame: FrameType | None) -> tuple[str, int] | None:
 def capture(into: list[Message]) -> Iterator[None]:
     """Collect the warnings raised inside: explained ones go `into` (each once), the others are
     shown at the student's line, once."""
-    seen: list[tuple[str, type[Warning], str, int]] = []
+    seen: list[tuple[str, type[Warning], str, int, Message | str]] = []
 
     def note(message: Any, category: type[Warning], filename: str, lineno: int,
              file: Any = None, line: Any = None) -> None:
-        found = _student_frame(sys._getframe(1))
-        seen.append((str(message), category, *(found or (filename, lineno))))
+        found = _student_place(sys._getframe(1))
+        seen.append((str(message), category, *(found or (filename, lineno, ""))))
 
     always = torch.is_warn_always_enabled()
     try:
@@ -65,14 +67,16 @@ def capture(into: list[Message]) -> Iterator[None]:
         _sort(seen, into)
 
 
-def _sort(seen: list[tuple[str, type[Warning], str, int]], into: list[Message]) -> None:
-    for text, category, filename, lineno in seen:
+def _sort(seen: list[tuple[str, type[Warning], str, int, Message | str]],
+          into: list[Message]) -> None:
+    for text, category, filename, lineno, cell in seen:
         known = next((m for start, m in KNOWN if text.startswith(start)), None)
         if known is None:
             warnings.warn_explicit(text, category, filename, lineno, registry=_SHOWN)
             continue
         code = linecache.getline(filename, lineno).strip()[:CODE_KEEP]
-        warned = (msg("runner.warned_code", line=lineno, code=code, warning=msg(known)) if code
-                  else msg("runner.warned", line=lineno, warning=msg(known)))
+        warned = (msg("runner.warned_code", line=lineno, cell=cell, code=code,
+                      warning=msg(known)) if code
+                  else msg("runner.warned", line=lineno, cell=cell, warning=msg(known)))
         if warned not in into:
             into.append(warned)
