@@ -346,7 +346,9 @@ def _course_with_a_secret(course: Path) -> Path:
 
 def test_a_course_on_the_import_path_is_hidden_from_its_kernels(tmp_path):
     """nbgrader puts the folder it starts in on the import path, which the sandbox keeps
-    visible: a kernel of bob's, whose folder is in the course, must not see alice's."""
+    visible in /tmp (which it empties otherwise; tmp_path is there): a kernel of bob's, whose
+    folder is in the course, must not see alice's. Elsewhere, reading is the account's rule
+    (docs/instructor-guide.md)."""
     if sandbox.unprotected() is not None:
         pytest.skip("no sandbox here")
     course = tmp_path / "course"

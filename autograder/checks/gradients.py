@@ -109,11 +109,10 @@ def moved(value: Any, device: str) -> Any:
 
 
 def expect_on_meta(ctx: Context, name: str, run: Callable[[str], Call], case: Label, *,
-                   device_argument: bool = False) -> None:
+                   wrong_output: str = "device.output") -> None:
     """The device check: `run(META)` runs one case with everything on meta (drawn on the CPU,
     then `moved`). A device mix fails; an error that is only a limit of meta tensors does not
-    (`runner.devices`). `device_argument`: meta is passed as the function's `device`
-    argument, not in its inputs (`causal_mask`)."""
+    (`runner.devices`). `wrong_output`: the message for an output that is not on meta."""
     if ctx.device != "cpu":
         return  # on a GPU the checks themselves already ran there
     case = msg("case.meta", case=case)
@@ -127,5 +126,4 @@ def expect_on_meta(ctx: Context, name: str, run: Callable[[str], Call], case: La
         raise
     for value in tree_leaves(call.value):
         if isinstance(value, Tensor) and value.device.type != META:
-            output = "device.output_argument" if device_argument else "device.output"
-            raise CheckFailed(msg(output, name=name, device=str(value.device)), case=case)
+            raise CheckFailed(msg(wrong_output, name=name, device=str(value.device)), case=case)

@@ -15,7 +15,7 @@ from types import CodeType, FrameType
 from ..messages import Message, msg
 
 CODE_KEEP = 80  # characters of the student's line quoted in a message
-TEXT_KEEP = 300  # characters of an exception's text kept in a message
+ERROR_KEEP = 300  # characters of an exception's text kept in a message
 CELL_LABEL = re.compile(r"cell (\d+)")  # a notebook cell's code, compiled under its label
 # How ipykernel names the code of a cell: <temp>/ipykernel_<pid>/<hash>.py.
 _KERNEL_CELL = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")
@@ -45,9 +45,9 @@ def error_text(err: BaseException) -> str:
 
 
 def first_line(err: BaseException) -> str:
-    """The first line of an error's text, at most TEXT_KEEP characters; "" if it has none."""
+    """The first line of an error's text, at most ERROR_KEEP characters; "" if it has none."""
     text = error_text(err).strip()
-    return text.splitlines()[0][:TEXT_KEEP] if text else ""
+    return text.splitlines()[0][:ERROR_KEEP] if text else ""
 
 
 def cell_of(code: CodeType) -> Message | str:
