@@ -17,27 +17,32 @@ from autograder.release import with_interpreter_on_path
 
 def test_a_renamed_notebook_is_named_with_the_fix_and_the_others_are_recorded(tmp_path):
     """The gradebook holds one notebook: bob hands it in as released, alice as
-    `multi_head_attention (1).ipynb` (what a second download is called). No generate_assignment:
-    the gradebook is written with nbgrader's own API."""
+    `multi_head_attention (1).ipynb` (what a second download is called), carol both as released
+    and as `Copy of multi_head_attention.ipynb`. No generate_assignment: the gradebook is
+    written with nbgrader's own API."""
     shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
     with pytest.MonkeyPatch.context() as patch:  # a new gradebook runs `alembic`
         patch.setenv("PATH", with_interpreter_on_path(dict(os.environ))["PATH"])
         with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gradebook:
             gradebook.add_assignment("mha")
             gradebook.add_notebook(SOLUTION.stem, "mha")
-    for student, name in (("alice", f"{SOLUTION.stem} (1).ipynb"), ("bob", SOLUTION.name)):
+    for student, name in (("alice", f"{SOLUTION.stem} (1).ipynb"), ("bob", SOLUTION.name),
+                          ("carol", SOLUTION.name), ("carol", f"Copy of {SOLUTION.name}")):
         folder = tmp_path / "submitted" / student / "mha"
-        folder.mkdir(parents=True)
+        folder.mkdir(parents=True, exist_ok=True)
         nbformat.write(nbformat.v4.new_notebook(), str(folder / name))
     run = autograde(tmp_path, MHA_KIT_SPEED_CONFIG="tiny", MHA_KIT_LANG="en")
 
     assert run.returncode == 1, run.stdout + run.stderr  # as for any submission not recorded
     lines = run.stderr.splitlines()
-    assert lines[0] == "autograding 2 submissions of mha with 2 jobs ...", run.stderr
+    assert lines[0] == "autograding 3 submissions of mha with 2 jobs ...", run.stderr
     name = SOLUTION.name
     assert (f"  alice: not graded: submitted/alice/mha/ holds {SOLUTION.stem} (1).ipynb, but "
             f"nbgrader grades only {name} for mha: rename it to {name} and run again"
             in lines), run.stderr
-    assert "1 recorded in" in run.stdout and "could not be recorded: alice" in run.stderr
+    assert (f"  carol: not graded: submitted/carol/mha/ also holds Copy of {name}, but nbgrader "
+            f"grades only {name} for mha; to grade that one instead, rename it to {name} and "
+            "run again with --force" in lines), run.stderr
+    assert "2 recorded in" in run.stdout and "could not be recorded: alice" in run.stderr
     with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gradebook:
-        assert [s.id for s in gradebook.students] == ["bob"]
+        assert sorted(s.id for s in gradebook.students) == ["bob", "carol"]
