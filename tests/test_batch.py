@@ -252,8 +252,9 @@ def test_a_notebook_that_names_no_assignment_has_no_say_in_the_class(tmp_path):
              '"metadata": {}, "cells": []}', "carol": "{not json"}
     for student, text in files.items():
         (tmp_path / f"{student}.ipynb").write_text(text)
+    (tmp_path / "erin.py").write_text("def split_heads(x, num_heads): ...\n")  # names mha's
     entries = discover(tmp_path)
-    assert class_assignment(entries) == "shapes"
+    assert class_assignment(entries) == "shapes"  # a .py's definitions have no say either
     (tmp_path / "dave.ipynb").write_bytes((ROOT / "assignments" / "mha" /
                                            "multi_head_attention.ipynb").read_bytes())
     with pytest.raises(MixedAssignments, match=r"^shapes \(aaron\), mha \(dave\)$"):

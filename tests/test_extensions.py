@@ -73,7 +73,7 @@ def test_a_mistake_fails_its_own_checks(tmp_path, label, seed, old, new, failing
 
 def test_the_cli_grades_a_seed_in_a_worker(tmp_path):
     results = tmp_path / "results.json"
-    run = run_cli("check", str(SEEDS[0]), "--assignment", "mha_extensions", "--json", str(results))
+    run = run_cli("check", str(SEEDS[0]), "--json", str(results))  # the names it defines say
     assert run.returncode == 0, run.stdout + run.stderr
     data = json.loads(results.read_text())
     assert [t["name"] for t in data["tests"]] == EXTENSION_IDS
@@ -85,7 +85,26 @@ def test_the_cli_tells_the_assignment_from_a_notebooks_test_cells():
     assert {split_name(nb.parent.name)[0] for nb in released} == set(registry.ASSIGNMENTS)
     for notebook in released:
         assert detect_assignment(notebook) == split_name(notebook.parent.name)[0], notebook
-    assert detect_assignment(SEEDS[0]) == "mha"  # a .py file: the core assignment by default
+
+
+def test_a_py_file_is_of_the_assignment_whose_names_it_defines(tmp_path):
+    """A self-learner's .py has no test cells: the contract names it defines tell (it was
+    graded as mha, 0 points with a "not defined" line per check)."""
+    assert {detect_assignment(seed) for seed in SEEDS} == {"mha_extensions"}
+    files = {
+        "warmup.py": "def split_heads_view(x, num_heads): ...\n"
+                     "merge_heads_transpose = lambda x: x\n",
+        "mostly.py": "def split_heads(x, num_heads): ...\nclass MultiHeadAttention: ...\n"
+                     "def view_quiz(): ...\n",  # two of mha's, one of the warm-up's
+        "both.py": "def split_heads(x, num_heads): ...\ndef view_quiz(): ...\n",  # a tie
+        "nothing.py": "import torch\n",
+        "broken.py": "def split_heads_view(x, num_heads):\n",
+    }
+    for name, source in files.items():
+        (tmp_path / name).write_text(source)
+    assert {name: detect_assignment(tmp_path / name) for name in files} == {
+        "warmup.py": "shapes", "mostly.py": "mha", "both.py": "mha", "nothing.py": "mha",
+        "broken.py": "mha"}
 
 
 

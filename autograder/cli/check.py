@@ -32,7 +32,8 @@ def add(commands: Any) -> None:
     check.add_argument("--only", action="append", metavar="NAME",
                        help=f"run only this check (repeatable): {', '.join(c.id for c in CHECKS)}")
     check.add_argument("--assignment", choices=tuple(ASSIGNMENTS),
-                       help="which checks (default: from a notebook's test cells, else mha)")
+                       help="which checks (default: from a notebook's test cells or the names "
+                            "a .py file defines, else mha)")
     add_lang_flag(check)
     check.add_argument("--json", metavar="RESULTS_JSON",
                        help="also write Gradescope's results.json format here")
