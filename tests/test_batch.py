@@ -183,6 +183,10 @@ def test_the_grade_sheet_is_the_graders_own(hostile_batch):
         for check in CHECKS:
             points = POINTS[check.id] if check.id in expect.passes else 0
             assert float(row[check.id]) == points, (row["student"], check.id)
+    lines = run.stderr.splitlines()
+    started = f"grading {len(EXPECTED)} submissions of mha with 2 jobs on cpu ..."
+    assert started in lines, run.stderr
+    assert not any(line.startswith("[") for line in lines[:lines.index(started)])  # said first
     assert f"{len(EXPECTED)}/{len(EXPECTED)}" in run.stderr  # the progress line
     assert f"graded {len(EXPECTED)} submissions in" in run.stdout
 

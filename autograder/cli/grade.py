@@ -64,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
     warn_if_unprotected()
     started = time.perf_counter()
     progress = Progress(len(entries))
+    # Before the first result, which takes a while (grader processes, workers).
+    print(render(msg("batch.started", count=len(entries), assignment=assignment, jobs=args.jobs,
+                     device=device)), file=progress.stream, flush=True)
     rows: dict[str, tuple[StudentFile, dict]] = {}
     try:
         for entry, payload in grade_all(entries, args.jobs, device, assignment, limits):

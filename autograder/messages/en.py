@@ -61,6 +61,7 @@ TEMPLATES: dict[str, str] = {
     "batch.grader_failed": "the grader failed: {type}: {error}",
     "batch.grader_died": "the grading process died while grading this submission (did its code "
                          "kill the grader?)",
+    "batch.started": "grading {count} submissions of {assignment} with {jobs} jobs on {device} ...",
     "batch.summary": "graded {count} submissions in {seconds:.1f} s with {jobs} jobs",
     "batch.totals": "  total: mean {mean:.1f}, median {median:g}, min {min:g}, max {max:g}",
     "batch.no_file": "  no single submission file: {students}",

@@ -58,6 +58,7 @@ TEMPLATES: dict[str, str] = {
     "report.printed": "你的代码打印了：{printed}",
     "batch.grader_failed": "评分程序出错：{type}：`{error}`",
     "batch.grader_died": "评分进程在给这份提交评分时退出了（是不是它的代码杀死了评分程序？）",
+    "batch.started": "正在用 {jobs} 个并行任务在 {device} 上评分 {assignment} 的 {count} 份提交 ……",
     "batch.summary": "用 {jobs} 个并行任务在 {seconds:.1f} 秒内评完 {count} 份提交",
     "batch.totals": "  总分：平均 {mean:.1f}，中位数 {median:g}，最低 {min:g}，最高 {max:g}",
     "batch.no_file": "  没有唯一的提交文件：{students}",
