@@ -302,12 +302,19 @@ class CourseAutograde:
             # What nbgrader grades: the notebooks generate_assignment released (and recorded).
             self.notebooks = sorted(f"{notebook.name}.ipynb" for notebook in found.notebooks)
         submitted = self._submitted()
-        self.students, self.skipped = self._selected(submitted, force)
-        # The notebooks of each student to grade that nbgrader skips, as none of the above.
-        self.unknown = {student: names for student in self.students
-                        if (names := [n for n in submitted[student] if n not in self.notebooks])}
-        self.misnamed = [student for student in self.students
-                         if len(self.unknown.get(student, ())) == len(submitted[student])]
+        # Each student's notebooks that nbgrader skips, as none of the above.
+        unknown = {student: names for student, found in submitted.items()
+                   if (names := [name for name in found if name not in self.notebooks])}
+        # Those with none of the above are said so, and never handed to nbgrader: --force (or a
+        # newer submission) would delete their autograded/ folder, whose grades gradebook.db
+        # keeps, before it found nothing to grade.
+        self.misnamed = [student for student, found in submitted.items()
+                         if len(unknown.get(student, ())) == len(found)]
+        gradable, self.skipped = self._selected(
+            [student for student in submitted if student not in self.misnamed], force)
+        self.students = sorted([*gradable, *self.misnamed])
+        self.unknown = {student: unknown[student] for student in self.students
+                        if student in unknown}
         self._stack = contextlib.ExitStack()
 
     def _folder(self, student: str) -> str:
@@ -328,8 +335,7 @@ class CourseAutograde:
                 os.path.join(glob.escape(folder), "*.ipynb"))))}
         return dict(sorted(found.items()))
 
-    def _selected(self, submitted: dict[str, list[str]], force: bool
-                  ) -> tuple[list[str], list[str]]:
+    def _selected(self, submitted: list[str], force: bool) -> tuple[list[str], list[str]]:
         """(to grade, left as they are), as `nbgrader autograde [--force]` decides: a
         submission autograded already is graded again only when forced or resubmitted."""
         autograde = converter(self.app, self.coursedir)

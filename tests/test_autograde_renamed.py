@@ -18,8 +18,8 @@ from autograder.release import with_interpreter_on_path
 def test_a_renamed_notebook_is_named_with_the_fix_and_the_others_are_recorded(tmp_path):
     """The gradebook holds one notebook: bob hands it in as released, alice as
     `multi_head_attention (1).ipynb` (what a second download is called), carol both as released
-    and as `Copy of multi_head_attention.ipynb`. No generate_assignment: the gradebook is
-    written with nbgrader's own API."""
+    and as `Copy of multi_head_attention.ipynb`; alice was graded before, and the run is forced.
+    No generate_assignment: the gradebook is written with nbgrader's own API."""
     shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
     with pytest.MonkeyPatch.context() as patch:  # a new gradebook runs `alembic`
         patch.setenv("PATH", with_interpreter_on_path(dict(os.environ))["PATH"])
@@ -31,7 +31,10 @@ def test_a_renamed_notebook_is_named_with_the_fix_and_the_others_are_recorded(tm
         folder = tmp_path / "submitted" / student / "mha"
         folder.mkdir(parents=True, exist_ok=True)
         nbformat.write(nbformat.v4.new_notebook(), str(folder / name))
-    run = autograde(tmp_path, MHA_KIT_SPEED_CONFIG="tiny", MHA_KIT_LANG="en")
+    graded_before = tmp_path / "autograded" / "alice" / "mha" / SOLUTION.name
+    graded_before.parent.mkdir(parents=True)
+    graded_before.write_text("{}")  # nbgrader's --force would delete it, and grade nothing
+    run = autograde(tmp_path, "--force", MHA_KIT_SPEED_CONFIG="tiny", MHA_KIT_LANG="en")
 
     assert run.returncode == 1, run.stdout + run.stderr  # as for any submission not recorded
     lines = run.stderr.splitlines()
@@ -46,3 +49,4 @@ def test_a_renamed_notebook_is_named_with_the_fix_and_the_others_are_recorded(tm
     assert "2 recorded in" in run.stdout and "could not be recorded: alice" in run.stderr
     with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gradebook:
         assert sorted(s.id for s in gradebook.students) == ["bob", "carol"]
+    assert graded_before.read_text() == "{}"  # left as it was, as the gradebook is
