@@ -17,7 +17,7 @@ def add(commands: argparse._SubParsersAction) -> None:
     )
     release.add_argument("assignment", nargs="*",
                          help=f"which to release (default: all of {', '.join(ASSIGNMENTS)} "
-                              "that have a folder in solutions/)")
+                              "that have a folder in solutions/, and their editions)")
     release.add_argument("--course-dir", default=".",
                          help="the nbgrader course directory (default: the current one)")
     release.set_defaults(run=run)
