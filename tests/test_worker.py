@@ -18,6 +18,7 @@ from conftest import HOSTILE
 from torch import nn
 
 from autograder.grading.registry import run_check
+from autograder.messages import msg
 from autograder.runner import fonts
 from autograder.runner.framing import (
     HEADER,
@@ -220,6 +221,22 @@ def test_a_notebook_cell_still_running_at_the_load_limit_costs_only_what_it_defi
         assert [str(p) for p in sub.problems] == [
             "cell 3 of your notebook was still running when loading reached its 1.5 s limit: "
             "it was stopped and left out, so what it defines is missing (the cells after it ran)"]
+
+
+def test_a_load_that_fails_after_a_slow_cell_was_left_out_still_names_that_cell(tmp_path):
+    """The second load (without the slow cell) dies at the cell after it: both are said."""
+    import nbformat
+
+    cells = ["import time", "while True:\n    time.sleep(0.1)\n", "import os\nos._exit(3)\n"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    path = tmp_path / "slow_then_dies.ipynb"
+    nbformat.write(nb, str(path))
+    with WorkerSubmission(path, limits=Limits(load_s=1.5)) as sub:
+        sub.ensure_loaded()
+        assert [str(p) for p in sub.problems] == [
+            "cell 2 of your notebook was still running when loading reached its 1.5 s limit: "
+            "it was stopped and left out, so what it defines is missing (the cells after it ran)",
+            str(msg("worker.load_crash", status=msg("worker.exit_code", code=3)))]
 
 
 def test_student_code_runs_in_a_temporary_folder_that_is_removed(tmp_path):

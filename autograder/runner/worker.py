@@ -157,14 +157,18 @@ class WorkerSubmission:
         else:
             hello = hello if isinstance(hello, dict) else {}
             problems = hello.get("problems")
-            self.problems = [msg("worker.slow_cell", limit=float(self.limits.load_s),
-                                 cell=chunk_place(label)) for label in self._slow_cells]
+            self.problems = self._slow_cell_notes()
             self.problems += [_from_worker(p, self._malformed()) for p in
                               (problems if isinstance(problems, list) else [])[:50]]
             self._read_printed(hello)
             return
-        self.problems.append(self._dead_at_load)
+        self.problems = [*self._slow_cell_notes(), self._dead_at_load]  # what came first, too
         self.close()
+
+    def _slow_cell_notes(self) -> list[Message]:
+        """One line per notebook cell left out of the load for running past its limit."""
+        return [msg("worker.slow_cell", limit=float(self.limits.load_s), cell=chunk_place(label))
+                for label in self._slow_cells]
 
     def _skips_slow_cell(self, running: str | None) -> bool:
         """A notebook cell ran past the load's limit: load again in a new worker without it
