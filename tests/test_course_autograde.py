@@ -160,9 +160,11 @@ def test_feedback_and_export_then_work_as_usual(kit_course):
 
 def test_graded_submissions_are_left_alone_unless_forced(kit_course):
     copy, _ = kit_course
-    again = autograde(copy)
+    again = autograde(copy, "--report", str(copy / "again"))
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"{len(MHA_STUDENTS) + len(BREAKING)} submissions autograded already" in again.stderr
+    assert "no class report: no submission was graded in this run" in again.stderr
+    assert not list(copy.glob("again*"))
 
 
 def test_an_unreleased_assignment_is_a_usage_error(kit_course):

@@ -51,6 +51,10 @@ def run(args: argparse.Namespace) -> int:
     if course.skipped:
         print(render(msg("autograde.skipped", count=len(course.skipped),
                          students=", ".join(course.skipped))), file=sys.stderr)
+        if args.report:
+            print(render(msg("autograde.report_leaves_out" if course.students
+                             else "autograde.no_report", count=len(course.skipped))),
+                  file=sys.stderr)
     if not course.students:
         if not course.skipped:
             print(render(msg("autograde.no_submissions", assignment=args.assignment,

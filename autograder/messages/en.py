@@ -134,6 +134,9 @@ TEMPLATES: dict[str, str] = {
     "autograde.note": "{student}: {note}",
     "autograde.skipped": "{count} submissions autograded already were left as they are "
                          "(--force grades them again): {students}",
+    "autograde.report_leaves_out": "the class report is of this run's submissions only, not of "
+                                   "the {count} left as they are",
+    "autograde.no_report": "no class report: no submission was graded in this run",
     "autograde.summary": "autograded {count} submissions of {assignment} in {seconds:.1f} s with "
                          "{jobs} jobs; {recorded} recorded in {gradebook}",
     "autograde.failures": "{count} submissions could not be recorded: {students}",

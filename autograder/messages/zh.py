@@ -129,6 +129,8 @@ TEMPLATES: dict[str, str] = {
     "autograde.zero": "已记录为每个测试单元格 0 分，并附上原因",
     "autograde.note": "{student}：{note}",
     "autograde.skipped": "{count} 份已经自动评过分的提交保持不变（--force 重新评分）：{students}",
+    "autograde.report_leaves_out": "班级报告只包含本次评分的提交，不含保持不变的 {count} 份",
+    "autograde.no_report": "没有写出班级报告：本次没有评分任何提交",
     "autograde.summary": "用 {jobs} 个并行任务在 {seconds:.1f} 秒内自动评完 {assignment} 的 "
                          "{count} 份提交；{recorded} 份已记录到 {gradebook}",
     "autograde.failures": "{count} 份提交无法记录：{students}",
