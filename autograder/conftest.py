@@ -17,7 +17,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("mha-kit")
     group.addoption("--submission", metavar="PATH", help="the .py or .ipynb file to grade")
     group.addoption("--assignment", choices=tuple(ASSIGNMENTS),
-                    help="which checks (default: from a notebook's test cells, else mha)")
+                    help="which checks (default: from a notebook's test cells or the names a "
+                         ".py file defines, else mha)")
     group.addoption("--device", default=None, choices=("cpu", "cuda"),
                     help="where to run and time (default: cuda when available)")
 

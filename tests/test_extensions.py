@@ -75,6 +75,7 @@ def test_the_cli_grades_a_seed_in_a_worker(tmp_path):
     results = tmp_path / "results.json"
     run = run_cli("check", str(SEEDS[0]), "--json", str(results))  # the names it defines say
     assert run.returncode == 0, run.stdout + run.stderr
+    assert f"Grading {SEEDS[0]} as mha_extensions on " in run.stdout
     data = json.loads(results.read_text())
     assert [t["name"] for t in data["tests"]] == EXTENSION_IDS
     assert data["score"] == data["max_score"] == 100
@@ -94,17 +95,21 @@ def test_a_py_file_is_of_the_assignment_whose_names_it_defines(tmp_path):
     files = {
         "warmup.py": "def split_heads_view(x, num_heads): ...\n"
                      "merge_heads_transpose = lambda x: x\n",
-        "mostly.py": "def split_heads(x, num_heads): ...\nclass MultiHeadAttention: ...\n"
-                     "def view_quiz(): ...\n",  # two of mha's, one of the warm-up's
+        "guarded.py": "try:\n    from einops import rearrange\n\n"
+                      "    def split_heads_rearrange(x, num_heads): ...\n"
+                      "except ImportError:\n    pass\n",
+        "mostly.py": "def split_heads_view(x, num_heads): ...\ndef view_quiz(): ...\n"
+                     "def split_heads(x, num_heads): ...\n",  # two of the warm-up's, one of mha's
+        "broken.py": "def split_heads_view(x, num_heads):\n    return x\n\n"
+                     "def merge_heads_transpose(x)\n    return x\n",  # one block loads
         "both.py": "def split_heads(x, num_heads): ...\ndef view_quiz(): ...\n",  # a tie
         "nothing.py": "import torch\n",
-        "broken.py": "def split_heads_view(x, num_heads):\n",
     }
     for name, source in files.items():
         (tmp_path / name).write_text(source)
     assert {name: detect_assignment(tmp_path / name) for name in files} == {
-        "warmup.py": "shapes", "mostly.py": "mha", "both.py": "mha", "nothing.py": "mha",
-        "broken.py": "mha"}
+        "warmup.py": "shapes", "guarded.py": "shapes", "mostly.py": "shapes",
+        "broken.py": "shapes", "both.py": "mha", "nothing.py": "mha"}
 
 
 

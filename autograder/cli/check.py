@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     device = args.device or default_device()
     started = time.perf_counter()
-    print(render(msg("cli.grading", path=str(path), device=device)), flush=True)
+    print(render(msg("cli.grading", path=str(path), assignment=assignment, device=device)),
+          flush=True)
     warn_if_unprotected()
 
     def progress(result):

@@ -3,7 +3,6 @@ assignment a notebook answers."""
 
 from __future__ import annotations
 
-import ast
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -11,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import LANG_VARIABLE, Message, msg
-from ..runner.loading import notebook_cells
+from ..runner.loading import defined_names, notebook_cells
 from .registry import ASSIGNMENTS, EDITION_LANGUAGES, assignment_folders
 
 SUFFIXES = (".ipynb", ".py")
@@ -111,26 +110,23 @@ def readable_submission(path: Path) -> Message | None:
 def detect_assignment(path: Path) -> str:
     """The assignment one student's file answers: the one whose check ids name a notebook's
     nbgrader test cells, or whose contract names a .py file defines; else "mha".
-    The file says so only where the student grades it alone (`mha-kit check`, pytest):
+    A .py file's definitions count only where the student grades it alone (`mha-kit check`,
+    pytest); under nbgrader (`trusted_autograde`) a notebook's restored test cells decide,
     Gradescope takes the instructor's (`gradescope/assignment`), and `mha-kit grade` goes by
     the notebooks' test cells alone (`class_assignment`)."""
     return _named_assignment(path) or _defined_assignment(path) or "mha"
 
 
 def _defined_assignment(path: Path) -> str | None:
-    """The assignment whose contract names a .py file defines the most of at its top level;
-    None for a notebook, a file that defines none or as many of two, or one that does not
-    parse (grading says why)."""
+    """The assignment whose contract names a .py file defines the most of at its top level (in
+    the blocks that parse, as it loads); None for a notebook, an unreadable file, or one that
+    defines none or ties two assignments."""
     if path.suffix != ".py":
         return None
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        defined = defined_names(path)
+    except OSError:
         return None
-    defined = {node.name for node in tree.body
-               if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    defined |= {target.id for node in tree.body if isinstance(node, ast.Assign)
-                for target in node.targets if isinstance(target, ast.Name)}
     counts = Counter({name: len(defined & {used for spec in table for used in spec.uses})
                       for name, table in ASSIGNMENTS.items()}).most_common(2)
     (best, most), (_, second) = counts

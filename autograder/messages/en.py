@@ -87,7 +87,7 @@ TEMPLATES: dict[str, str] = {
     "picture.head": "{name}, head {head}",
 
     # The command line (cli) and the notebook API (notebook)
-    "cli.grading": "Grading {path} on {device} ...",
+    "cli.grading": "Grading {path} as {assignment} on {device} ...",
     "cli.seconds": "({seconds:.1f} s)",
     "cli.wrote": "wrote {path}",
     "cli.wrote_both": "wrote {path} and {count} files in {folder}",

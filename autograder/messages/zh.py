@@ -84,7 +84,7 @@ TEMPLATES: dict[str, str] = {
     "picture.head": "{name}，头 {head}",
 
     # The command line and the notebook API
-    "cli.grading": "正在 {device} 上评分 {path} ……",
+    "cli.grading": "正在 {device} 上按 {assignment} 评分 {path} ……",
     "cli.seconds": "（{seconds:.1f} 秒）",
     "cli.wrote": "已写入 {path}",
     "cli.wrote_both": "已写入 {path}，以及 {folder} 中的 {count} 个文件",

@@ -142,6 +142,11 @@ def _scopes(source: str) -> tuple[set[str], set[str]]:
     return own, reads
 
 
+def defined_names(path: Path) -> set[str]:
+    """The names a .py file binds at its top level, in every block that parses (as it loads)."""
+    return set().union(*(_scopes(source)[0] for _, source in _python_chunks(path)))
+
+
 _CONTINUATION = ("else", "elif", "except", "finally", ")", "]", "}", "#")
 
 
