@@ -50,3 +50,13 @@ def test_a_renamed_notebook_is_named_with_the_fix_and_the_others_are_recorded(tm
     with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gradebook:
         assert sorted(s.id for s in gradebook.students) == ["bob", "carol"]
     assert graded_before.read_text() == "{}"  # left as it was, as the gradebook is
+
+    # Again, not forced, with dave handed in since: the report is of his alone, and says so.
+    (tmp_path / "submitted" / "dave" / "mha").mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), str(tmp_path / "submitted" / "dave" / "mha" / name))
+    again = autograde(tmp_path, "--report", str(tmp_path / "class"),
+                      MHA_KIT_SPEED_CONFIG="tiny", MHA_KIT_LANG="en")
+    assert "2 submissions autograded already were left as they are" in again.stderr, again.stderr
+    assert ("the class report is of this run's submissions only, not of the 2 left as they are"
+            in again.stderr.splitlines()), again.stderr
+    assert (tmp_path / "class.csv").is_file()

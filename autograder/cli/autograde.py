@@ -51,11 +51,9 @@ def run(args: argparse.Namespace) -> int:
     if course.skipped:
         print(render(msg("autograde.skipped", count=len(course.skipped),
                          students=", ".join(course.skipped))), file=sys.stderr)
-        if args.report:
-            print(render(msg("autograde.report_leaves_out" if course.students
-                             else "autograde.no_report", count=len(course.skipped))),
-                  file=sys.stderr)
     if not course.students:
+        if args.report:
+            print(render(msg("autograde.no_report")), file=sys.stderr)
         if not course.skipped:
             print(render(msg("autograde.no_submissions", assignment=args.assignment,
                              path=str(course.root))), file=sys.stderr)
@@ -75,10 +73,15 @@ def run(args: argparse.Namespace) -> int:
             progress.update(graded.student, {"score": graded.score,
                                              "max_score": course.max_score}, notes)
             everyone.append(graded)
-    if args.report:
-        report = class_report.summarise([p for graded in everyone for p in graded.payloads])
-        table, picture = class_report.write(report, Path(args.report))
+    payloads = [payload for graded in everyone for payload in graded.payloads]
+    if args.report and not payloads:
+        print(render(msg("autograde.no_report")), file=sys.stderr)
+    elif args.report:
+        table, picture = class_report.write(class_report.summarise(payloads), Path(args.report))
         print(render(msg("report.class_written", table=str(table), picture=str(picture))))
+        if course.skipped:
+            print(render(msg("autograde.report_leaves_out", count=len(course.skipped))),
+                  file=sys.stderr)
     recorded = [graded for graded in everyone if graded.recorded]
     print(render(msg("autograde.summary", count=len(everyone), assignment=args.assignment,
                      seconds=time.perf_counter() - started, jobs=args.jobs,
