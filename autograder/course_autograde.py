@@ -302,19 +302,12 @@ class CourseAutograde:
             # What nbgrader grades: the notebooks generate_assignment released (and recorded).
             self.notebooks = sorted(f"{notebook.name}.ipynb" for notebook in found.notebooks)
         submitted = self._submitted()
-        # Each student's notebooks that nbgrader skips, as none of the above.
-        unknown = {student: names for student, found in submitted.items()
-                   if (names := [name for name in found if name not in self.notebooks])}
-        # Those with none of the above are said so, and never handed to nbgrader: --force (or a
-        # newer submission) would delete their autograded/ folder, whose grades gradebook.db
-        # keeps, before it found nothing to grade.
-        self.misnamed = [student for student, found in submitted.items()
-                         if len(unknown.get(student, ())) == len(found)]
-        gradable, self.skipped = self._selected(
-            [student for student in submitted if student not in self.misnamed], force)
-        self.students = sorted([*gradable, *self.misnamed])
-        self.unknown = {student: unknown[student] for student in self.students
-                        if student in unknown}
+        self.students, self.skipped = self._selected(list(submitted), force)
+        # The notebooks of each student to grade that nbgrader skips, as none of the above.
+        self.unknown = {student: names for student in self.students
+                        if (names := [n for n in submitted[student] if n not in self.notebooks])}
+        self.misnamed = [student for student in self.students
+                         if len(self.unknown.get(student, ())) == len(submitted[student])]
         self._stack = contextlib.ExitStack()
 
     def _folder(self, student: str) -> str:
@@ -336,15 +329,23 @@ class CourseAutograde:
         return dict(sorted(found.items()))
 
     def _selected(self, submitted: list[str], force: bool) -> tuple[list[str], list[str]]:
-        """(to grade, left as they are), as `nbgrader autograde [--force]` decides: a
-        submission autograded already is graded again only when forced or resubmitted."""
-        autograde = converter(self.app, self.coursedir)
-        autograde.force = force
+        """(to grade, left as they are), by the rule of `nbgrader autograde [--force]`
+        (`Autograde.init_destination`): a submission autograded already is graded again only
+        when forced or resubmitted. Unlike init_destination, this deletes nothing: a student's
+        autograded/ folder goes only when `record` writes the new one, so a submission that
+        cannot be graded (or a run stopped half way) leaves it as the gradebook has it."""
+        cd = self.coursedir
+        excluded = set(cd.student_id_exclude.split(",")) - {""}
         chosen, skipped = [], []
-        with _quiet(autograde.log):
-            for student in submitted:
-                (chosen if autograde.init_destination(self.assignment, student)
-                 else skipped).append(student)
+        for student in submitted:
+            graded = cd.format_path(cd.autograded_directory, student, self.assignment)
+            handed_in = cd.get_existing_timestamp(
+                cd.format_path(cd.submitted_directory, student, self.assignment))
+            graded_at = cd.get_existing_timestamp(graded)
+            again = student not in excluded and (
+                force or not os.path.exists(graded)
+                or None not in (handed_in, graded_at) and handed_in > graded_at)
+            (chosen if again else skipped).append(student)
         return chosen, skipped
 
     def _left_out(self, student: str) -> Message:

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         print(render(msg("autograde.skipped", count=len(course.skipped),
                          students=", ".join(course.skipped))), file=sys.stderr)
     if not course.students:
-        if args.report:
+        if args.report and course.skipped:
             print(render(msg("autograde.no_report")), file=sys.stderr)
         if not course.skipped:
             print(render(msg("autograde.no_submissions", assignment=args.assignment,
