@@ -281,3 +281,53 @@ def test_graded_check_measures_again_near_the_threshold(tiny, monkeypatch, stude
     median = f", the median of {runs} measurements" if runs > 1 else ""
     assert str(result.message).startswith(
         f"measured: {8e-6 / student:.1f}× faster than the kit's looped version{median} (")
+
+
+# --------------------------------------------------------------------------- one timing per GPU
+
+def test_timings_on_a_gpu_take_turns_across_graders(tmp_path, monkeypatch):
+    """`mha-kit grade --jobs N` on one GPU: a timing waits for another grader's to end (the
+    lock is per open file, so a second open in this process stands in for another grader)."""
+    import fcntl
+    import os
+    import threading
+    import time
+
+    from autograder.speed import gate
+
+    monkeypatch.setattr(gate.tempfile, "gettempdir", lambda: str(tmp_path))
+    other = os.open(tmp_path / gate.GPU_TURN_LOCK, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(other, fcntl.LOCK_EX)
+    threading.Timer(0.3, os.close, (other,)).start()  # the other grader's timing ends
+    started = time.monotonic()
+    with gate.gpu_turn("cuda"):
+        waited = time.monotonic() - started
+        with pytest.raises(BlockingIOError):  # and now this grader holds the turn
+            probe = os.open(tmp_path / gate.GPU_TURN_LOCK, os.O_RDWR)
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            finally:
+                os.close(probe)
+    assert 0.25 <= waited < 5
+    empty = tmp_path / "cpu"
+    empty.mkdir()
+    monkeypatch.setattr(gate.tempfile, "gettempdir", lambda: str(empty))
+    with gate.gpu_turn("cpu"):  # the CPU takes no turn: no lock file is opened
+        assert not any(empty.iterdir())
+
+
+def test_a_stuck_gpu_turn_is_waited_for_a_bounded_time(tmp_path, monkeypatch):
+    import fcntl
+    import os
+    import time
+
+    from autograder.speed import gate
+
+    monkeypatch.setattr(gate.tempfile, "gettempdir", lambda: str(tmp_path))
+    stuck = os.open(tmp_path / gate.GPU_TURN_LOCK, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(stuck, fcntl.LOCK_EX)
+    started = time.monotonic()
+    with gate.gpu_turn("cuda:0", wait_s=0.2):
+        pass
+    os.close(stuck)
+    assert 0.2 <= time.monotonic() - started < 5

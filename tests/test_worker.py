@@ -108,6 +108,23 @@ def test_the_pipe_carries_a_claim_that_fits_its_storage():
         torch.zeros(2))
 
 
+def test_views_of_one_storage_reach_a_gpu_as_views_of_one_copy(monkeypatch: pytest.MonkeyPatch):
+    """Seen on an H100: each tensor was copied to the GPU on its own, so an input and its view
+    arrived as two tensors and a correct `split_heads_view` was told it returned a copy. Here
+    a clone stands in for the copy to the GPU."""
+    from autograder.runner import framing
+
+    copies = []
+    monkeypatch.setattr(framing, "storage_to",
+                        lambda storage, device: copies.append(device) or storage.clone())
+    base = ("tensor", 0, "float32", (3, 4), (4, 1), 0, "cuda:0", False, False)
+    view = ("tensor", 0, "float32", (2, 3), (1, 4), 1, "cuda:0", False, False)  # base.T[1:3]
+    got_base, got_view = _through_pipe(_payload((base, view), (struct.pack("12f", *range(12)),)))
+    assert copies == ["cuda:0"]
+    assert got_view.untyped_storage().data_ptr() == got_base.untyped_storage().data_ptr()
+    assert got_view.stride() == (1, 4) and torch.equal(got_view, got_base.t()[1:3])
+
+
 @pytest.mark.parametrize("value", [torch.zeros(2).as_subclass(Agreeable), os.system, Agreeable,
                                    [0] * MAX_PICKLE])
 def test_the_writer_sends_values_only(value):
@@ -286,3 +303,24 @@ def test_a_fresh_home_gets_a_font_list_that_matplotlib_uses_as_it_is(tmp_path):
         subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], check=True,
                        env={**os.environ, "MPLCONFIGDIR": str(folder)})
     assert copied.stat().st_mtime == 0 and [p.name for p in empty.iterdir()] == [copied.name]
+
+
+# --------------------------------------------------------------------------- the GPU memory cap
+
+@pytest.mark.parametrize(("device", "index"), [("cuda", 1), ("cuda:0", 0), ("cuda:2", 2)])
+def test_the_gpu_memory_cap_names_its_gpu_by_index(monkeypatch: pytest.MonkeyPatch,
+                                                   device: str, index: int):
+    """A worker's start on a GPU (seen on an H100): torch's memory cap refuses a bare "cuda",
+    as these fakes do through torch's own index check, so every worker failed to start."""
+    from torch.cuda._utils import _get_device_index
+
+    from autograder.runner import serve
+
+    capped = []
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda gpu: type(
+        "Properties", (), {"total_memory": 80 * 2**30, "gpu": _get_device_index(gpu)}))
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction",
+                        lambda fraction, gpu: capped.append((fraction, _get_device_index(gpu))))
+    serve.limit_resources(device, 2.0)
+    assert capped == [(2 / 80, index)]

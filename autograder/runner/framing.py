@@ -106,6 +106,7 @@ class _Unpickler(pickle.Unpickler):
         super().__init__(file)
         self.storages = storages
         self.room = MAX_MESSAGE  # bytes that the message's tensors may span, all together
+        self.moved: dict[tuple[int, str], torch.UntypedStorage] = {}  # (index, device): copy
 
     def find_class(self, module: str, name: str) -> Any:
         if module == "torch" and name in _DTYPES:
@@ -130,11 +131,21 @@ class _Unpickler(pickle.Unpickler):
             storage = self.storages[index]
             if _span(shape, stride, offset) * dtype.itemsize > storage.nbytes():
                 raise pickle.UnpicklingError("a tensor larger than its storage")
-            tensor = torch.empty(0, dtype=dtype).set_(storage, offset, shape, stride)
-            tensor = tensor if device == "cpu" else tensor.to(device)
+            if device != "cpu":  # one copy per storage: views of it stay views on the GPU
+                if (index, device) not in self.moved:
+                    self.moved[index, device] = storage_to(storage, device)
+                storage = self.moved[index, device]
+            tensor = torch.empty(0, dtype=dtype, device=storage.device)
+            tensor = tensor.set_(storage, offset, shape, stride)
         if parameter:
             return torch.nn.Parameter(tensor, requires_grad=requires_grad)
         return tensor.requires_grad_(requires_grad) if requires_grad else tensor
+
+
+def storage_to(storage: torch.UntypedStorage, device: str) -> torch.UntypedStorage:
+    """A copy of a storage on `device` (a GPU): the whole storage, so that every view of it
+    keeps its strides and offset, and views of one storage share one copy."""
+    return storage.to(device=device)
 
 
 def _nbytes(shape: tuple, itemsize: int, limit: int) -> int:

@@ -74,8 +74,16 @@ def limit_resources(device: str, memory_gib: float) -> None:
     if device == "cpu":
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     else:  # CUDA maps far more address space than it uses: cap the GPU memory instead
-        total = torch.cuda.get_device_properties(torch.device(device)).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total), torch.device(device))
+        index = gpu_index(device)
+        total = torch.cuda.get_device_properties(index).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total), index)
+
+
+def gpu_index(device: str) -> int:
+    """The GPU that `device` names: "cuda:1" is 1, a bare "cuda" the current one. The memory
+    cap takes only an index (a bare "cuda" failed every worker's start on a GPU)."""
+    index = torch.device(device).index
+    return torch.cuda.current_device() if index is None else index
 
 
 def serve(config: dict, request_fd: int, reply_fd: int) -> None:

@@ -6,8 +6,13 @@ within the check's time budget, when the first result falls near the threshold.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import secrets
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +30,11 @@ MIN_TIMED_SHARE = 0.6
 # One speed check, re-measurements included, stays within this many seconds: another run is
 # started only if one more as long as the average so far still fits.
 BUDGET_S = 4.5
+# One timing at a time on a GPU, across every grader of the machine (`mha-kit grade --jobs N`
+# shares one card): CUDA time-slices between processes, so another grader's kernels land inside
+# this one's events. Seen on an H100: a correct file lost its speed points under --jobs 4.
+GPU_TURN_LOCK = "mha-kit-gpu-timing.lock"
+GPU_TURN_WAIT_S = 120.0  # past this the run is timed anyway: a stuck holder never stalls a class
 
 
 @dataclass
@@ -36,13 +46,38 @@ class TimedRun:
     cpu: float | None  # CPU seconds the student's process used meanwhile, where readable
 
 
+@contextlib.contextmanager
+def gpu_turn(device: str, wait_s: float = GPU_TURN_WAIT_S) -> Iterator[None]:
+    """On a GPU, hold the machine's timing lock (a file lock in the temporary folder) while
+    timing; on the CPU nothing (each worker times its own CPU time, on one thread)."""
+    if not device.startswith("cuda"):
+        yield
+        return
+    fd = os.open(os.path.join(tempfile.gettempdir(), GPU_TURN_LOCK), os.O_RDWR | os.O_CREAT,
+                 0o666)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def timed_run(sub: Submission, device: str, seed: int) -> TimedRun:
     sub.ensure_loaded()  # a worker restarted after an earlier check: not part of the timing
-    cpu_before = sub.cpu_seconds()
-    started = time.perf_counter()
-    measurement = sub.run_job(measure.JOB, msg("worker.timing", name="MultiHeadAttention"),
-                              device=device, seed=seed)
-    wall = time.perf_counter() - started
+    with gpu_turn(device):
+        cpu_before = sub.cpu_seconds()
+        started = time.perf_counter()
+        measurement = sub.run_job(measure.JOB, msg("worker.timing", name="MultiHeadAttention"),
+                                  device=device, seed=seed)
+        wall = time.perf_counter() - started
     cpu_after = sub.cpu_seconds()
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
     if isinstance(measurement, dict) and isinstance(measurement.get("outputs"), dict):
