@@ -48,7 +48,7 @@ def _grade(folder: Path, assignment: str, scratch: Path) -> dict[str, dict[str, 
     with open(sheet, encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
             student = row.pop("student")
-            row.pop("file"), row.pop("notes"), row.pop("total")
+            row.pop("file"), row.pop("notes"), row.pop("total"), row.pop("mistakes", None)
             if SPEED in row:
                 row[SPEED] = "earned" if float(row[SPEED]) > 0 else "0"
             rows[f"{folder.name}/{student}"] = row

@@ -26,7 +26,8 @@ from autograder.grading.files import (
     find_submission,
 )
 from autograder.grading.registry import CHECKS, GATE_MESSAGES, POINTS
-from autograder.messages import msg
+from autograder.messages import msg, render
+from autograder.runner import sandbox
 from autograder.runner.policy import WORKER_USER_ENV, worker_user
 
 STEPS = ("split_heads", "scaled_scores", "causal_mask", "attend", "merge_heads",
@@ -176,8 +177,12 @@ def test_the_grade_sheet_is_the_graders_own(hostile_batch):
     with open(where / "grades.csv", newline="") as sheet:
         rows = list(csv.DictReader(sheet))
     assert [r["student"] for r in rows] == sorted(STUDENTS.values())
-    assert list(rows[0]) == ["student", "file", *(c.id for c in CHECKS), "total", "notes"]
+    assert list(rows[0]) == ["student", "file", *(c.id for c in CHECKS), "total", "mistakes",
+                             "notes"]
     for row in rows:
+        results = json.loads((where / "json" / f"{row['student']}.json").read_text())
+        named = [m for t in results["tests"] for m in t["extra_data"]["mistakes"]]
+        assert row["mistakes"].split() == list(dict.fromkeys(named))
         expect = EXPECTED[row["file"]]
         assert float(row["total"]) == expected_total(expect), row
         for check in CHECKS:
@@ -308,6 +313,8 @@ def test_gradescope_entry_point_writes_the_graders_results(tmp_path):
     assert [t["name"] for t in payload["tests"]] == [c.id for c in CHECKS]
     assert "is not implemented yet" in payload["tests"][0]["output"]
     assert payload["execution_time"] > 0
+    unprotected = sandbox.unprotected()  # the instructor's log says what nothing protects
+    assert (render(unprotected) in run.stderr) if unprotected else "sandbox" not in run.stderr
 
 
 def test_gradescope_entry_point_without_a_submission(tmp_path):

@@ -11,6 +11,8 @@ import pytest
 from conftest import CORPUS, DETERMINISTIC, TEMPLATE
 
 from autograder.grading import class_report, pictures
+from autograder.grading.batch import write_csv
+from autograder.grading.files import StudentFile
 from autograder.grading.registry import run_checks
 from autograder.grading.report import gradescope_results
 from autograder.runner.inprocess import InProcessSubmission
@@ -49,6 +51,12 @@ def test_a_class_of_three(tmp_path):
     assert {"section": "mistake named", "item": "mask_inverted", "students": "1",
             "share": "0.33"} in rows
     assert matplotlib.image.imread(picture).shape[1] > 1000
+
+    sheet = tmp_path / "grades.csv"  # mha-kit grade's sheet names the same mistakes, by id
+    write_csv(sheet, {f"s{i}": (StudentFile(f"s{i}", path), p) for i, (path, p)
+                      in enumerate(zip([TEMPLATE, *files], payloads))}, list(DETERMINISTIC))
+    mistakes = [r["mistakes"] for r in csv.DictReader(sheet.open(encoding="utf-8"))]
+    assert mistakes == ["", "scale_by_embed_dim", "mask_inverted"]
 
 
 @pytest.mark.parametrize("fonts", ["none", "known"])

@@ -11,6 +11,7 @@ from autograder.checks import diagnosis, modules
 from autograder.checks.core import TIGHT
 from autograder.checks.diagnosis import CATALOGUE, MHA_VARIANTS, Diagnosis, Knobs, named_in
 from autograder.checks.inputs import Attn, draw_inputs
+from autograder.messages import msg
 
 GEN = torch.Generator().manual_seed(0)
 
@@ -29,9 +30,11 @@ def run_mha(c: Attn, knobs: Knobs | None = None) -> tuple:
 def test_ids_and_sentences_are_unique_and_found_in_messages():
     assert len({m.id for m in CATALOGUE}) == len(CATALOGUE)
     for mistake in CATALOGUE:
-        message = f"{mistake.sentence()} split_heads(x, num_heads): wrong values (B=1, T=2)"
+        message = msg("check.case", case="B=1, T=2", text=msg(
+            "check.mistake", mistake=mistake.sentence(), text="wrong values"))
         assert named_in(message) == [mistake.id]
-    assert named_in("split_heads(x, num_heads): wrong values") == []
+        assert named_in(str(message)) == []  # words name nothing: a student's text could
+    assert named_in(msg("check.case", case="B=1", text="wrong values")) == []
 
 
 @pytest.mark.parametrize("c", [Attn(2, 5, 12, 3), Attn(2, 3, 12, 4, Tk=6, kdim=5, vdim=7),

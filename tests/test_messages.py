@@ -4,14 +4,17 @@ hostile submissions."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS, DETERMINISTIC, HOSTILE, STUBS
+import torch
+from conftest import CORPUS, DETERMINISTIC, HOSTILE, STUBS, TEMPLATE
 
-from autograder.checks.core import CheckResult
+from autograder.checks.core import CheckResult, Context
+from autograder.checks.diagnosis import named_in
 from autograder.grading.batch import grade_submission
 from autograder.grading.registry import run_checks
 from autograder.grading.report import format_table, gradescope_results
@@ -21,6 +24,7 @@ from autograder.messages import (
     Message,
     display_width,
     fields,
+    ids_in,
     joined,
     msg,
     pad,
@@ -103,6 +107,42 @@ def test_mutant_messages_are_chinese(mutant, tmp_path: Path, monkeypatch):
     assert_chinese(results, sub.problems, monkeypatch)
 
 
+def _graded_as_data(paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> list:
+    """What grading these files decides, as data: every seed drawn, each check's points, the
+    mistakes named (by id) and the ids of every message."""
+    seeds: list[int] = []
+    draw = Context.generator
+
+    def recorded(self: Context, *key: object) -> torch.Generator:
+        gen = draw(self, *key)
+        seeds.append(gen.initial_seed())
+        return gen
+
+    decided = []
+    with monkeypatch.context() as patch:
+        patch.setattr(Context, "generator", recorded)
+        for path in paths:
+            results = run_checks(InProcessSubmission.from_path(path), only=DETERMINISTIC)
+            decided.append([(r.id, r.score, named_in(r.message), sorted(ids_in(r.message)))
+                            for r in results])
+    return [seeds, decided]
+
+
+def test_words_change_no_data(tmp_path: Path, monkeypatch):
+    """Reword every English template: every check draws the same inputs, names the same
+    mistakes (by id) and gives the same points."""
+    paths = [TEMPLATE, STUBS]
+    for mutant in {m.mistake: m for m in MUTANTS}.values():  # one mutant per mistake
+        paths.append(tmp_path / f"{mutant.mistake}.py")
+        paths[-1].write_text(mutant.source())
+    before = _graded_as_data(paths, monkeypatch)
+    for message_id, template in TEMPLATES["en"].items():
+        monkeypatch.setitem(TEMPLATES["en"], message_id, template + " ~")
+    after = _graded_as_data(paths, monkeypatch)
+    assert after == before
+    assert any(named for file in before[1] for _, _, named, _ in file)  # mistakes were named
+
+
 def test_stub_messages_are_chinese(monkeypatch):
     sub = InProcessSubmission.from_path(STUBS)
     results = run_checks(sub)
@@ -138,6 +178,29 @@ def test_every_id_has_a_chinese_template_with_the_same_fields():
     for message_id, template in english.items():
         assert fields(chinese[message_id]) == fields(template), message_id
         assert re.fullmatch(r"[a-z]+(\.[a-z0-9_]+)?", message_id), message_id
+
+
+TRANSLATED_FROM = Path(__file__).resolve().parents[1] / "translations" / "zh" / "messages.json"
+
+
+def stale_translations(english: dict[str, str], recorded: dict[str, str]) -> list[str]:
+    """The ids whose English is not the text their Chinese template was written from."""
+    return sorted(i for i in english if recorded.get(i) != english[i])
+
+
+def test_every_chinese_template_translates_todays_english():
+    """Babel's "fuzzy", without Babel: change an English template and this fails until its
+    Chinese is updated and marked (`python scripts/mark_translated.py ID`)."""
+    recorded = json.loads(TRANSLATED_FROM.read_text(encoding="utf-8"))
+    stale = stale_translations(TEMPLATES["en"], recorded)
+    assert not stale, ("the Chinese of these ids translates an older English; update "
+                       f"messages/zh*.py, then run scripts/mark_translated.py: {stale}")
+
+
+def test_a_reworded_english_template_is_found_stale():
+    recorded = json.loads(TRANSLATED_FROM.read_text(encoding="utf-8"))
+    reworded = {**TEMPLATES["en"], "files.none": TEMPLATES["en"]["files.none"] + " (reworded)"}
+    assert stale_translations(reworded, recorded) == ["files.none"]
 
 
 def test_a_message_checks_its_fields_where_it_is_written():

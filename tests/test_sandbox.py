@@ -22,7 +22,7 @@ from conftest import HOSTILE, ROOT, STUBS, TEMPLATE, check_here, run_cli
 
 from autograder.grading.batch import grade_submission
 from autograder.grading.registry import CHECKS, GATE_MESSAGES, POINTS
-from autograder.messages import msg
+from autograder.messages import msg, render
 from autograder.runner import sandbox, zygote
 from autograder.runner.worker import WorkerSubmission
 from autograder.sandboxed_kernel import (
@@ -130,13 +130,15 @@ def test_the_worker_is_in_a_network_namespace_of_its_own_unless_turned_off(tmp_p
     ({sandbox.BWRAP_ENV: "/nonexistent/bwrap"}, "/nonexistent/bwrap not found"),
     ({sandbox.BWRAP_ENV: shutil.which("false") or "/bin/false"}, "cannot build its sandbox"),
 ])
-def test_without_the_sandbox_grading_works_and_says_what_is_not_protected(
+def test_without_the_sandbox_check_works_and_says_what_is_not_protected_when_asked(
         env, reason, capsys, monkeypatch):
+    """A learner's own code: no warning, unless --verbose asks what protects the grading."""
     run = check_here(capsys, monkeypatch, str(TEMPLATE), "--only", "causal_mask", **env)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "✓ causal_mask" in run.stdout
-    assert run.stderr.count("warning: student code runs without the sandbox") == 1, run.stderr
-    assert reason in run.stderr and "the course folder, your home folder" in run.stderr
+    assert "✓ causal_mask" in run.stdout and "sandbox" not in run.stdout + run.stderr
+    run = check_here(capsys, monkeypatch, str(TEMPLATE), "--only", "causal_mask", "-v", **env)
+    assert run.stdout.count("warning: student code runs without the sandbox") == 1, run.stdout
+    assert reason in run.stdout and "the course folder, your home folder" in run.stdout
 
 
 def test_the_warning_is_shown_once_by_grade_and_in_chinese(tmp_path):
@@ -153,8 +155,9 @@ def test_the_warning_is_shown_once_by_grade_and_in_chinese(tmp_path):
 @needs_bwrap
 def test_with_the_sandbox_there_is_no_warning(capsys, monkeypatch):
     monkeypatch.delenv(sandbox.SANDBOX_ENV, raising=False)
-    run = check_here(capsys, monkeypatch, str(TEMPLATE), "--only", "causal_mask")
+    run = check_here(capsys, monkeypatch, str(TEMPLATE), "--only", "causal_mask", "-v")
     assert run.returncode == 0 and "sandbox" not in run.stderr, run.stderr
+    assert render(msg("sandbox.on", bwrap=sandbox._bwrap())) in run.stdout
 
 
 # --------------------------------------------------------------------------- the kernel

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Union
 
-from ..messages import Message, joined, msg, render
+from ..messages import Message, joined, msg
 from ..runner.protocol import StudentCodeError
 from .core import CheckFailed
 
@@ -111,9 +111,8 @@ def _where(cases: list[Any], others: list[Any]) -> Message | str | None:
     """What these cases share and no other failing case has (cross-attention, a mask, ...)."""
     if not others:
         return None
-    for key, value in _traits(cases[0]):
-        shown = render(value, "en")
-        same = all(render(dict(_traits(c)).get(key, ""), "en") == shown for c in cases)
-        if same and all(render(dict(_traits(c)).get(key, ""), "en") != shown for c in others):
+    for key, value in _traits(cases[0]):  # compared as data (ids and values), not as words
+        same = all(dict(_traits(c)).get(key, "") == value for c in cases)
+        if same and all(dict(_traits(c)).get(key, "") != value for c in others):
             return value
     return None

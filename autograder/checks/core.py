@@ -5,8 +5,10 @@ all of them) or raises `CheckFailed` with a message for the student.
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -101,9 +103,20 @@ class Context:
     results: dict[str, CheckResult] = field(default_factory=dict)
     notes: Message | None = None  # a passing check's message, when it has more than "ok"
 
-    def generator(self, check_id: str) -> torch.Generator:
-        """A fixed seed per check: the same submission always sees the same inputs."""
-        return torch.Generator().manual_seed(zlib.crc32((check_id + self.salt).encode()))
+    def generator(self, check_id: str, *case: Any) -> torch.Generator:
+        """A fixed seed per check and case: the same submission always sees the same inputs.
+        The seed is made of data (`seed_text`), never of a message's words."""
+        key = " ".join([check_id, *map(seed_text, case)]) + self.salt
+        return torch.Generator().manual_seed(zlib.crc32(key.encode()))
+
+
+def seed_text(part: Any) -> str:
+    """A part of a seed: a case (or a Message naming one) by its fields, anything else by repr;
+    rewording or translating a template changes no input."""
+    if dataclasses.is_dataclass(part) and not isinstance(part, type):
+        return "(" + ", ".join(f"{f.name}={seed_text(getattr(part, f.name))}"
+                               for f in dataclasses.fields(part)) + ")"
+    return repr(part)
 
 
 # --------------------------------------------------------------------------- tolerances

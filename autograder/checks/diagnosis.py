@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import oracle
-from ..messages import Message, msg, render
+from ..messages import Message, ids_in, msg
 from ..runtime import one_thread
 
 Tensor = torch.Tensor
@@ -96,9 +96,9 @@ def mistake_of(key: str) -> Mistake:
 
 
 def named_in(message: Message | str) -> list[str]:
-    """The ids of the mistakes a message names (read in English), in catalogue order."""
-    text = render(message, "en")
-    return [m.id for m in CATALOGUE if any(s.render("en") in text for s in m.sentences())]
+    """The ids of the mistakes a message names (its sentences' ids), in catalogue order."""
+    ids = ids_in(message)
+    return [m.id for m in CATALOGUE if any(s.id in ids for s in m.sentences())]
 
 
 # --------------------------------------------------------------------------- matching

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import oracle
-from ..messages import Message, joined, msg, render
+from ..messages import Message, joined, msg
 from ..runner.protocol import ModuleRun, StudentCodeError
 from .core import TIGHT, CheckFailed, Context, tolerance
 from .expect import (
@@ -83,9 +83,6 @@ class Case:
                                             ("case.non_contiguous_inputs", self.strided),
                                             ("case.large_logits", self.logit_scale > 1)) if on]
         return joined([text, *notes, "float32" if self.dtype == torch.float32 else ""])
-
-    def __str__(self) -> str:
-        return render(self.label(), "en")
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """Test cases and their inputs: the sizes of a case, and the tensors and random weights drawn
 for it from the check's fixed generator.
 
-A case's `label()` names it in messages, in the language of the messages; its `str()` is the
-English label, which also seeds the case's inputs, so it never changes with the language.
+A case's `label()` names it in messages, in the language of the messages; its fields, never
+its label, seed its inputs (`core.seed_text`), so no wording or language changes an input.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Callable
 import torch
 
 from .. import oracle
-from ..messages import Message, joined, msg, render
+from ..messages import Message, joined, msg
 from .core import tolerance
 
 Tensor = torch.Tensor
@@ -101,9 +101,6 @@ class Heads:
                        msg("case.non_contiguous_input") if self.strided else "",
                        "float32" if self.dtype == torch.float32 else ""])
 
-    def __str__(self) -> str:
-        return render(self.label(), "en")
-
 
 
 def heads_shapes(tk: bool = False) -> Any:
@@ -136,9 +133,6 @@ class Scores:
         return joined([f"B={self.B}, H={self.H}, Tq={self.Tq}, Tk={self.Tk}, D={self.D}",
                        msg(mask), msg("case.large_logits") if self.logit_scale > 1 else "",
                        "float32" if self.dtype == torch.float32 else ""])
-
-    def __str__(self) -> str:
-        return render(self.label(), "en")
 
     def draw_mask(self, gen: torch.Generator, device: str) -> Tensor | None:
         if self.mask == "causal":
@@ -173,9 +167,6 @@ class Projection:
                        "" if self.bias else msg("case.without_bias"),
                        msg("case.non_contiguous_x") if self.strided else "",
                        "float32" if self.dtype == torch.float32 else ""])
-
-    def __str__(self) -> str:
-        return render(self.label(), "en")
 
 
 
@@ -224,9 +215,6 @@ class Attn:
                  msg("case.large_logits") if self.logit_scale > 1 else "",
                  "float32" if self.dtype == torch.float32 else ""]
         return joined([", ".join(parts), *words])
-
-    def __str__(self) -> str:
-        return render(self.label(), "en")
 
 
 

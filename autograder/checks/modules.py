@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import oracle
-from ..messages import joined, msg, render
+from ..messages import joined, msg
 from ..runner.protocol import Backward, Call, ModuleRun
 from . import diagnosis
 from .core import TIGHT, CheckFailed, Context
@@ -106,7 +106,7 @@ def check_attention_head(sub, ctx: Context) -> float:
     def one_case(c: Attn, head_dim: int | None = None) -> None:
         head_dim = head_dim or (3 if c.E % 3 == 0 else 4)
         case = joined([c.label(), f"head_dim={head_dim}"])
-        gen = ctx.generator(f"attention_head {c}, head_dim={head_dim}")
+        gen = ctx.generator("attention_head", c, head_dim)
         inp = draw_inputs(c, gen, ctx.device)
         params = _head_params(c, inp, head_dim)
         args = (inp.query, inp.key, inp.value)
@@ -215,7 +215,7 @@ def _module_case(sub, ctx: Context, check_id: str, class_name: str) -> Callable[
     """One case of a module check: build, load the weights, run, compare with torch."""
 
     def one_case(c: Attn) -> None:
-        gen = ctx.generator(f"{check_id} {c}")
+        gen = ctx.generator(check_id, c)
         inp = draw_inputs(c, gen, ctx.device)
         mistakes = _mha_mistakes(c, inp)
         expected = expected_mha(c, inp)
@@ -286,7 +286,7 @@ def _masks_case(sub, ctx: Context, c: Attn, inp: Inputs, case: Label, forward: d
                                            ctx.device)
     mistakes = _mha_mistakes(c, inp, mask, wrong_masks)
     expected = expected_mha(c, inp, mask=mask)
-    backward = _mha_backward(ctx.generator(f"fused_mha_masks {render(case, 'en')}"), c,
+    backward = _mha_backward(ctx.generator("fused_mha_masks", case), c,
                              expected, inp.params)
     call = attempt(lambda: _run_mha(sub, "MultiHeadAttention", c, inp, backward, **forward),
                    case, mistakes)

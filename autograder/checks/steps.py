@@ -48,7 +48,7 @@ MODULE_EXAMPLES = 8  # ... and per module
 
 def check_split_heads(sub, ctx: Context) -> float:
     def one_case(c: Heads) -> None:
-        gen = ctx.generator(f"split_heads {c}")
+        gen = ctx.generator("split_heads", c)
         x = randn(gen, c.B, c.T, c.H * c.D, device=ctx.device, dtype=c.dtype)
         x = strided(x) if c.strided else x
         mistakes = diagnosis.split_heads(x, c.H)
@@ -73,7 +73,7 @@ def check_split_heads(sub, ctx: Context) -> float:
 
 def check_merge_heads(sub, ctx: Context) -> float:
     def one_case(c: Heads) -> None:
-        gen = ctx.generator(f"merge_heads {c}")
+        gen = ctx.generator("merge_heads", c)
         x = randn(gen, c.B, c.H, c.T, c.D, device=ctx.device, dtype=c.dtype)
         x = strided(x) if c.strided else x
         mistakes = diagnosis.merge_heads(x)
@@ -150,7 +150,7 @@ def check_scaled_scores(sub, ctx: Context) -> float:
             oracle.scaled_scores, (q, k), backward.inputs, backward.cotangents), case, tol)
 
     def one_case(c: Heads) -> None:
-        gen = ctx.generator(f"scaled_scores {c}")
+        gen = ctx.generator("scaled_scores", c)
         q = randn(gen, c.B, c.H, c.T, c.D, device=ctx.device, dtype=c.dtype)
         k = randn(gen, c.B, c.H, c.Tk or c.T, c.D, device=ctx.device, dtype=c.dtype)
         q, k = (strided(q), strided(k)) if c.strided else (q, k)
@@ -233,7 +233,7 @@ ATTEND_CASES = (
 
 def check_attend(sub, ctx: Context) -> float:
     def one_case(c: Scores) -> None:
-        gen = ctx.generator(f"attend {c}")
+        gen = ctx.generator("attend", c)
         scores = randn(gen, c.B, c.H, c.Tq, c.Tk, device=ctx.device, dtype=c.dtype)
         scores = scores * c.logit_scale
         v = randn(gen, c.B, c.H, c.Tk, c.D, device=ctx.device, dtype=c.dtype)
@@ -284,7 +284,7 @@ PROJECTION_CASES = (
 
 def check_output_projection(sub, ctx: Context) -> float:
     def one_case(c: Projection) -> None:
-        gen = ctx.generator(f"output_projection {c}")
+        gen = ctx.generator("output_projection", c)
         x = randn(gen, c.B, c.T, c.d_in, device=ctx.device, dtype=c.dtype)
         x = strided(x) if c.strided else x
         weight = randn(gen, c.d_out, c.d_in, device=ctx.device, dtype=c.dtype)

@@ -58,12 +58,12 @@ def run(args: argparse.Namespace) -> int:
             print(render(msg("autograde.no_submissions", assignment=args.assignment,
                              path=str(course.root))), file=sys.stderr)
         return EXIT_PASS if course.skipped else EXIT_USAGE
-    warn_if_unprotected()  # for the kernels and the workers
     progress = Progress(len(course.students))
     # Before the first result, which takes a while (grader processes, kernels, workers).
     print(render(msg("autograde.started", count=len(course.students),
                      assignment=args.assignment, jobs=args.jobs)),
           file=progress.stream, flush=True)
+    warn_if_unprotected()  # for the kernels and the workers, after the start line
     everyone = []
     with course:
         for graded in course.grade(args.jobs):

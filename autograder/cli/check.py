@@ -14,6 +14,7 @@ from ..grading.files import detect_assignment, edition_language, readable_submis
 from ..grading.registry import ASSIGNMENTS, CHECKS
 from ..grading.report import format_table, score_line, write_gradescope_json
 from ..messages import LANG_VARIABLE, msg, render
+from ..runner import sandbox
 from ..runner.worker import WorkerStartError
 from ..runtime import default_device
 from .exits import EXIT_FAIL, EXIT_PASS, EXIT_USAGE
@@ -22,7 +23,6 @@ from .options import (
     add_lang_flag,
     add_limit_flags,
     limits_from,
-    warn_if_unprotected,
 )
 
 
@@ -39,7 +39,8 @@ def add(commands: Any) -> None:
                        help="also write Gradescope's results.json format here")
     add_device_flag(check)
     check.add_argument("-v", "--verbose", action="store_true",
-                       help="print each check as it finishes")
+                       help="say what protects the grading (the sandbox, or nothing) and print "
+                            "each check as it finishes")
     add_limit_flags(check)
     check.set_defaults(run=run)
 
@@ -64,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     print(render(msg("cli.grading", path=str(path), assignment=assignment, device=device)),
           flush=True)
-    warn_if_unprotected()
+    if args.verbose:  # one's own code: what protects it is said when asked, never warned of
+        print(render(sandbox.protection()), flush=True)
 
     def progress(result):
         if args.verbose:

@@ -61,12 +61,12 @@ def run(args: argparse.Namespace) -> int:
     limits = limits_from(args)
     device = args.device or default_device()
     ids = [spec.id for spec in ASSIGNMENTS[assignment]]
-    warn_if_unprotected()
     started = time.perf_counter()
     progress = Progress(len(entries))
     # Before the first result, which takes a while (grader processes, workers).
     print(render(msg("batch.started", count=len(entries), assignment=assignment, jobs=args.jobs,
                      device=device)), file=progress.stream, flush=True)
+    warn_if_unprotected()
     rows: dict[str, tuple[StudentFile, dict]] = {}
     try:
         for entry, payload in grade_all(entries, args.jobs, device, assignment, limits):

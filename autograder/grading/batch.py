@@ -187,17 +187,20 @@ def safe_name(student: str) -> str:
 
 
 def write_csv(path: Path, rows: dict[str, tuple[StudentFile, dict]], ids: list[str]) -> None:
-    """One row per student: each check's score, the total and any loading problems."""
+    """One row per student: each check's score, the total, the ids of the known mistakes the
+    messages named (as in Gradescope's `extra_data`) and any loading problems."""
     with open(path, "w", newline="", encoding="utf-8") as out:
         writer = csv.writer(out)
-        writer.writerow(["student", "file", *ids, "total", "notes"])
+        writer.writerow(["student", "file", *ids, "total", "mistakes", "notes"])
         for student in sorted(rows):
             entry, payload = rows[student]
             scores = {t["name"]: t["score"] for t in payload["tests"]}
+            named = dict.fromkeys(m for t in payload["tests"]
+                                  for m in t.get("extra_data", {}).get("mistakes", ()))
             notes = payload.get("output", "").replace("\n", " | ")
             writer.writerow([student, entry.path.name if entry.path else "",
                              *(f"{scores.get(i, 0):g}" for i in ids), f"{payload['score']:g}",
-                             notes[:500]])
+                             " ".join(named), notes[:500]])
 
 
 class Progress:

@@ -142,6 +142,21 @@ def render(text: Message | str, lang: str | None = None) -> str:
     return text.render(lang) if isinstance(text, Message) else str(text)
 
 
+def ids_in(message: Message | str) -> set[str]:
+    """The ids of a message and of every message inside it: what it says, as data. A student's
+    text is a plain string in it, so no printed or raised text can add an id."""
+    found: set[str] = set()
+    todo: list[Any] = [message]
+    while todo:
+        value = todo.pop()
+        if isinstance(value, Message):
+            found.add(value.id)
+            todo += value.params.values()
+        elif isinstance(value, list):
+            todo += value
+    return found
+
+
 def _render_value(value: Any, lang: str) -> Any:
     if isinstance(value, Message):
         return Shown(value.render(lang))

@@ -73,6 +73,8 @@ TEMPLATES: dict[str, str] = {
                    "wherever the account it runs as may (the kit's installation, the course "
                    "folder, your home folder) and use the network. Bubblewrap protects them "
                    "(apt-get install bubblewrap; {variable} unset).",
+    "sandbox.on": "student code runs in the bubblewrap sandbox ({bwrap}): it can write only its "
+                  "scratch folder, and has no network",
     "sandbox.disabled": "{variable}=off",
     "sandbox.missing": "{bwrap} not found",
     "sandbox.broken": "{bwrap} cannot build its sandbox here: {error}",

@@ -65,6 +65,8 @@ TEMPLATES: dict[str, str] = {
                    "（本工具包的安装目录、课程目录、你的主目录），也能访问网络。"
                    "bubblewrap 可以保护它们"
                    "（apt-get install bubblewrap，并且不设置 `{variable}`）。",
+    "sandbox.on": "学生代码在 bubblewrap 沙箱中运行（`{bwrap}`）：它只能写自己的临时目录，"
+                  "也无法访问网络",
     "sandbox.disabled": "`{variable}=off`",
     "sandbox.missing": "找不到 `{bwrap}`",
     "sandbox.broken": "`{bwrap}` 无法在这里建立沙箱：`{error}`",

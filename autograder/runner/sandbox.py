@@ -111,6 +111,11 @@ def unprotected() -> Message | None:
     return msg("sandbox.off", reason=reason, variable=SANDBOX_ENV)
 
 
+def protection() -> Message:
+    """What protects a grading here, in one line: the sandbox, or the warning that nothing does."""
+    return unprotected() or msg("sandbox.on", bwrap=_bwrap())
+
+
 def wrap(argv: Sequence[str], binds: Sequence[tuple[Path, Path]], *, setuid: bool = False,
          chdir: Path | None = None, info_fd: int | None = None,
          new_session: bool = False) -> list[str] | None:
