@@ -15,6 +15,7 @@ class Entry:
 
     name: str
     signature: str
+    forward: str = ""  # a module's forward, whose options the checks vary too
 
 
 STEP_FUNCTIONS: tuple[Entry, ...] = (
@@ -26,15 +27,18 @@ STEP_FUNCTIONS: tuple[Entry, ...] = (
     Entry("output_projection", "output_projection(x, weight, bias=None)"),
 )
 
+_MHA_FORWARD = ("forward(query, key=None, value=None, *, attn_mask=None, is_causal=False,"
+                " need_weights=True)")
 MODULES: tuple[Entry, ...] = (
     Entry("AttentionHead",
-          "AttentionHead(embed_dim, head_dim, *, kdim=None, vdim=None, bias=True)"),
+          "AttentionHead(embed_dim, head_dim, *, kdim=None, vdim=None, bias=True)",
+          "forward(query, key, value, attn_mask=None)"),
     Entry("LoopedMultiHeadAttention",
           "LoopedMultiHeadAttention(embed_dim, num_heads, *, kdim=None, vdim=None, bias=True,"
-          " dropout=0.0)"),
+          " dropout=0.0)", _MHA_FORWARD),
     Entry("MultiHeadAttention",
           "MultiHeadAttention(embed_dim, num_heads, *, kdim=None, vdim=None, bias=True,"
-          " dropout=0.0)"),
+          " dropout=0.0)", _MHA_FORWARD),
 )
 
 # The extension track (solutions/mha_extensions): the seed tutorials' variants in one module.

@@ -234,6 +234,10 @@ def check_looped_mha(sub, ctx: Context) -> float:
     run_cases(one_case, MODULE_CASES, attn_shapes(), MODULE_EXAMPLES,
               pictured(one_case, PICTURED_MODULE))
     _meta_run(sub, ctx, "looped_mha", "LoopedMultiHeadAttention", META_CASE)
+    _mask_ways(sub, ctx, "looped_mha", "LoopedMultiHeadAttention")  # is_causal too
+    # The rest of its options, in eval mode, where the looped module is graded.
+    _query_alone(sub, ctx, "looped_mha query", "LoopedMultiHeadAttention")
+    _eval_options(sub, ctx, "looped_mha options", "LoopedMultiHeadAttention")
     return 1.0
 
 
@@ -242,27 +246,39 @@ def check_fused_mha(sub, ctx: Context) -> float:
     run_cases(one_case, MODULE_CASES, attn_shapes(), MODULE_EXAMPLES,
               pictured(one_case, PICTURED_MODULE))
     _meta_run(sub, ctx, "fused_mha", "MultiHeadAttention", META_CASE)
-    # key and value default to query.
-    c = Attn(2, 5, 16, 4)
-    inp = draw_inputs(c, ctx.generator("fused_mha"), ctx.device)
-    case = msg("case.query_alone")
-    mistakes = _mha_mistakes(c, inp)
-    call = attempt(lambda: sub.run_module(ModuleRun("MultiHeadAttention", (c.E, c.H), {},
-                                                    inp.params, (inp.query,), {})),
-                   case, mistakes)
-    out, weights = expect_output_pair("MultiHeadAttention.forward", call)
-    expect_close(msg("what.output", name="MultiHeadAttention(query)"), out,
-                 expected_mha(c, inp)[0], case, TIGHT, dims=("B", "Tq", "E"), mistakes=mistakes,
-                 part=0)
+    _query_alone(sub, ctx, "fused_mha", "MultiHeadAttention")
     return 1.0
 
 
+def _query_alone(sub, ctx: Context, seed_id: str, class_name: str) -> None:
+    """key and value default to query."""
+    c = Attn(2, 5, 16, 4)
+    inp = draw_inputs(c, ctx.generator(seed_id), ctx.device)
+    case = msg("case.query_alone")
+    mistakes = _mha_mistakes(c, inp)
+    call = attempt(lambda: sub.run_module(ModuleRun(
+        class_name, (c.E, c.H), {}, _module_params(class_name, c, inp), (inp.query,), {})),
+                   case, mistakes)
+    out, weights = expect_output_pair(f"{class_name}.forward", call)
+    expect_close(msg("what.output", name=f"{class_name}(query)"), out,
+                 expected_mha(c, inp)[0], case, TIGHT, dims=("B", "Tq", "E"), mistakes=mistakes,
+                 part=0)
+
+
 def check_fused_mha_masks(sub, ctx: Context) -> float:
-    gen = ctx.generator("fused_mha_masks")
+    _mask_ways(sub, ctx, "fused_mha_masks", "MultiHeadAttention")
+    return 1.0
+
+
+def _mask_ways(sub, ctx: Context, check_id: str, class_name: str) -> None:
+    """Every way of passing masks (`attn_mask`, `is_causal`, both, neither), each compared
+    with torch: a module of the contract takes them all."""
+    gen = ctx.generator(check_id)
     c = Attn(2, 6, 12, 4, mask="random")  # D = 3, √E ≠ D: each scaling mistake differs
     inp = draw_inputs(c, gen, ctx.device)
     assert inp.mask is not None
     inp.mask[:, 0] = False  # with is_causal too, each query keeps a key: no row of NaN
+
     def blocked(attn_mask: Tensor | None) -> Tensor | None:
         return oracle.combined_mask(attn_mask, True, c.Tq, device=ctx.device)
 
@@ -273,66 +289,73 @@ def check_fused_mha_masks(sub, ctx: Context) -> float:
         ("attn_mask=None", {"attn_mask": None}, None),
     )
     # Every way is tried: a mistake is named when it explains each way that fails.
-    run_cases(lambda case: _masks_case(sub, ctx, c, inp, *case), cases)
-    _meta_run(sub, ctx, "fused_mha_masks", "MultiHeadAttention", c, is_causal=True)
-    return 1.0
+    run_cases(lambda case: _masks_case(sub, ctx, check_id, class_name, c, inp, *case), cases)
+    _meta_run(sub, ctx, check_id, class_name, c, is_causal=True)
 
 
-def _masks_case(sub, ctx: Context, c: Attn, inp: Inputs, case: Label, forward: dict,
-                mask: Tensor | None) -> None:
+def _masks_case(sub, ctx: Context, check_id: str, class_name: str, c: Attn, inp: Inputs,
+                case: Label, forward: dict, mask: Tensor | None) -> None:
     """One way of passing masks; the expected mask is `mask`."""
     attn_mask = forward.get("attn_mask", inp.mask)
     wrong_masks = diagnosis.combined_masks(attn_mask, forward.get("is_causal", False), c.Tq,
                                            ctx.device)
     mistakes = _mha_mistakes(c, inp, mask, wrong_masks)
     expected = expected_mha(c, inp, mask=mask)
-    backward = _mha_backward(ctx.generator("fused_mha_masks", case), c,
-                             expected, inp.params)
-    call = attempt(lambda: _run_mha(sub, "MultiHeadAttention", c, inp, backward, **forward),
+    backward = _mha_backward(ctx.generator(check_id, case), c, expected,
+                             _module_params(class_name, c, inp))
+    call = attempt(lambda: _run_mha(sub, class_name, c, inp, backward, **forward),
                    case, mistakes)
-    _compare_module("MultiHeadAttention", call, c, expected, mask, mistakes, case, TIGHT)
-    expect_unchanged("MultiHeadAttention.forward", call, _passed(inp, attn_mask), case)
-    expect_gradients("MultiHeadAttention", call, backward, lambda: _mha_gradients(
-        c, inp, mask, backward, False), case, TIGHT)
+    _compare_module(class_name, call, c, expected, mask, mistakes, case, TIGHT)
+    expect_unchanged(f"{class_name}.forward", call, _passed(inp, attn_mask), case)
+    expect_gradients(class_name, call, backward, lambda: _mha_gradients(
+        c, inp, mask, backward, class_name.startswith("Looped")), case, TIGHT)
+
+
+def _eval_options(sub, ctx: Context, seed_id: str, class_name: str) -> tuple:
+    """need_weights=False, and dropout=0.5 in eval mode (none): the case, its inputs, what
+    torch gives, and a function that runs the module with dropout=0.5."""
+    gen = ctx.generator(seed_id)
+    c = Attn(2, 5, 12, 4, mask="causal")
+    inp = draw_inputs(c, gen, ctx.device)
+    expected = expected_mha(c, inp)
+    mistakes = _mha_mistakes(c, inp)
+    params = _module_params(class_name, c, inp)
+
+    # need_weights=False: the output alone, weights None.
+    call = attempt(lambda: _run_mha(sub, class_name, c, inp, need_weights=False),
+                   "need_weights=False", mistakes)
+    out, weights = expect_output_pair(f"{class_name}.forward", call)
+    if weights is not None:
+        raise CheckFailed(msg("modules.need_weights"))
+    output = msg("what.output", name=class_name)
+    expect_close(output, out, expected[0], "need_weights=False", TIGHT,
+                 dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
+
+    def run(training: bool) -> tuple[Any, Any]:
+        return expect_output_pair(f"{class_name}.forward", sub.run_module(ModuleRun(
+            class_name, (c.E, c.H), {"dropout": 0.5}, params,
+            (inp.query, inp.key, inp.value), {"attn_mask": inp.mask}, training=training,
+            seed=0,
+        )))
+
+    # Dropout: none in eval mode.
+    out, weights = run(training=False)
+    expect_no_dropout_in_eval(class_name, weights, expected[1], 0.5,
+                              msg("case.eval_dropout", p=0.5))
+    expect_close(msg("what.attention_weights", name=class_name), weights, expected[1],
+                 msg("case.eval_dropout", p=0.5), TIGHT, dims=("B", "H", "Tq", "Tk"),
+                 mistakes=mistakes, part=1, beside=out)
+    expect_close(output, out, expected[0], msg("case.eval_dropout", p=0.5),
+                 TIGHT, dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
+    return c, inp, expected, run
 
 
 def check_fused_mha_contract(sub, ctx: Context) -> float:
     expect_value_error(sub, "MultiHeadAttention", (10, 3), {},
                        msg("why.heads_divide", dim=10, heads=3))
 
-    gen = ctx.generator("fused_mha_contract")
-    c = Attn(2, 5, 12, 4, mask="causal")
-    inp = draw_inputs(c, gen, ctx.device)
-    expected = expected_mha(c, inp)
-
-    mistakes = _mha_mistakes(c, inp)
-
-    # need_weights=False: the output alone, weights None.
-    call = attempt(lambda: _run_mha(sub, "MultiHeadAttention", c, inp, need_weights=False),
-                   "need_weights=False", mistakes)
-    out, weights = expect_output_pair("MultiHeadAttention.forward", call)
-    if weights is not None:
-        raise CheckFailed(msg("modules.need_weights"))
-    output = msg("what.output", name="MultiHeadAttention")
-    expect_close(output, out, expected[0], "need_weights=False", TIGHT,
-                 dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
-
-    # Dropout: none in eval mode, and in training mode on the weights.
-    def run(training: bool) -> tuple[Any, Any]:
-        return expect_output_pair("MultiHeadAttention.forward", sub.run_module(ModuleRun(
-            "MultiHeadAttention", (c.E, c.H), {"dropout": 0.5}, inp.params,
-            (inp.query, inp.key, inp.value), {"attn_mask": inp.mask}, training=training,
-            seed=0,
-        )))
-
-    out, weights = run(training=False)
-    expect_no_dropout_in_eval("MultiHeadAttention", weights, expected[1], 0.5,
-                              msg("case.eval_dropout", p=0.5))
-    expect_close(msg("what.attention_weights", name="MultiHeadAttention"), weights, expected[1],
-                 msg("case.eval_dropout", p=0.5), TIGHT, dims=("B", "H", "Tq", "Tk"),
-                 mistakes=mistakes, part=1, beside=out)
-    expect_close(output, out, expected[0], msg("case.eval_dropout", p=0.5),
-                 TIGHT, dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
+    c, inp, expected, run = _eval_options(sub, ctx, "fused_mha_contract", "MultiHeadAttention")
+    # Dropout in training mode: on the weights.
     out, weights = run(training=True)
     v = oracle.split_heads(F.linear(inp.value, inp.params["v_proj.weight"],
                                     inp.params["v_proj.bias"]), c.H)  # (B, H, Tk, D)

@@ -13,8 +13,10 @@ TEMPLATE = Path(__file__).with_name("template.py")
 
 FUSED = frozenset({"fused_mha", "fused_mha_masks", "fused_mha_contract"})
 HEAD_AND_LOOPED = frozenset({"attention_head", "looped_mha"})
-MASKS = frozenset({"causal_mask", "fused_mha_masks"})  # the causal mask and is_causal
+# the causal mask and is_causal: both modules take is_causal
+MASKS = frozenset({"causal_mask", "fused_mha_masks", "looped_mha"})
 PROJECTION = frozenset({"output_projection"})
+BOTH_MASKS = frozenset({"fused_mha_masks", "looped_mha"})  # _combined_mask, which both use
 
 
 @dataclass(frozen=True)
@@ -130,9 +132,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "        scores", "mask = attn_mask\n        scores", frozenset({"fused_mha_masks"})),
     Mutant("attn_mask is dropped when is_causal", "attn_mask_ignored",
            "return causal if attn_mask is None else attn_mask | causal", "return causal",
-           frozenset({"fused_mha_masks"})),
+           BOTH_MASKS),
     Mutant("attn_mask and is_causal combined with &", "masks_and",
-           "attn_mask | causal", "attn_mask & causal", frozenset({"fused_mha_masks"})),
+           "attn_mask | causal", "attn_mask & causal", BOTH_MASKS),
     # projections
     Mutant("output_projection forgets the bias", "bias_ignored",
            "    if bias is not None:\n        out = out + bias\n", "", PROJECTION),
@@ -164,6 +166,11 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("the fused module projects the key as the value", "value_from_key",
            "v = split_heads(self.v_proj(value), self.num_heads)",
            "v = split_heads(self.v_proj(key), self.num_heads)", frozenset({"fused_mha"})),
+    # the looped module's own options (real public code leaves is_causal unused there)
+    Mutant("the looped module passes attn_mask on and ignores is_causal", "is_causal_ignored",
+           "        mask = _combined_mask(attn_mask, is_causal, query.shape[1], query.device)\n"
+           "        outs, weights",
+           "        mask = attn_mask\n        outs, weights", frozenset({"looped_mha"})),
     # what forward returns
     Mutant("the fused module averages the weights over heads", "weights_averaged",
            "return out, weights if need_weights else None",

@@ -16,6 +16,7 @@ TEMPLATE = Path(__file__).with_name("template.py")
 
 HEAD_AND_LOOPED = frozenset({"attention_head", "looped_mha"})  # they use attend
 FUSED = frozenset({"fused_mha", "fused_mha_masks"})  # the contract check is forward only
+BOTH_MASKS = frozenset({"fused_mha_masks", "looped_mha"})  # _combined_mask, which both use
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ TRAINING: tuple[Broken, ...] = (
 DEVICES: tuple[Broken, ...] = (
     Broken("the module builds the causal mask on the CPU in forward", "device",
            "    causal = causal_mask(tq, device=device)", "    causal = causal_mask(tq)",
-           frozenset({"fused_mha_masks"})),
+           BOTH_MASKS),
     Broken("scaled_scores keeps the scale in a shape-(1,) CPU tensor", "device",
            "torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])",
            "torch.matmul(q, k.transpose(-2, -1)) / torch.sqrt(torch.Tensor([q.shape[-1]]))",
@@ -97,7 +98,7 @@ DEVICES: tuple[Broken, ...] = (
     Broken("causal_mask ignores its device argument", "device",
            "torch.ones(seq_len, seq_len, dtype=torch.bool, device=device)",
            "torch.ones(seq_len, seq_len, dtype=torch.bool)",
-           frozenset({"causal_mask", "fused_mha_masks"})),
+           BOTH_MASKS | {"causal_mask"}),
 )
 
 IN_PLACE: tuple[Broken, ...] = (
@@ -105,5 +106,5 @@ IN_PLACE: tuple[Broken, ...] = (
            "    return causal if attn_mask is None else attn_mask | causal",
            "    if attn_mask is None:\n        return causal\n    attn_mask |= causal\n"
            "    return attn_mask",
-           frozenset({"fused_mha_masks"})),
+           BOTH_MASKS),
 )
