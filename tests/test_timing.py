@@ -331,3 +331,12 @@ def test_a_stuck_gpu_turn_is_waited_for_a_bounded_time(tmp_path, monkeypatch):
         pass
     os.close(stuck)
     assert 0.2 <= time.monotonic() - started < 5
+
+
+def test_a_lock_file_this_account_cannot_open_does_not_stop_the_timing(tmp_path, monkeypatch):
+    """Another account's lock file (made by root, say): the timing runs without a turn."""
+    from autograder.speed import gate
+
+    monkeypatch.setattr(gate.tempfile, "gettempdir", lambda: str(tmp_path / "missing"))
+    with gate.gpu_turn("cuda"):  # os.open fails: no such folder, as it fails for no permission
+        pass
