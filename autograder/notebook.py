@@ -26,7 +26,6 @@ from .training import plot_losses, shown, train_side_by_side
 __all__ = ["check", "compare", "train"]
 
 
-
 def check(check_id: str, *, hidden: bool = False) -> float:
     """Grade one check against the caller's globals (the notebook's namespace)."""
     if check_id not in POINTS:

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from autograder.grading.registry import CHECKS, POINTS
+from autograder.messages import Message
 from autograder.speed import config as speed_config
+from autograder.speed import score as speed_score
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus"
@@ -28,6 +30,12 @@ TINY = speed_config.TINY
 # The suite, and every process it starts, grades the speed check at the `small` config: a
 # correct module passes, in a third of the CPU time. `tiny` and `graded_speed` choose otherwise.
 os.environ.setdefault(speed_config.SPEED_CONFIG_ENV, "small")
+
+
+def score_once(measurement: dict, device: str, seed: int) -> tuple[float, Message]:
+    """(fraction of the points, message) from one run of `measure_speed`, as the speed check
+    decides on a single run."""
+    return speed_score.decide([speed_score.judge(measurement, device, seed)], device)
 
 
 def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None,

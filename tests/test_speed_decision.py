@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from conftest import TINY
+from conftest import TINY, score_once
 from test_timing import KIT_TIMES, fake_timer
 
 from autograder.checks.core import CheckFailed, Context
@@ -115,7 +115,7 @@ def test_malformed_counts_are_not_scored(tiny) -> None:
     for bad in (None, {"heads": [TINY.H, TINY.H], "counts": [{}, {}]},
                 {"heads": [TINY.H, TINY.H // 2], "counts": [{"x": -1}, {}]},
                 {"heads": [TINY.H, TINY.H // 2], "counts": [{"x": 1.5}, {}]}):
-        fraction, message = speed_score.score_speed({**measurement, "ops": bad}, "cpu", 4)
+        fraction, message = score_once({**measurement, "ops": bad}, "cpu", 4)
         assert fraction == 0 and "malformed operation counts" in str(message)
 
 

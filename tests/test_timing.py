@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from conftest import STUBS, TEMPLATE, TINY
+from conftest import STUBS, TEMPLATE, TINY, score_once
 from torch import nn
 
 from autograder.checks.core import CheckResult, Context
@@ -149,7 +149,7 @@ def test_measured_and_scored_with_a_fake_timer(tiny) -> None:
     assert set(measurement["outputs"]) == set(speed_config.spot_indices(TINY, seed))
     assert speed_score.total_measured(measurement) == pytest.approx(
         (8e-3 + 1e-3 + 1.6e-3) * TINY.rounds * TINY.calls)
-    fraction, message = speed_score.score_speed(measurement, "cpu", seed)
+    fraction, message = score_once(measurement, "cpu", seed)
     assert fraction == 1.0
     assert str(message) == (  # the test config is named: this is not a grade
         "measured: 5.0× faster than the kit's looped version (per call: yours 1.60 ms, looped "
@@ -160,7 +160,7 @@ def test_measured_and_scored_with_a_fake_timer(tiny) -> None:
 def test_too_slow_scores_nothing_and_says_what_was_measured_and_needed(tiny) -> None:
     sub, seed = template_submission(), 12
     measurement = speed_measure.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 6e-3))
-    fraction, message = speed_score.score_speed(measurement, "cpu", seed)
+    fraction, message = score_once(measurement, "cpu", seed)
     assert fraction == 0.0
     text = str(message)
     assert text.startswith("measured: 1.3× faster than the kit's looped version")
@@ -195,7 +195,7 @@ class ReturnsZeros(as_student_class(FusedReference)):
 def test_spot_check_rejects_wrong_outputs(tiny, cls: type[nn.Module]) -> None:
     sub, seed = InProcessSubmission({"MultiHeadAttention": cls}, forbidden={}), 5
     measurement = speed_measure.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 1e-4))
-    fraction, message = speed_score.score_speed(measurement, "cpu", seed)
+    fraction, message = score_once(measurement, "cpu", seed)
     assert fraction == 0.0
     assert "is not the right answer" in str(message)
 
@@ -222,7 +222,7 @@ def test_malformed_measurements_score_nothing(tiny, tamper, problem: str) -> Non
     measurement = speed_measure.measure_speed(template_submission(), "cpu", 4,
                                        timer=fake_timer(KIT_TIMES, 1e-3))
     tamper(measurement)
-    fraction, message = speed_score.score_speed(measurement, "cpu", 4)
+    fraction, message = score_once(measurement, "cpu", 4)
     assert fraction == 0.0 and problem in str(message)
 
 

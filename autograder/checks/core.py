@@ -137,8 +137,6 @@ LARGE_LOGITS = {"rtol": 1e-3, "atol": 2e-5}
 FLOAT32 = {"rtol": 1e-4, "atol": 2e-5}
 
 
-
-
 def tolerance(dtype: torch.dtype, logit_scale: float = 1.0) -> dict:
     """The tolerance for results of this dtype, with logits scaled by `logit_scale`."""
     if dtype == torch.float32:

@@ -160,7 +160,6 @@ def expect_output_pair(name: str, call: Call) -> tuple[Any, Any]:
     return call.value
 
 
-
 def expect_value_error(sub, class_name: str, args: tuple, kwargs: dict, why: Message) -> None:
     """Building class_name(*args, **kwargs) raises ValueError, because `why`. Other failures
     of the student's code (missing, a stub, a timeout, a crash) are reported as they are."""
@@ -225,5 +224,3 @@ def _dropped_from(got: Any, value: Tensor, p: float) -> bool:
     return bool(dropped.any()) and torch.allclose(
         got[~dropped].to(value.dtype), value[~dropped] / (1 - p), **TIGHT)
 
-
-# On CPU the reported times are the worker's CPU time in the timed calls. The grader reads the

@@ -49,14 +49,12 @@ def strided(x: Tensor) -> Tensor:
     return doubled[:, ::2]
 
 
-
 def allowed_somewhere(gen: torch.Generator, *shape: int, device: str) -> Tensor:
     """A random bool mask (True = blocked) that leaves every row at least one key."""
     blocked = torch.rand(*shape, generator=gen) < 0.4
     blocked[..., 0] = False
     perm = torch.randperm(shape[-1], generator=gen)
     return blocked[..., perm].to(device)
-
 
 
 _MASKS = {None: "case.no_mask", "causal": "case.causal_mask", "random": "case.random_mask",
@@ -102,14 +100,12 @@ class Heads:
                        "float32" if self.dtype == torch.float32 else ""])
 
 
-
 def heads_shapes(tk: bool = False) -> Any:
     """The search's sizes for the step functions: B, T (and Tk), H and D, 1s included."""
     from hypothesis import strategies as st
 
     return st.builds(Heads, B=st.integers(1, 3), T=st.integers(1, 5), H=st.integers(1, 4),
                      D=st.integers(1, 4), Tk=st.integers(1, 5) if tk else st.none())
-
 
 
 @dataclass(frozen=True)
@@ -144,7 +140,6 @@ class Scores:
         return None
 
 
-
 @dataclass(frozen=True)
 class Projection:
     """One `output_projection` case: x (B, T, d_in), weight (d_out, d_in), maybe a bias."""
@@ -167,7 +162,6 @@ class Projection:
                        "" if self.bias else msg("case.without_bias"),
                        msg("case.non_contiguous_x") if self.strided else "",
                        "float32" if self.dtype == torch.float32 else ""])
-
 
 
 @dataclass(frozen=True)
@@ -217,7 +211,6 @@ class Attn:
         return joined([", ".join(parts), *words])
 
 
-
 @dataclass
 class Inputs:
     query: Tensor
@@ -253,10 +246,6 @@ def draw_inputs(c: Attn, gen: torch.Generator, device: str) -> Inputs:
     return Inputs(query.to(c.dtype), key.to(c.dtype), value.to(c.dtype), mask, cast)
 
 
-_SAME_MASK: Any = object()
-
-
-
 def per_head_params(params: dict[str, Tensor | None], num_heads: int) -> dict:
     """The fused weights sliced into `heads.i.{q,k,v}_proj` for a looped module."""
     sliced: dict[str, Tensor | None] = {}
@@ -271,7 +260,6 @@ def per_head_params(params: dict[str, Tensor | None], num_heads: int) -> dict:
     sliced["out_proj.weight"] = params["out_proj.weight"]
     sliced["out_proj.bias"] = params["out_proj.bias"]
     return sliced
-
 
 
 def attn_shapes(single_head: bool = False) -> Any:

@@ -52,7 +52,6 @@ PICTURED_HEAD = Attn(1, 8, 8, 1, mask="causal")
 META_CASE = MODULE_CASES[4]  # the device check's case: a causal mask
 
 
-
 _SAME_MASK: Any = object()
 
 
@@ -65,7 +64,6 @@ def expected_mha(c: Attn, inp: Inputs, mask: Tensor | None = _SAME_MASK) -> tupl
         mha, inp.query.double(), inp.key.double(), inp.value.double(), mask
     )
     return out.to(c.dtype), weights.to(c.dtype)
-
 
 
 def _module_kwargs(c: Attn) -> dict[str, Any]:
@@ -93,7 +91,6 @@ def _compare_module(name: str, call: Call, c: Attn, expected: tuple[Tensor, Tens
     expect_blocked_zero(what, weights, mask, case)
     expect_close(msg("what.output", name=name), out, expected[0], case, tol,
                  dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
-
 
 
 HEAD_MODULE_CASES = (
@@ -256,9 +253,9 @@ def _query_alone(sub, ctx: Context, seed_id: str, class_name: str) -> None:
     inp = draw_inputs(c, ctx.generator(seed_id), ctx.device)
     case = msg("case.query_alone")
     mistakes = _mha_mistakes(c, inp)
-    call = attempt(lambda: sub.run_module(ModuleRun(
-        class_name, (c.E, c.H), {}, _module_params(class_name, c, inp), (inp.query,), {})),
-                   case, mistakes)
+    run = ModuleRun(class_name, (c.E, c.H), {}, _module_params(class_name, c, inp),
+                    (inp.query,), {})
+    call = attempt(lambda: sub.run_module(run), case, mistakes)
     out, weights = expect_output_pair(f"{class_name}.forward", call)
     expect_close(msg("what.output", name=f"{class_name}(query)"), out,
                  expected_mha(c, inp)[0], case, TIGHT, dims=("B", "Tq", "E"), mistakes=mistakes,
@@ -311,9 +308,11 @@ def _masks_case(sub, ctx: Context, check_id: str, class_name: str, c: Attn, inp:
         c, inp, mask, backward, class_name.startswith("Looped")), case, TIGHT)
 
 
-def _eval_options(sub, ctx: Context, seed_id: str, class_name: str) -> tuple:
-    """need_weights=False, and dropout=0.5 in eval mode (none): the case, its inputs, what
-    torch gives, and a function that runs the module with dropout=0.5."""
+def _eval_options(sub, ctx: Context, seed_id: str, class_name: str
+                  ) -> tuple[Attn, Inputs, tuple[Tensor, Tensor], Callable[[bool], Any]]:
+    """need_weights=False, and dropout=0.5 in eval mode (none). Returns the case, its inputs,
+    torch's (out, weights) and a function that runs the module with dropout=0.5, in training
+    mode if asked."""
     gen = ctx.generator(seed_id)
     c = Attn(2, 5, 12, 4, mask="causal")
     inp = draw_inputs(c, gen, ctx.device)

@@ -219,7 +219,6 @@ def _larger_mask_picture(sub, ctx: Context) -> Picture | None:
                                                            expected, got)
 
 
-
 ATTEND_CASES = (
     Scores(2, 3, 5, 7, 4),
     Scores(2, 3, 5, 5, 4, "causal"),
@@ -270,7 +269,6 @@ def check_attend(sub, ctx: Context) -> float:
         randn(gen, c.B, c.H, c.Tk, c.D, device="cpu"), c.draw_mask(gen, "cpu")), device)),
         c.label())
     return 1.0
-
 
 
 PROJECTION_CASES = (

@@ -34,8 +34,6 @@ def add_limit_flags(parser: argparse.ArgumentParser) -> None:
                              f"${Limits.ENV['memory_gib']})")
 
 
-
-
 def limits_from(args: argparse.Namespace) -> Limits:
     """The limits the flags and MHA_KIT_* variables set (flags win)."""
     return Limits.from_env(call_s=args.timeout, check_s=args.check_timeout,

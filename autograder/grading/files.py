@@ -68,7 +68,6 @@ def discover(root: Path, assignment: str | None = None) -> list[StudentFile]:
     return sorted(entries, key=lambda e: e.student)
 
 
-
 class MixedAssignments(Exception):
     """Notebooks of a class whose test cells name different assignments; str() says who handed
     in which ("mha (alice, bob, carol, ...), shapes (aaron)")."""

@@ -81,7 +81,6 @@ class ModuleRun:
     backward: Backward | None = None  # forward with autograd on, then this backward
 
 
-
 class Submission(Protocol):
     """Where student code runs, as the checks see it."""
 

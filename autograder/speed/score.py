@@ -211,11 +211,6 @@ def decide(verdicts: list[Verdict], device: str) -> tuple[float, Message]:
     return fraction, message
 
 
-def score_speed(measurement: Any, device: str, seed: int) -> tuple[float, Message]:
-    """(fraction of the points, message) from one run of `measure_speed`."""
-    return decide([judge(measurement, device, seed)], device)
-
-
 def total_measured(measurement: dict[str, Any]) -> float:
     """Seconds the reported times add up to, for the sanity check against wall time."""
     calls = measurement["config"]["calls"]
