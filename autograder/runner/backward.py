@@ -29,7 +29,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from ..messages import Message, msg
-from .protocol import Backward
+from .protocol import Backward, copy_as_given
 from .student_code import CODE_KEEP, cell_of, error_text, first_line, frame_line
 
 Tensor = torch.Tensor
@@ -53,9 +53,9 @@ def leaves_for(args: tuple, backward: Backward) -> tuple[dict[str, Tensor], tupl
     leaves: dict[str, Tensor] = {}
     for i, name in backward.inputs.items():
         if name not in leaves and i < len(args) and isinstance(args[i], Tensor):
-            leaves[name] = args[i].detach().clone().requires_grad_()
-    passed = tuple(leaves[backward.inputs[i]].clone() if backward.inputs.get(i) in leaves else a
-                   for i, a in enumerate(args))
+            leaves[name] = copy_as_given(args[i].detach()).requires_grad_()
+    passed = tuple(copy_as_given(leaves[backward.inputs[i]]) if backward.inputs.get(i) in leaves
+                   else a for i, a in enumerate(args))
     return leaves, passed
 
 

@@ -37,7 +37,7 @@ from .backward import (
 from .devices import DeviceWatch, on_meta
 from .loading import load_source
 from .policy import forbidden_functions
-from .protocol import Backward, Call, ModuleRun, StudentCodeError
+from .protocol import Backward, Call, ModuleRun, StudentCodeError, copy_as_given
 from .student_code import at_line, first_line
 from .warned import capture
 
@@ -76,11 +76,11 @@ def plain(value: Any, name: str, depth: int = 0, meta: bool = False) -> Any:
 
 
 def _clone(values: tuple) -> tuple:
-    return tuple(v.clone() if isinstance(v, torch.Tensor) else v for v in values)
+    return tuple(copy_as_given(v) if isinstance(v, torch.Tensor) else v for v in values)
 
 
 def _clone_kwargs(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
+    return {k: copy_as_given(v) if isinstance(v, torch.Tensor) else v for k, v in values.items()}
 
 
 def _tensors(values: tuple) -> tuple[torch.Tensor, ...]:

@@ -61,6 +61,20 @@ class Call:
     backward_failure: Message | None = None
 
 
+def copy_as_given(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy with the given tensor's strides, so that a case's non-contiguous input reaches
+    the student's code non-contiguous (`clone()` makes a view with gaps contiguous). A tensor
+    whose elements overlap (an expanded one) is copied contiguous, as `clone()` does."""
+    if tensor.is_contiguous():
+        return tensor.clone()
+    copy = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,
+                               device=tensor.device)
+    try:
+        return copy.copy_(tensor)
+    except RuntimeError:  # overlapping memory: no copy can keep these strides
+        return tensor.clone()
+
+
 @dataclass
 class ModuleRun:
     """Build a student module, load the grader's weights into it and run forward once.
