@@ -44,6 +44,7 @@ from notebook_helpers import (  # noqa: E402
 )
 
 from autograder.release import with_interpreter_on_path  # noqa: E402
+from autograder.speed import config as speed_config  # noqa: E402
 
 VARIANTS = ("complete", "partial", "complete", "empty", "complete", "tampered")
 # nbgrader's own autograde preprocessors: the stock Execute, points from the kernel's outputs.
@@ -51,9 +52,17 @@ PLAIN = '\ndel c.Autograde["autograde_preprocessors"]  # nbgrader\'s default lis
 STARTED = re.compile(r"^(\d+\.\d+) Creating/updating student with ID '([^']+)'", re.MULTILINE)
 
 
+SPEED_CONFIG = "graded"  # set by --speed-config; never inherited from the test helpers
+
+
 def env() -> dict[str, str]:
-    """The instructor's environment: the venv's bin/ on PATH, no headless matplotlib."""
-    return with_interpreter_on_path({k: v for k, v in os.environ.items() if k != "MPLBACKEND"})
+    """The instructor's environment: the venv's bin/ on PATH, no headless matplotlib, and the
+    speed config this script states (the test helpers it imports set the `small` one)."""
+    kept = {k: v for k, v in os.environ.items()
+            if k not in ("MPLBACKEND", speed_config.SPEED_CONFIG_ENV)}
+    if SPEED_CONFIG != "graded":
+        kept[speed_config.SPEED_CONFIG_ENV] = SPEED_CONFIG
+    return with_interpreter_on_path(kept)
 
 
 def run(course: Path, *command: str) -> subprocess.CompletedProcess:
@@ -122,7 +131,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-k", "--submissions", type=int, default=10)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--speed-config", choices=("graded", *speed_config.TEST_CONFIGS),
+                        default="graded", help="the speed check's config (default: graded)")
     args = parser.parse_args()
+    global SPEED_CONFIG
+    SPEED_CONFIG = args.speed_config
+    print(f"speed check config: {SPEED_CONFIG} (cpu: {speed_config.CONFIGS['cpu']})")
     with tempfile.TemporaryDirectory(prefix="mha-kit-timing-") as tmp:
         base = Path(tmp) / "base"
         students = build(base, args.submissions)
