@@ -14,6 +14,7 @@ from autograder.runner.policy import FORBIDDEN_ENV
 from autograder.runner.worker import WorkerSubmission
 from autograder.speed import config as speed_config
 from autograder.speed.baselines import SdpaReference, TorchMHA
+from autograder.speed.measure import JOB, PREPARE_JOB
 
 
 def test_the_graders_process_never_sees_the_students_code():
@@ -50,7 +51,8 @@ def test_forbidden_apis_are_caught_in_process_too():
 
 
 def test_the_speed_check_times_without_the_watch(monkeypatch):
-    """The watch slows every torch call, so it is off while timing and back on after."""
+    """The watch slows every torch call, so it is off while timing; one forward of the timed
+    shape runs under it in the preparation, before."""
     sub = InProcessSubmission.from_path(TEMPLATE)
     watching = []
     measure = sub.guard
@@ -59,10 +61,19 @@ def test_the_speed_check_times_without_the_watch(monkeypatch):
         watching.append(watch)
         return measure(name, action, watch=watch)
 
+    jobs = sub.run_job
+
+    def job(name, what, **kwargs):
+        watching.append(name)
+        return jobs(name, what, **kwargs)
+
     monkeypatch.setattr(sub, "guard", spy)
+    monkeypatch.setattr(sub, "run_job", job)
     result = run_check("speed_fused_vs_looped", sub)
     assert "uses" not in str(result.message) and "not scored" not in str(result.message)
-    assert False in watching and watching[-1] is True
+    prepare, timing = watching.index(PREPARE_JOB), watching.index(JOB)
+    assert True in watching[prepare:timing]  # the forward under the watch, before the timing
+    assert set(watching[timing + 1:]) == {False}
 
 
 def test_instructors_choose_the_forbidden_list(monkeypatch):

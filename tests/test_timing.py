@@ -6,10 +6,11 @@ import math
 
 import pytest
 import torch
-from conftest import STUBS, TEMPLATE, TINY, score_once
+from conftest import SPEED, STUBS, TEMPLATE, TINY, score_once
 from torch import nn
 
 from autograder.checks.core import CheckResult, Context
+from autograder.grading.batch import grade_submission
 from autograder.grading.registry import GATE_MESSAGES, POINTS, run_check
 from autograder.messages import msg
 from autograder.oracle import causal_mask, multi_head_attention, torch_mha
@@ -268,8 +269,8 @@ def test_graded_check_measures_again_near_the_threshold(tiny, monkeypatch, stude
     monkeypatch.setattr(speed_measure, "timer_for", lambda device: fake_timer(micro, student))
     jobs = []
     sub = InProcessSubmission(load_source(TEMPLATE).namespace, forbidden={})
-    monkeypatch.setattr(sub, "run_job", lambda *a, **k: jobs.append(a) or InProcessSubmission
-                        .run_job(sub, *a, **k))
+    monkeypatch.setattr(sub, "run_job", lambda *a, **k: (
+        a[0] == speed_measure.JOB and jobs.append(a)) or InProcessSubmission.run_job(sub, *a, **k))
     passed = CheckResult("fused_mha", POINTS["fused_mha"], POINTS["fused_mha"], "ok")
     result = run_check("speed_fused_vs_looped", sub, Context(results={"fused_mha": passed}))
     assert result.score == POINTS["speed_fused_vs_looped"] and len(jobs) == runs
@@ -337,16 +338,22 @@ def test_a_lock_file_this_account_cannot_open_does_not_stop_the_timing(tmp_path,
         pass
 
 
-def test_in_process_a_slow_constructor_is_timed_and_never_accused(tmp_path):
-    """A notebook's kernel (untrusted by design): a correct module whose constructor burns CPU
-    earned 0 and read "a slow constructor or first call, or a patched clock?"; the cross-check
-    with CPU time is the worker's alone (tests/test_batch.py: fake_timer.py is still caught)."""
+@pytest.mark.parametrize("where", ["in process", "worker"])
+def test_a_slow_constructor_is_timed_and_never_accused(tmp_path, where):
+    """A correct module whose constructor burns CPU earned 0, read "a slow constructor or first
+    call, or a patched clock?": in process the CPU-time cross-check is gone (the kernel is
+    untrusted by design); in the worker, construction and first calls run in a job of their
+    own (measure.prepare_speed), outside the cross-checked run. A patched clock is still
+    caught there (tests/test_batch.py: fake_timer.py)."""
     path = tmp_path / "slow_init.py"
     path.write_text(TEMPLATE.read_text().replace(
         "        self.num_heads = num_heads\n",
         "        self.num_heads = num_heads\n        sum(range(20_000_000))  # a slow setup\n", 1))
-    passed = {c: CheckResult(c, POINTS[c], POINTS[c], "ok") for c in ("fused_mha",
-                                                                      "fused_mha_masks")}
-    result = run_check("speed_fused_vs_looped", InProcessSubmission.from_path(path),
-                       Context(results=passed))
-    assert result.score == POINTS["speed_fused_vs_looped"], result.message
+    if where == "worker":
+        results, _ = grade_submission(path, only=["fused_mha", "fused_mha_masks", SPEED])
+        result = results[-1]
+    else:
+        passed = {c: CheckResult(c, POINTS[c], POINTS[c], "ok") for c in ("fused_mha",
+                                                                          "fused_mha_masks")}
+        result = run_check(SPEED, InProcessSubmission.from_path(path), Context(results=passed))
+    assert result.id == SPEED and result.score == POINTS[SPEED], result.message

@@ -45,8 +45,8 @@ TEMPLATES: dict[str, str] = {
     "speed.over_wall": "the reported times add up to more than the {wall:.2f} s the measurement "
                        "took",
     "speed.under_cpu": "the reported times add up to {reported:.2f} s but the timing run used "
-                       "{cpu:.2f} s of CPU time (a slow constructor or first call, or a patched "
-                       "clock?)",
+                       "{cpu:.2f} s of CPU time, after its construction and first calls: the "
+                       "timed calls use more than they report (a patched clock?)",
     "gate.speed": "timed only once MultiHeadAttention matches nn.MultiheadAttention, with "
                   "is_causal=True as the timing calls it",
     "gate.failing": "{gate}; failing now: {checks}",

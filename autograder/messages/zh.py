@@ -44,7 +44,7 @@ TEMPLATES: dict[str, str] = {
     "speed.wrong_output": "第 {round} 轮计时中第 {call} 次调用的输出不对",
     "speed.over_wall": "报告的时间加起来超过了测量实际花费的 {wall:.2f} 秒",
     "speed.under_cpu": "报告的时间加起来是 {reported:.2f} 秒，但计时运行用了 {cpu:.2f} 秒 CPU 时间"
-                       "（构造函数或第一次调用太慢，还是时钟被改过？）",
+                       "（不含构造和第一次调用）：计时的调用用掉的比报告的多（时钟被改过？）",
     "gate.speed": "MultiHeadAttention 的结果（包括计时所用的 is_causal=True）与 "
                   "nn.MultiheadAttention 一致之后才计时",
     "gate.failing": "{gate}；目前未通过：{checks}",

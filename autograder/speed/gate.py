@@ -76,6 +76,9 @@ def gpu_turn(device: str, wait_s: float = GPU_TURN_WAIT_S) -> Iterator[None]:
 
 def timed_run(sub: Submission, device: str, seed: int) -> TimedRun:
     sub.ensure_loaded()  # a worker restarted after an earlier check: not part of the timing
+    # Construction and first calls, in a job of their own: not part of the cross-checked run.
+    sub.run_job(measure.PREPARE_JOB, msg("worker.timing", name="MultiHeadAttention"),
+                device=device)
     with gpu_turn(device):
         cpu_before = sub.cpu_seconds()
         started = time.perf_counter()

@@ -10,6 +10,7 @@ import contextlib
 import gc
 import sys
 import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any, Callable
@@ -28,6 +29,8 @@ Tensor = torch.Tensor
 Forward = Callable[[Tensor], Any]
 Timer = Callable[[Forward, list[Tensor]], tuple[float, list[Any]]]
 JOB = "autograder.speed.measure:measure_speed"  # run by the runner beside the student's code
+# Run just before JOB, and not cross-checked with CPU time: construction and first calls.
+PREPARE_JOB = "autograder.speed.measure:prepare_speed"
 
 
 # --------------------------------------------------------------------------- timing
@@ -138,13 +141,50 @@ def prepared(module: nn.Module, owner: str, params: dict[str, Tensor], device: s
     return lambda x: module(x, attn_mask=None, is_causal=True, need_weights=False)[0]
 
 
+# The student's modules that prepare_speed built for the next measure_speed, by submission.
+_BUILT: weakref.WeakKeyDictionary[Any, tuple[str, nn.Module, nn.Module]] = (
+    weakref.WeakKeyDictionary())
+
+
+def prepare_speed(sub: LocalSubmission, device: str) -> None:
+    """Build the student's modules for the next timing run (H heads, and H / 2 for the count)
+    and call each once, with weights of no seed: a slow constructor or first call then costs
+    nothing in the run whose CPU time the grader compares with the reported times. One forward
+    of the timed shape also runs here under the forbidden-API watch, which is off while timing
+    (it costs every torch call)."""
+    cfg = config_for(device)
+    params, x = speed_params(cfg, 0, device), speed_input(cfg, 0, 0).to(device)  # (B, T, E)
+    name = "MultiHeadAttention.forward"
+    built = [sub.construct("MultiHeadAttention", cfg.E, heads) for heads in (cfg.H, cfg.H // 2)]
+    with one_thread():
+        for module in built:
+            forward = sub.guard(name, lambda m=module: prepared(m, "MultiHeadAttention", params,
+                                                                device), watch=False)
+            with steady():
+                sub.guard(name, lambda f=forward: f(x), watch=False)
+        sub.run_module(ModuleRun("MultiHeadAttention", (cfg.E, cfg.H), forward_args=(x,),
+                                 forward_kwargs={"is_causal": True, "need_weights": False},
+                                 dtype=torch.float32))
+    _BUILT[sub] = (device, *built)
+
+
+def _built(sub: LocalSubmission, device: str, cfg: Any) -> tuple[nn.Module, nn.Module]:
+    """The modules prepare_speed built for this run, else new ones (no preparation ran, or the
+    worker started again since)."""
+    found = _BUILT.pop(sub, None)
+    if found is not None and found[0] == device:
+        return found[1], found[2]
+    return tuple(sub.construct("MultiHeadAttention", cfg.E, heads)  # type: ignore[return-value]
+                 for heads in (cfg.H, cfg.H // 2))
+
+
 def measure_speed(sub: LocalSubmission, device: str, seed: int, timer: Timer | None = None
                   ) -> dict[str, Any]:
-    """Time the student's fused module against the baselines; then one forward of the timed
-    shape under the forbidden-API watch, which is off while timing (it costs every torch call)."""
+    """Time the student's fused module against the baselines, then count the calls of one
+    forward with H and H / 2 heads, on the modules `prepare_speed` built."""
     cfg = config_for(device)
     params = speed_params(cfg, seed, device)
-    student = sub.construct("MultiHeadAttention", cfg.E, cfg.H)
+    student, halved = _built(sub, device, cfg)
     candidates = {
         "student": prepared(student, "MultiHeadAttention", params, device),
         "looped": LoopedReference(params, cfg.H),
@@ -169,14 +209,10 @@ def measure_speed(sub: LocalSubmission, device: str, seed: int, timer: Timer | N
     # which the grader compares with the reported times (speed.gate.implausible).
     with one_thread():
         # The calls of one forward with H heads and with H / 2: which run once per head.
-        halved = sub.construct("MultiHeadAttention", cfg.E, cfg.H // 2)
         half = sub.guard(name, lambda: prepared(halved, "MultiHeadAttention", params, device),
                          watch=False)
         ops = [sub.guard(name, lambda f=f: count_ops(f, x), watch=False)
                for f in (candidates["student"], half)]
-        sub.run_module(ModuleRun("MultiHeadAttention", (cfg.E, cfg.H), forward_args=(x,),
-                                 forward_kwargs={"is_causal": True, "need_weights": False},
-                                 dtype=torch.float32))
     return {"config": asdict(cfg), "device": device, "seed": seed, "times": times,
             "outputs": {i: o.cpu() if isinstance(o, Tensor) else o for i, o in outputs.items()},
             "ops": {"heads": [cfg.H, cfg.H // 2], "counts": ops}}
