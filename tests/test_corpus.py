@@ -18,6 +18,7 @@ from conftest import CORPUS, DETERMINISTIC, STUBS, TEMPLATE
 from autograder.checks.core import CheckResult
 from autograder.checks.diagnosis import CATALOGUE, named_in
 from autograder.grading.registry import run_checks
+from autograder.messages import ids_in
 from autograder.runner.inprocess import InProcessSubmission
 
 sys.path.insert(0, str(CORPUS))
@@ -88,6 +89,18 @@ def test_stubs_get_zero_with_not_implemented_messages():
     for r in grade(STUBS):
         assert r.score == 0, r.id
         assert "is not implemented yet" in str(r.message), f"{r.id}: {r.message}"
+
+
+def test_a_mask_buffer_for_fewer_tokens_than_the_speed_check_times_fails_on_every_device(
+        folder: Path):
+    """buffer_mask.py with a 64-token buffer got 100 on the CPU (timed at T=16) and 90 on a
+    GPU (timed at T=128, where forward raised). Now fused_mha_masks runs T=128 everywhere."""
+    path = folder / "short_buffer.py"
+    source = (CORPUS / "alternatives" / "buffer_mask.py").read_text()
+    path.write_text(source.replace("CONTEXT_LENGTH = 1024", "CONTEXT_LENGTH = 64  #"))
+    failed = {r.id: r for r in grade(path) if not r.passed}
+    assert set(failed) == {"fused_mha_masks"}
+    assert "case.longest_timed" in ids_in(failed["fused_mha_masks"].message)
 
 
 def test_a_leaking_mask_fill_fails_though_within_the_tolerance(folder: Path):

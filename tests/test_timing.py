@@ -10,6 +10,7 @@ from conftest import SPEED, STUBS, TEMPLATE, TINY, score_once
 from torch import nn
 
 from autograder.checks.core import CheckResult, Context
+from autograder.checks.modules import LONGEST_TIMED_T
 from autograder.grading.batch import grade_submission
 from autograder.grading.registry import GATE_MESSAGES, POINTS, run_check
 from autograder.messages import msg
@@ -90,6 +91,12 @@ def test_a_test_config_is_chosen_by_name_else_the_devices(name, device, config, 
                                                          ) -> None:
     monkeypatch.setenv(speed_config.SPEED_CONFIG_ENV, name)
     assert speed_config.config_for(device) == config
+
+
+def test_the_masks_check_runs_the_longest_sequence_any_device_times() -> None:
+    """Else a module that cannot take that length (a 64-token mask buffer, say) passes every
+    check on the CPU and fails only the timing run on a GPU, with PyTorch's size error."""
+    assert max(cfg.T for cfg in speed_config.CONFIGS.values()) == LONGEST_TIMED_T
 
 
 def test_inputs_and_spot_indices_come_from_the_seed() -> None:

@@ -50,6 +50,9 @@ MODULE_CASES = (
 PICTURED_MODULE = Attn(1, 8, 8, 2, mask="causal")
 PICTURED_HEAD = Attn(1, 8, 8, 1, mask="causal")
 META_CASE = MODULE_CASES[4]  # the device check's case: a causal mask
+# The longest sequence the speed check times (the cuda config of speed/config.py; a test keeps
+# them in step): the masks check runs this length first, on every device.
+LONGEST_TIMED_T = 128
 
 
 _SAME_MASK: Any = object()
@@ -264,7 +267,19 @@ def _query_alone(sub, ctx: Context, seed_id: str, class_name: str) -> None:
 
 def check_fused_mha_masks(sub, ctx: Context) -> float:
     _mask_ways(sub, ctx, "fused_mha_masks", "MultiHeadAttention")
+    _longest_timed(sub, ctx, "fused_mha_masks", "MultiHeadAttention")
     return 1.0
+
+
+def _longest_timed(sub, ctx: Context, check_id: str, class_name: str) -> None:
+    """is_causal=True at the longest sequence the speed check times. A module of the contract
+    takes any length; one that cannot (a mask buffer made for fewer tokens) is told so here,
+    on every device, rather than first by the timing run on a GPU."""
+    c = Attn(1, LONGEST_TIMED_T, 8, 2)
+    inp = draw_inputs(c, ctx.generator(check_id, c), ctx.device)
+    causal = oracle.combined_mask(None, True, c.Tq, device=ctx.device)
+    _masks_case(sub, ctx, check_id, class_name, c, inp, msg("case.longest_timed", T=c.Tq),
+                {"attn_mask": None, "is_causal": True}, causal)
 
 
 def _mask_ways(sub, ctx: Context, check_id: str, class_name: str) -> None:

@@ -43,6 +43,9 @@ TEMPLATES: dict[str, str] = {
     "case.attn_mask_only": "attn_mask only",
     "case.is_causal_only": "is_causal=True only",
     "case.both_masks": "attn_mask and is_causal=True: blocked if either blocks",
+    "case.longest_timed": "is_causal=True at T={T}, the length the speed check times on a GPU: "
+                          "forward must take any length, as nn.MultiheadAttention does; a mask "
+                          "buffer made for fewer tokens fails here",
     "case.eval_dropout": "dropout={p:g} in eval mode",
     "case.train_dropout": "dropout={p:g} in training mode",
     "case.training": "dropout={p:g}, training",

@@ -42,6 +42,9 @@ TEMPLATES: dict[str, str] = {
     "case.attn_mask_only": "只有 attn_mask",
     "case.is_causal_only": "只有 is_causal=True",
     "case.both_masks": "attn_mask 加 is_causal=True：任一掩码屏蔽即屏蔽",
+    "case.longest_timed": "is_causal=True，T={T}，即 GPU 上速度检查计时的长度：forward 必须接受"
+                          "任意长度，和 nn.MultiheadAttention 一样；为更少 token 建的掩码缓冲区"
+                          "会在这里出错",
     "case.eval_dropout": "dropout={p:g}，评估模式",
     "case.train_dropout": "dropout={p:g}，训练模式",
     "case.training": "dropout={p:g}，训练模式",
