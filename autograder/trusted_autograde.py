@@ -43,13 +43,14 @@ from traitlets import Bool, default
 from .checks.core import HIDDEN_SALT, CheckResult
 from .grading.batch import loaded_worker, worker_problems
 from .grading.files import detect_assignment, notebook_language
-from .grading.registry import ASSIGNMENTS, POINTS, SPEED_CHECK, run_checks, split_name
+from .grading.registry import ASSIGNMENTS, POINTS, run_checks, split_name
 from .grading.report import score_line
 from .messages import LANG_VARIABLE, Message, msg, render
 from .notebook import CheckFailedHere, wrap
 from .runner.loading import is_demo, is_test_cell
 from .runner.policy import Limits
 from .runtime import default_device
+from .speed.gate import SPEED_CHECK
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading.registry import CHECKS, POINTS
+from autograder.grading.registry import ASSIGNMENTS, POINTS
 from autograder.messages import Message
 from autograder.speed import config as speed_config
 from autograder.speed import score as speed_score
@@ -24,7 +24,7 @@ HOSTILE = ROOT / "tests" / "hostile"
 KERNEL_TIMEOUT_S = 15  # nbgrader's Execute.timeout in the course of the `course` fixture
 SPEED = "speed_fused_vs_looped"
 # Every check but the speed check: what a submission gets the same way on any machine.
-DETERMINISTIC = [c.id for c in CHECKS if c.id != SPEED]
+DETERMINISTIC = [c.id for c in ASSIGNMENTS["mha"] if c.id != SPEED]
 # The speed check at a size that takes milliseconds (18 timed calls, 8 of them spot-checked).
 TINY = speed_config.TINY
 # The suite, and every process it starts, grades the speed check at the `small` config: a

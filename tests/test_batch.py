@@ -25,7 +25,7 @@ from autograder.grading.files import (
     discover,
     find_submission,
 )
-from autograder.grading.registry import CHECKS, GATE_MESSAGES, POINTS
+from autograder.grading.registry import ASSIGNMENTS, GATE_MESSAGES, POINTS
 from autograder.messages import msg, render
 from autograder.runner import sandbox
 from autograder.runner.policy import WORKER_USER_ENV, worker_user
@@ -151,7 +151,7 @@ def test_each_hostile_submission_gets_its_exact_score_and_messages(hostile_batch
     payload = json.loads((where / "json" / f"{STUDENTS[name]}.json").read_text())
     expect = EXPECTED[name]
     tests = {t["name"]: t for t in payload["tests"]}
-    assert list(tests) == [c.id for c in CHECKS]
+    assert list(tests) == [c.id for c in ASSIGNMENTS["mha"]]
     for check in tests.values():
         if check["name"] in expect.passes:
             assert check["score"] == check["max_score"], check
@@ -177,15 +177,15 @@ def test_the_grade_sheet_is_the_graders_own(hostile_batch):
     with open(where / "grades.csv", newline="") as sheet:
         rows = list(csv.DictReader(sheet))
     assert [r["student"] for r in rows] == sorted(STUDENTS.values())
-    assert list(rows[0]) == ["student", "file", *(c.id for c in CHECKS), "total", "mistakes",
-                             "notes"]
+    assert list(rows[0]) == ["student", "file", *(c.id for c in ASSIGNMENTS["mha"]), "total",
+                             "mistakes", "notes"]
     for row in rows:
         results = json.loads((where / "json" / f"{row['student']}.json").read_text())
         named = [m for t in results["tests"] for m in t["extra_data"]["mistakes"]]
         assert row["mistakes"].split() == list(dict.fromkeys(named))
         expect = EXPECTED[row["file"]]
         assert float(row["total"]) == expected_total(expect), row
-        for check in CHECKS:
+        for check in ASSIGNMENTS["mha"]:
             points = POINTS[check.id] if check.id in expect.passes else 0
             assert float(row[check.id]) == points, (row["student"], check.id)
     lines = run.stderr.splitlines()
@@ -309,8 +309,9 @@ def test_gradescope_entry_point_writes_the_graders_results(tmp_path):
     run = run_autograder(upload, results, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     payload = json.loads(results.read_text())
-    assert payload["score"] == 0 and payload["max_score"] == sum(c.points for c in CHECKS)
-    assert [t["name"] for t in payload["tests"]] == [c.id for c in CHECKS]
+    assert payload["score"] == 0
+    assert payload["max_score"] == sum(c.points for c in ASSIGNMENTS["mha"])
+    assert [t["name"] for t in payload["tests"]] == [c.id for c in ASSIGNMENTS["mha"]]
     assert "is not implemented yet" in payload["tests"][0]["output"]
     assert payload["execution_time"] > 0
     unprotected = sandbox.unprotected()  # the instructor's log says what nothing protects
@@ -331,7 +332,7 @@ def test_gradescope_entry_point_without_a_submission(tmp_path):
                          MHA_KIT_LANG="")
     assert run.returncode == 0, run.stderr
     payload = json.loads(results.read_text())
-    assert [t["name"] for t in payload["tests"]] == [c.id for c in CHECKS]
+    assert [t["name"] for t in payload["tests"]] == [c.id for c in ASSIGNMENTS["mha"]]
     assert "upload your notebook" not in payload["output"]
     assert "没有找到 .ipynb 或 .py 文件" in payload["output"], payload["output"]
 
@@ -347,7 +348,7 @@ def test_an_upload_of_another_assignment_is_graded_as_the_instructors(tmp_path):
     run = run_autograder(upload, results, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     payload = json.loads(results.read_text())
-    assert [t["name"] for t in payload["tests"]] == [c.id for c in CHECKS]
+    assert [t["name"] for t in payload["tests"]] == [c.id for c in ASSIGNMENTS["mha"]]
     assert payload["score"] == 0
 
 

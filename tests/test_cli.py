@@ -17,7 +17,7 @@ from conftest import (
 )
 
 from autograder.cli import main
-from autograder.grading.registry import CHECKS, EXTENSION_CHECKS, POINTS, SHAPES_CHECKS
+from autograder.grading.registry import ASSIGNMENTS, POINTS
 
 
 def _only(ids):
@@ -31,10 +31,10 @@ def test_full_marks_and_gradescope_json(graded_speed, tmp_path):
     assert results.is_file(), run.stdout + run.stderr
     data = json.loads(results.read_text())
     tests = data["tests"]
-    assert [t["name"] for t in tests] == [c.id for c in CHECKS]
+    assert [t["name"] for t in tests] == [c.id for c in ASSIGNMENTS["mha"]]
     assert_full_marks({t["name"]: (t["status"] == "passed", t["score"]) for t in tests},
-                      [c.id for c in CHECKS])
-    assert data["max_score"] == sum(c.points for c in CHECKS)
+                      [c.id for c in ASSIGNMENTS["mha"]])
+    assert data["max_score"] == sum(c.points for c in ASSIGNMENTS["mha"])
     assert data["score"] == round(sum(t["score"] for t in tests), 2)
     for test in tests:
         assert test["max_score"] == POINTS[test["name"]]
@@ -109,10 +109,10 @@ def test_pytest_plugin_grades_every_assignment():
     """The assignment comes from a notebook's test cells, or from --assignment; a failing
     check is a failing test, with the grader's message."""
     shapes = pytest_run(ROOT / "assignments" / "shapes" / "shapes_warmup.ipynb")
-    assert shapes.returncode == 1 and f"{len(SHAPES_CHECKS)} failed" in shapes.stdout, \
+    assert shapes.returncode == 1 and f"{len(ASSIGNMENTS['shapes'])} failed" in shapes.stdout, \
         shapes.stdout
     assert "is not implemented yet" in shapes.stdout
     seed = ROOT / "tests" / "corpus" / "extensions" / "seed000_bmm.py"
     extension = pytest_run(seed, "--assignment", "mha_extensions")
     assert extension.returncode == 0, extension.stdout
-    assert f"{len(EXTENSION_CHECKS)} passed" in extension.stdout
+    assert f"{len(ASSIGNMENTS['mha_extensions'])} passed" in extension.stdout

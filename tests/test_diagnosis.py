@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from autograder import oracle
-from autograder.checks import diagnosis, modules
+from autograder.assignments.mha import modules
+from autograder.checks import diagnosis
 from autograder.checks.core import TIGHT
 from autograder.checks.diagnosis import CATALOGUE, MHA_VARIANTS, Diagnosis, Knobs, named_in
 from autograder.checks.inputs import Attn, draw_inputs

@@ -14,7 +14,7 @@ from autograder.runner.policy import Limits
 from autograder.runner.worker import WorkerSubmission
 
 SEEDS = sorted((CORPUS / "extensions").glob("seed*.py"))
-EXTENSION_IDS = [c.id for c in registry.EXTENSION_CHECKS]
+EXTENSION_IDS = [c.id for c in registry.ASSIGNMENTS["mha_extensions"]]
 
 
 def grade(path):

@@ -1,30 +1,41 @@
 """The package's layout: dependencies point one way, with no cycles, and modules stay small.
 
-Imports are read from the source (those inside functions included), never by importing.
+Imports are read from the source, never by importing: plain imports (those inside functions
+included), names of kit code in strings ("autograder.speed.measure:measure_speed"), and an
+assignment's modules loaded through `assignments.modules("points")`.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
+from autograder.cli import COMMANDS
+from autograder.runner.inprocess import JOBS
+
 PACKAGE = ROOT / "autograder"
-# Each layer may import its own and lower layers only: cli → grading → speed → checks →
-# runner/oracle → contract, messages, runtime.
+# Each layer may import its own and lower layers only: cli → grading → assignments → speed →
+# checks → runner/oracle → contract, messages, runtime (and the assignments' data modules).
 LAYERS = {
     "contract": 0, "messages": 0, "runtime": 0,
     "oracle": 1, "runner": 1,
     "checks": 2,
     "speed": 3,
-    "grading": 4,
-    "notebook": 5, "training": 5, "trusted_autograde": 5, "release": 5, "editions": 5,
-    "course_autograde": 5, "sandboxed_kernel": 5,
-    "conftest": 5, "test_submission": 5,
-    "cli": 6,
+    "assignments": 4,
+    "grading": 5,
+    "notebook": 6, "training": 6, "trusted_autograde": 6, "release": 6, "editions": 6,
+    "course_autograde": 6, "sandboxed_kernel": 6,
+    "conftest": 6, "test_submission": 6,
+    "cli": 7,
 }
+# An assignment's data, read by the lowest layers: its contract and its message templates.
+ASSIGNMENT_DATA = ("contract", "messages", "mistakes")
 MAX_LINES = 500
+KIT_NAME = re.compile(r"autograder(\.[A-Za-z_][A-Za-z0-9_]*)+(:[A-Za-z_][A-Za-z0-9_]*)?")
 
 
 def module_name(path: Path) -> str:
@@ -33,16 +44,28 @@ def module_name(path: Path) -> str:
 
 
 def imported(path: Path) -> set[str]:
-    """The autograder modules a file imports, anywhere in it, resolved to dotted names."""
+    """The autograder modules a file imports (by `import` only), anywhere in it, resolved to
+    dotted names."""
     package = module_name(path) if path.name == "__init__.py" else module_name(path.parent)
-    return imported_from(path.read_text(encoding="utf-8"), package)
+    return imported_from(path.read_text(encoding="utf-8"), package, strings=False)
 
 
-def imported_from(source: str, package: str) -> set[str]:
-    """The autograder names imported by `source`, a module of `package`."""
+def imported_from(source: str, package: str, top_level: bool = False, strings: bool = True
+                  ) -> set[str]:
+    """The autograder names imported by `source`, a module of `package`: by `import`, by
+    `modules(part)` (each assignment's `part`) and, with `strings`, by a string naming kit
+    code (a job, a module run as a process). With `top_level`, only what importing the module
+    runs (not the bodies of functions)."""
     found = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
+    for node in walk(ast.parse(source), top_level):
+        if strings and isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if KIT_NAME.fullmatch(node.value) and node.value not in JOBS:
+                found.add(node.value.partition(":")[0])
+        elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "modules"
+              and node.args and isinstance(node.args[0], ast.Constant)):  # may be optional
+            found |= {f"autograder.assignments.{name}.{node.args[0].value}"
+                      for name in ASSIGNMENT_NAMES}
+        elif isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             base = package.split(".")
@@ -52,15 +75,35 @@ def imported_from(source: str, package: str) -> set[str]:
     return {name for name in found if name == "autograder" or name.startswith("autograder.")}
 
 
-def graph() -> dict[str, set[str]]:
+def walk(tree: ast.AST, top_level: bool) -> list[ast.AST]:
+    """Every node of `tree`; with `top_level`, none inside a function."""
+    nodes, todo = [], [tree]
+    while todo:
+        node = todo.pop()
+        nodes.append(node)
+        if not (top_level and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                ast.Lambda))):
+            todo.extend(ast.iter_child_nodes(node))
+    return nodes
+
+
+ASSIGNMENT_NAMES = sorted(p.parent.name for p in (PACKAGE / "assignments").glob("*/points.py"))
+
+
+def graph(top_level: bool = False, sources: dict[str, str] | None = None, strings: bool = True
+          ) -> dict[str, set[str]]:
     """module -> the autograder modules it imports (a name that is an attribute, not a module,
-    is resolved to the module that holds it)."""
+    is resolved to the module that holds it). `sources` replaces or adds modules' text."""
     files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    texts = {name: path.read_text(encoding="utf-8") for name, path in files.items()}
+    texts.update(sources or {})
     edges = {}
-    for name, path in files.items():
+    for name, text in texts.items():
+        is_package = name in files and files[name].name == "__init__.py"
         targets = set()
-        for target in imported(path):
-            while target not in files and "." in target:
+        for target in imported_from(text, name if is_package else name.rsplit(".", 1)[0],
+                                    top_level, strings):
+            while target not in texts and "." in target:
                 target = target.rsplit(".", 1)[0]
             if target != name and target != "autograder":
                 targets.add(target)
@@ -101,7 +144,37 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def layer(module: str) -> int:
-    return LAYERS[module.split(".")[1]]
+    parts = module.split(".")
+    if parts[1] == "assignments" and (len(parts) <= 3 or parts[-1] in ASSIGNMENT_DATA):
+        return 0  # the discovery, a package's docstring, its data
+    return LAYERS[parts[1]]
+
+
+def upward(edges: dict[str, set[str]]) -> list[str]:
+    return [f"{a} -> {b}" for a, targets in edges.items() if "." in a
+            for b in targets if layer(b) > layer(a)]
+
+
+def across_assignments(edges: dict[str, set[str]]) -> list[str]:
+    """Imports from one assignment's package into another's."""
+    def owner(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if parts[1] == "assignments" and len(parts) > 2 else None
+    return [f"{a} -> {b}" for a, targets in edges.items() for b in targets
+            if owner(a) and owner(b) and owner(a) != owner(b)]
+
+
+def loaded_by_check(edges: dict[str, set[str]]) -> set[str]:
+    """What `mha-kit check` imports: the CLI and its command modules, and what their imports
+    run (not what their functions import when called)."""
+    todo = ["autograder.cli", *(f"autograder.cli.{name}" for name in COMMANDS)]
+    seen: set[str] = set()
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(edges.get(module, ()))
+    return seen
 
 
 def test_the_walker_sees_imports_inside_functions_and_relative_ones():
@@ -116,15 +189,56 @@ def test_the_cycle_finder_finds_a_cycle():
 
 
 def test_no_import_cycles():
-    assert cycles(graph()) == []
+    """A module named in a string is started as a process (`-m`), not imported."""
+    assert cycles(graph(strings=False)) == []
 
 
 def test_every_module_is_in_a_layer_and_imports_point_down():
     edges = graph()
     assert {name.split(".")[1] for name in edges if "." in name} <= set(LAYERS)
-    upward = [f"{a} -> {b}" for a, targets in edges.items() if "." in a
-              for b in targets if layer(b) > layer(a)]
-    assert upward == []
+    assert upward(edges) == []
+
+
+@pytest.mark.parametrize(("source", "named"), [
+    ('JOB = "autograder.grading.registry:run_check"', "autograder.grading.registry"),
+    ('importlib.import_module("autograder.grading.batch")', "autograder.grading.batch"),
+])
+def test_a_string_naming_kit_code_above_is_an_upward_import(source: str, named: str):
+    planted = graph(sources={"autograder.runner.planted": source})
+    assert upward(planted) == [f"autograder.runner.planted -> {named}"]
+
+
+def test_the_jobs_table_names_the_only_kit_code_run_beside_the_students():
+    assert JOBS and all(KIT_NAME.fullmatch(job) and ":" in job for job in JOBS)
+    assert imported_from('run_job("autograder.speed.measure:measure_speed")',
+                         "autograder.runner") == set()
+
+
+def test_no_assignment_imports_another():
+    assert across_assignments(graph()) == []
+    assert ASSIGNMENT_NAMES == ["mha", "mha_extensions", "shapes"]
+    planted = graph(sources={"autograder.assignments.shapes.planted":
+                             "from ..mha import steps"})
+    assert "autograder.assignments.shapes.planted -> autograder.assignments.mha.steps" in \
+        across_assignments(planted)
+
+
+def test_an_assignments_data_is_read_through_modules_by_the_lowest_layers():
+    edges = graph()
+    assert {f"autograder.assignments.{name}.contract" for name in ASSIGNMENT_NAMES} <= \
+        edges["autograder.contract"]
+    assert {f"autograder.assignments.{name}.points" for name in ASSIGNMENT_NAMES} <= \
+        edges["autograder.grading.registry"]
+    planted = graph(sources={"autograder.messages.planted": 'modules("points")'})
+    assert "autograder.messages.planted -> autograder.assignments.mha.points" in upward(planted)
+
+
+def test_mha_kit_check_does_not_load_the_calibration_code():
+    assert "autograder.speed.styles" not in loaded_by_check(graph(top_level=True))
+    planted = graph(top_level=True, sources={
+        "autograder.cli.check": (PACKAGE / "cli" / "check.py").read_text(encoding="utf-8")
+        + "\nfrom ..speed import reliability\n"})
+    assert "autograder.speed.styles" in loaded_by_check(planted)
 
 
 def test_nothing_outside_the_cli_imports_it():

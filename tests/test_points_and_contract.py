@@ -1,9 +1,14 @@
-"""The registry's points tables and the contract agree with the checks that use them.
+"""The registry's points tables and the contract agree with the checks that use them, and the
+docs list the assignments there are.
 
 (That each table totals 100 and that ids are unique is checked when the registry is imported.)
 """
 
-from autograder import contract
+import re
+
+from conftest import ROOT
+
+from autograder import assignments, contract
 from autograder.grading import registry
 
 
@@ -17,3 +22,26 @@ def test_every_contract_name_is_graded():
     graded = {name for table in registry.ASSIGNMENTS.values() for spec in table
               for name in spec.uses}
     assert graded == set(contract.ENTRIES)
+
+
+ASSIGNMENT_ROW = re.compile(r"^\| `(\w+)` \| `\w+\.ipynb`", re.M)
+_NUMBER = r"(?:two|three|four|five|six|seven|eight)"
+COUNTED = re.compile(rf"\b(?:all )?{_NUMBER}\s+(?:nbgrader\s+)?(?:assignments|releases)\b", re.I)
+
+
+def test_the_docs_list_every_assignment_and_count_none():
+    """The tables of assignments follow the packages; no prose counts them, so adding one
+    leaves no sentence wrong."""
+    names = set(assignments.names())
+    assert names == set(registry.ASSIGNMENTS)
+    for doc in ("README.md", "docs/extensions.md"):
+        assert set(ASSIGNMENT_ROW.findall((ROOT / doc).read_text(encoding="utf-8"))) == names, doc
+    counting = {str(p.relative_to(ROOT)): COUNTED.findall(p.read_text(encoding="utf-8"))
+                for p in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))}
+    assert {doc: found for doc, found in counting.items() if found} == {}
+
+
+def test_the_docs_check_catches_a_missing_row_and_a_count():
+    assert ASSIGNMENT_ROW.findall("| `shapes` | `shapes_warmup.ipynb` | ... |") == ["shapes"]
+    assert COUNTED.findall("The course holds six nbgrader assignments; all six releases.") == [
+        "six nbgrader assignments", "all six releases"]

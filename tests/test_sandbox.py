@@ -21,7 +21,7 @@ import pytest
 from conftest import HOSTILE, ROOT, STUBS, TEMPLATE, check_here, run_cli
 
 from autograder.grading.batch import grade_submission
-from autograder.grading.registry import CHECKS, GATE_MESSAGES, POINTS
+from autograder.grading.registry import ASSIGNMENTS, GATE_MESSAGES, POINTS
 from autograder.messages import msg, render
 from autograder.runner import sandbox, zygote
 from autograder.runner.worker import WorkerSubmission
@@ -101,7 +101,7 @@ def test_a_hostile_submission_writes_nowhere_and_connects_nowhere_but_is_graded(
             assert result.score == 0, result
             expected = GATE_MESSAGES[result.id] if result.id in GATE_MESSAGES else "is not defined"
             assert str(expected) in str(result.message), result
-    assert [r.id for r in results] == [c.id for c in CHECKS]
+    assert [r.id for r in results] == [c.id for c in ASSIGNMENTS["mha"]]
     assert sum(r.score for r in results) == 43
     printed = str(problems[-1])  # it tried, at import and in its calls, and failed each time
     tries = dict(re.findall(r"(import|call): ([A-Z ]+)", printed))

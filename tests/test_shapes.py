@@ -4,7 +4,7 @@ import nbformat
 import pytest
 from conftest import ROOT
 
-from autograder.checks import shapes
+from autograder.assignments.shapes import checks as shapes
 from autograder.checks.diagnosis import MISTAKES
 from autograder.grading import registry
 from autograder.grading.registry import run_checks
@@ -12,7 +12,7 @@ from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.worker import WorkerSubmission
 
 SOLUTION = ROOT / "solutions" / "shapes" / "shapes_warmup.ipynb"
-SHAPES_IDS = [c.id for c in registry.SHAPES_CHECKS]
+SHAPES_IDS = [c.id for c in registry.ASSIGNMENTS["shapes"]]
 
 
 def mutated(tmp_path, edits: dict[str, str]):

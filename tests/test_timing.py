@@ -9,8 +9,8 @@ import torch
 from conftest import SPEED, STUBS, TEMPLATE, TINY, score_once
 from torch import nn
 
+from autograder.assignments.mha.modules import LONGEST_TIMED_T
 from autograder.checks.core import CheckResult, Context
-from autograder.checks.modules import LONGEST_TIMED_T
 from autograder.grading.batch import grade_submission
 from autograder.grading.registry import GATE_MESSAGES, POINTS, run_check
 from autograder.messages import msg

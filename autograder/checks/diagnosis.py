@@ -1,4 +1,5 @@
-"""The catalogue of known mistakes, and which of them reproduces a wrong answer.
+"""The catalogue of known mistakes, and which of them reproduces a wrong answer: the mistakes
+of attention, which several assignments name, and each assignment's own (`mistakes.py`).
 
 When a value check fails, the grader recomputes the expected value with each classic mistake
 applied, from torch primitives. A mistake whose result matches the student's answer (or
@@ -18,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import oracle
+from ..assignments import modules
 from ..messages import Message, ids_in, msg
 from ..runtime import one_thread
 
@@ -82,7 +84,8 @@ CATALOGUE: tuple[Mistake, ...] = tuple(Mistake(mistake_id) for mistake_id in (
     "value_from_key",
     # what forward returns
     "weights_averaged",
-))
+)) + tuple(Mistake(mistake_id) for own in modules("mistakes", optional=True).values()
+          for mistake_id in own.CATALOGUE)  # each assignment's own (assignments/<name>/)
 MISTAKES: dict[str, Mistake] = {m.id: m for m in CATALOGUE}
 
 # A mistake id, or "<id>:<variant>", and its (lazy) result

@@ -10,7 +10,8 @@ Rendered text pads by display width in a format spec such as `{label:<8}` (a CJK
 counts twice), so columns line up in Chinese too; `pad` and `display_width` do the same for
 code that lays out a table. `joined(parts)` lists parts with the language's comma.
 
-Ids are `area.name`: `check.*`, `case.*`, `shape.*`, ... for the checks (en_checks.py),
+Each assignment adds the sentences of its own checks (`assignments/<name>/messages.py`).
+Ids are `area.name`: `check.*`, `case.*`, `shape.*`, ... for the shared checks (en_checks.py),
 `mistake.<id>` for the known mistakes (en_mistakes.py), `runner.*`, `load.*`, `worker.*`,
 `sandbox.*` for the runner (en_runner.py), `grad.*` and `device.*` for the gradient and
 device checks (en_gradients.py), and `speed.*`, `report.*`, `batch.*`, `cli.*`, ... in en.py. Each
@@ -27,11 +28,27 @@ from functools import cache
 from string import Formatter
 from typing import Any, Callable
 
+from ..assignments import modules
 from . import en, zh
 
 LANG_VARIABLE = "MHA_KIT_LANG"
 LANGUAGES = ("en", "zh")
-TEMPLATES: dict[str, dict[str, str]] = {"en": en.TEMPLATES, "zh": zh.TEMPLATES}
+
+
+def _all_templates() -> dict[str, dict[str, str]]:
+    """The shared templates and every assignment's (`assignments/<name>/messages.py`); an id
+    is declared once."""
+    templates = {"en": dict(en.TEMPLATES), "zh": dict(zh.TEMPLATES)}
+    for name, module in modules("messages").items():
+        for lang in LANGUAGES:
+            clash = templates[lang].keys() & module.TEMPLATES[lang].keys()
+            if clash:
+                raise ValueError(f"assignment {name!r} redeclares message ids: {sorted(clash)}")
+            templates[lang].update(module.TEMPLATES[lang])
+    return templates
+
+
+TEMPLATES: dict[str, dict[str, str]] = _all_templates()
 SEPARATORS = {"en": "; ", "zh": "；"}
 PLAIN = (str, int, float, bool, type(None))
 # What `from_data` accepts: a message read from another process is bounded in every direction.

@@ -11,19 +11,12 @@ TEMPLATES: dict[str, str] = {
 
     # What is compared: the `what` of expect_*
     "what.attention_weights": "{name} attention weights",
-    "what.weights": "{name} weights",
-    "what.weights_dims": "{name} weights {dims}",
     "what.output": "{name} output",
-    "what.output_dims": "{name} output {dims}",
-    "what.out": "{name} out",
-    "what.without_device": "{call} without device",
 
-    # Case labels (checks.inputs, checks.extensions and literal cases)
+    # Case labels (checks.inputs and literal cases)
     "case.non_contiguous_input": "non-contiguous input",
     "case.non_contiguous_inputs": "non-contiguous inputs",
     "case.non_contiguous_x": "non-contiguous x",
-    "case.contiguous_x": "contiguous x",
-    "case.transposed_x": "x a transpose of (B, T, H, D)",
     "case.no_mask": "no mask",
     "case.causal_mask": "causal mask (T, T)",
     "case.random_mask": "random mask (Tq, Tk)",
@@ -33,22 +26,8 @@ TEMPLATES: dict[str, str] = {
     "case.attn_mask_kind": "{kind} attn_mask",
     "case.large_logits": "logits around 1e3",
     "case.without_bias": "without bias",
-    "case.value_defaults_to_key": "forward(query, key): value defaults to key",
-    "case.grader_mask": "the grader's own pattern in the `mask` buffer: slice self.mask, don't "
-                        "build a new mask in forward",
-    "case.three_d": "3-d inputs (B, T, D) with Tq=4, Tk=7",
-    "case.default_device": "device=None means the default device",
     "case.searched": "{case}; the smallest failing case of a shape search",
-    "case.query_alone": "forward(query) alone: key and value default to query",
-    "case.attn_mask_only": "attn_mask only",
-    "case.is_causal_only": "is_causal=True only",
-    "case.both_masks": "attn_mask and is_causal=True: blocked if either blocks",
-    "case.longest_timed": "is_causal=True at T={T}, the length the speed check times on a GPU: "
-                          "forward must take any length, as nn.MultiheadAttention does; a mask "
-                          "buffer made for fewer tokens fails here",
     "case.eval_dropout": "dropout={p:g} in eval mode",
-    "case.train_dropout": "dropout={p:g} in training mode",
-    "case.training": "dropout={p:g}, training",
     "case.dropped_out": "{case}: out must use the dropped-out weights",
 
     # Several causes in one check (checks.causes): each told by what its cases share
@@ -80,10 +59,6 @@ TEMPLATES: dict[str, str] = {
     "check.not_pair": "`{name}` should return a pair (out, weights), got {type}",
     "check.no_value_error": "{call} should raise ValueError: {why}",
     "check.other_error": "{call} should raise ValueError ({why}), but: {error}",
-    "why.heads_divide": "{dim} is not divisible by {heads} heads",
-    "why.features_split": "{dim} features do not split into {heads} heads",
-    "why.qk_default": "qk_head_dim defaults to query_dim // num_heads, and {heads} does not "
-                      "divide {dim}",
 
     # Shapes (checks.feedback)
     "shape.wrong": "got shape {got}, expected {expected}: {cause}",
@@ -121,7 +96,7 @@ TEMPLATES: dict[str, str] = {
                      "must only fill scores before the softmax, never reach the weights or the "
                      "output",
 
-    # Masks (checks.feedback, checks.steps)
+    # Masks (checks.feedback)
     "mask.yours": "yours",
     "mask.expected": "expected",
     "mask.header": "{yours:<{width}}   {expected:<{width}}   (x = blocked, . = allowed; row i = "
@@ -130,14 +105,11 @@ TEMPLATES: dict[str, str] = {
     "mask.drawing_corner": "    {header}\n{rows}\n    {corner}",
     "mask.corner": "(the top-left {n}x{n} corner of {shape})",
     "mask.wrong_entries": "{wrong} of {total} entries wrong, the first at {first}",
-    "mask.blocked_pair": "{call}: True marks a *blocked* pair, query i may not look at key j > i; "
-                         "{wrong}",
     "attend.blocked_nonzero": ("{what}: blocked positions must be exactly 0: fill the blocked "
                                "scores with float('-inf') before the softmax (a finite fill such "
                                "as -15 still gives them a little weight)"),
 
-    # Modules, dropout, the warm-up and the extension track
-    "modules.need_weights": "with need_weights=False, forward should return (out, None)",
+    # Dropout (checks.expect)
     "dropout.none_dropped": "dropout={p:g} in training mode dropped no attention weight: apply "
                             "nn.Dropout to the weights (it is active only in train())",
     "dropout.not_used": "dropout in training mode: the weights you return should be the ones "
@@ -152,15 +124,4 @@ TEMPLATES: dict[str, str] = {
     "dropout.on_output": "dropout={p:g} in training mode drops entries of the output: "
                          "nn.MultiheadAttention applies dropout to the attention weights only, "
                          "never after out_proj",
-    "shapes.copy": "split_heads_view returned a copy: view and transpose never copy, so the "
-                   "result should share x's memory (avoid contiguous(), clone() and torch.stack "
-                   "here)",
-    "shapes.quiz_form": "view_quiz() should return {count} answers, True or False, one per "
-                        "expression of VIEW_QUIZ in order; got {answers}",
-    "shapes.quiz_score": "{right} of {count} right: test each one with "
-                         "x.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()",
-    "shapes.roundtrip": "merge_heads_transpose(split_heads_view(x, H)) should give x back "
-                        "exactly: splitting and merging only move numbers",
-    "ext.should_work": "{call} should work: with the head sizes given, nothing needs to divide. "
-                       "It failed: {error}",
 }

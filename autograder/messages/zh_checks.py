@@ -10,19 +10,12 @@ TEMPLATES: dict[str, str] = {
 
     # What is compared
     "what.attention_weights": "{name} 的注意力权重",
-    "what.weights": "{name} 的权重",
-    "what.weights_dims": "{name} 的权重 {dims}",
     "what.output": "{name} 的输出",
-    "what.output_dims": "{name} 的输出 {dims}",
-    "what.out": "{name} 的 out",
-    "what.without_device": "不传 device 的 {call}",
 
     # Case labels
     "case.non_contiguous_input": "非连续的输入",
     "case.non_contiguous_inputs": "非连续的输入",
     "case.non_contiguous_x": "非连续的 x",
-    "case.contiguous_x": "连续的 x",
-    "case.transposed_x": "x 由 (B, T, H, D) 转置而来",
     "case.no_mask": "无掩码",
     "case.causal_mask": "因果掩码 (T, T)",
     "case.random_mask": "随机掩码 (Tq, Tk)",
@@ -32,22 +25,8 @@ TEMPLATES: dict[str, str] = {
     "case.attn_mask_kind": "{kind} attn_mask",
     "case.large_logits": "logit 约为 1e3",
     "case.without_bias": "无偏置",
-    "case.value_defaults_to_key": "forward(query, key)：value 默认等于 key",
-    "case.grader_mask": "`mask` 缓冲区里是评分程序自己的模式：请切片 self.mask，不要在 forward "
-                        "里新建掩码",
-    "case.three_d": "三维输入 (B, T, D)，Tq=4，Tk=7",
-    "case.default_device": "device=None 表示默认设备",
     "case.searched": "{case}；形状搜索找到的最小出错用例",
-    "case.query_alone": "只传 forward(query)：key 和 value 默认等于 query",
-    "case.attn_mask_only": "只有 attn_mask",
-    "case.is_causal_only": "只有 is_causal=True",
-    "case.both_masks": "attn_mask 加 is_causal=True：任一掩码屏蔽即屏蔽",
-    "case.longest_timed": "is_causal=True，T={T}，即 GPU 上速度检查计时的长度：forward 必须接受"
-                          "任意长度，和 nn.MultiheadAttention 一样；为更少 token 建的掩码缓冲区"
-                          "会在这里出错",
     "case.eval_dropout": "dropout={p:g}，评估模式",
-    "case.train_dropout": "dropout={p:g}，训练模式",
-    "case.training": "dropout={p:g}，训练模式",
     "case.dropped_out": "{case}：out 必须使用经过 dropout 的权重",
 
     # Several causes in one check (checks.causes)
@@ -78,9 +57,6 @@ TEMPLATES: dict[str, str] = {
     "check.not_pair": "`{name}` 应当返回 (out, weights) 二元组，实际得到 {type}",
     "check.no_value_error": "{call} 应当抛出 ValueError：{why}",
     "check.other_error": "{call} 应当抛出 ValueError（{why}），但实际：{error}",
-    "why.heads_divide": "{dim} 不能被 {heads} 个头整除",
-    "why.features_split": "{dim} 个特征不能平分给 {heads} 个头",
-    "why.qk_default": "qk_head_dim 默认为 query_dim // num_heads，而 {heads} 不能整除 {dim}",
 
     # Shapes
     "shape.wrong": "得到的形状是 {got}，应当是 {expected}：{cause}",
@@ -124,12 +100,10 @@ TEMPLATES: dict[str, str] = {
     "mask.drawing_corner": "    {header}\n{rows}\n    {corner}",
     "mask.corner": "（{shape} 左上角的 {n}x{n} 部分）",
     "mask.wrong_entries": "{total} 个元素中有 {wrong} 个不对，第一个在 {first}",
-    "mask.blocked_pair": "{call}：True 表示这一对被*屏蔽*，查询 i 不能看键 j > i；{wrong}",
     "attend.blocked_nonzero": ("{what}：被屏蔽的位置必须恰好为 0：在 softmax 之前把被屏蔽的"
                                "分数填成 float('-inf')（-15 这样的有限值仍会留给它们一点权重）"),
 
-    # Modules, dropout, the warm-up and the extension track
-    "modules.need_weights": "need_weights=False 时，forward 应当返回 (out, None)",
+    # Dropout (checks.expect)
     "dropout.none_dropped": "dropout={p:g} 在训练模式下一个注意力权重也没有丢弃：请对权重使用 "
                             "nn.Dropout（它只在 train() 模式下起作用）",
     "dropout.not_used": "训练模式下的 dropout：返回的权重应当就是你实际使用的权重，每个要么是 0，"
@@ -142,13 +116,4 @@ TEMPLATES: dict[str, str] = {
                        "training=self.training（不传时它总是丢弃）",
     "dropout.on_output": "dropout={p:g} 在训练模式下丢弃了输出中的元素：nn.MultiheadAttention "
                          "只对注意力权重做 dropout，out_proj 之后从不做",
-    "shapes.copy": "split_heads_view 返回的是副本：view 和 transpose 从不复制，结果应与 x 共享内存"
-                   "（这里不要用 contiguous()、clone() 或 torch.stack）",
-    "shapes.quiz_form": "view_quiz() 应当按 VIEW_QUIZ 的顺序，对每个表达式给出一个 True 或 False，"
-                        "共 {count} 个答案；实际得到 {answers}",
-    "shapes.quiz_score": "答对 {right}/{count} 题：逐个用这个式子验证 "
-                         "x.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()",
-    "shapes.roundtrip": "merge_heads_transpose(split_heads_view(x, H)) 应当原样还原 x："
-                        "拆分与合并只是移动数字",
-    "ext.should_work": "{call} 应当能正常创建：给定了各头的大小，就不需要整除。实际失败：{error}",
 }

@@ -26,6 +26,7 @@ from .score import Verdict, decide, judge, total_measured, wants_another
 # On CPU the reported times are the worker's CPU time in the timed calls. The grader reads the
 # worker's whole CPU time from outside; honest runs report 0.76-0.96 of it, under load too,
 # a clock rewound in forward 0.17-0.39 (docs/trusted-grading.md).
+SPEED_CHECK = "speed_fused_vs_looped"  # the timed check's id: the same inputs, hidden or not
 MIN_TIMED_SHARE = 0.6
 # One speed check, re-measurements included, stays within this many seconds: another run is
 # started only if one more as long as the average so far still fits.

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from .. import oracle
-from ..messages import msg
-from ..runner.protocol import Call, StudentCodeError
-from . import diagnosis
-from .core import TIGHT, CheckFailed, Context, Picture, tolerance
-from .diagnosis import Diagnosis
-from .expect import (
+from ... import oracle
+from ...checks import diagnosis
+from ...checks.core import TIGHT, CheckFailed, Context, Picture, tolerance
+from ...checks.diagnosis import Diagnosis
+from ...checks.expect import (
     Label,
     attempt,
     expect_blocked_zero,
@@ -19,9 +17,9 @@ from .expect import (
     expect_tensor,
     expect_unchanged,
 )
-from .feedback import describe_mask
-from .gradients import backward_for, call_with, expect_gradients, expect_on_meta, moved
-from .inputs import (
+from ...checks.feedback import describe_mask
+from ...checks.gradients import backward_for, call_with, expect_gradients, expect_on_meta, moved
+from ...checks.inputs import (
     Heads,
     Projection,
     Scores,
@@ -29,7 +27,9 @@ from .inputs import (
     randn,
     strided,
 )
-from .search import pictured, run_cases
+from ...checks.search import pictured, run_cases
+from ...messages import msg
+from ...runner.protocol import Call, StudentCodeError
 
 Tensor = torch.Tensor
 

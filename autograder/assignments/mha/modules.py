@@ -8,13 +8,11 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from .. import oracle
-from ..messages import joined, msg
-from ..runner.protocol import Backward, Call, ModuleRun
-from . import diagnosis
-from .core import TIGHT, CheckFailed, Context
-from .diagnosis import Candidate
-from .expect import (
+from ... import oracle
+from ...checks import diagnosis
+from ...checks.core import TIGHT, CheckFailed, Context
+from ...checks.diagnosis import Candidate
+from ...checks.expect import (
     Label,
     attempt,
     expect_blocked_zero,
@@ -26,9 +24,11 @@ from .expect import (
     expect_value_error,
     float64,
 )
-from .gradients import backward_for, expect_gradients, expect_on_meta, loaded, moved
-from .inputs import Attn, Inputs, attn_shapes, draw_inputs, per_head_params
-from .search import pictured, run_cases
+from ...checks.gradients import backward_for, expect_gradients, expect_on_meta, loaded, moved
+from ...checks.inputs import Attn, Inputs, attn_shapes, draw_inputs, per_head_params
+from ...checks.search import pictured, run_cases
+from ...messages import joined, msg
+from ...runner.protocol import Backward, Call, ModuleRun
 
 Tensor = torch.Tensor
 

@@ -12,11 +12,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .. import oracle
-from ..messages import Message, joined, msg
-from ..runner.protocol import ModuleRun, StudentCodeError
-from .core import TIGHT, CheckFailed, Context, tolerance
-from .expect import (
+from ... import oracle
+from ...checks.core import TIGHT, CheckFailed, Context, tolerance
+from ...checks.expect import (
     expect_blocked_zero,
     expect_close,
     expect_dropout,
@@ -26,7 +24,9 @@ from .expect import (
     expect_value_error,
     float64,
 )
-from .inputs import randn, random_params, strided
+from ...checks.inputs import randn, random_params, strided
+from ...messages import Message, joined, msg
+from ...runner.protocol import ModuleRun, StudentCodeError
 
 Tensor = torch.Tensor
 NAME = "GeneralMultiHeadAttention"

@@ -11,12 +11,12 @@ from typing import Any, Callable
 
 import torch
 
-from .. import oracle
-from ..messages import Message, joined, msg
-from . import diagnosis
-from .core import TIGHT, CheckFailed, Context
-from .expect import expect_close, expect_tensor
-from .inputs import Heads, randn
+from ... import oracle
+from ...checks import diagnosis
+from ...checks.core import TIGHT, CheckFailed, Context
+from ...checks.expect import expect_close, expect_tensor
+from ...checks.inputs import Heads, randn
+from ...messages import Message, joined, msg
 
 Tensor = torch.Tensor
 

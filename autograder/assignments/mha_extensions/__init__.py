@@ -1,0 +1,1 @@
+"""The extension track: `GeneralMultiHeadAttention`, the seed tutorials' variants in one module."""
