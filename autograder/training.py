@@ -4,7 +4,7 @@ Both start from the same weights and see the same batches of a tiny task that at
 solve: each token's target is the previous token's content, so a query has to find the key
 one position back (the inputs carry a fixed positional code). A module that attends the way
 `nn.MultiheadAttention` does follows its loss curve; one whose gradients are cut (a
-`.detach()`, `.data`, `torch.no_grad()`) stays flat. Shown in the notebook, not graded.
+`.detach()`, `.data`, `torch.no_grad()`) stays flat. DisplayText in the notebook, not graded.
 """
 
 from __future__ import annotations

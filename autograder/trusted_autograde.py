@@ -50,7 +50,7 @@ from .notebook import CheckFailedHere, wrap
 from .runner.loading import is_demo, is_test_cell
 from .runner.policy import Limits
 from .runtime import default_device
-from .speed.gate import SPEED_CHECK
+from .speed.check import SPEED_CHECK
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from conftest import ROOT, SPEED
 from nbclient import NotebookClient
 
 from autograder import editions
-from autograder.grading.registry import ASSIGNMENTS, GATE_MESSAGES
+from autograder.grading.registry import ASSIGNMENTS, WAITING_MESSAGES
 from autograder.messages import msg
 from autograder.release import with_interpreter_on_path
 from autograder.runner.loading import is_test_cell
@@ -105,10 +105,10 @@ def errors(cell) -> list[dict]:
 
 
 def unexpected_errors(cell, lang: str | None = None) -> list[str]:
-    """A cell's errors other than "not implemented" (for the speed check, its gate's message),
-    those messages in `lang` (English when None)."""
+    """A cell's errors other than "not implemented" (for the speed check, the message of what
+    it waits for), those messages in `lang` (English when None)."""
     if nbgrader_meta(cell).get("grade_id") == SPEED:
-        expected = GATE_MESSAGES["speed_fused_vs_looped"].render(lang or "en")
+        expected = WAITING_MESSAGES["speed_fused_vs_looped"].render(lang or "en")
     else:
         stub = msg("runner.not_implemented", name="name").render(lang or "en")
         expected = stub.replace("`name`", "").strip()

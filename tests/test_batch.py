@@ -25,7 +25,7 @@ from autograder.grading.files import (
     discover,
     find_submission,
 )
-from autograder.grading.registry import ASSIGNMENTS, GATE_MESSAGES, POINTS
+from autograder.grading.registry import ASSIGNMENTS, POINTS, WAITING_MESSAGES
 from autograder.messages import msg, render
 from autograder.runner import sandbox
 from autograder.runner.policy import WORKER_USER_ENV, worker_user
@@ -54,7 +54,7 @@ class Expect:
     def messages(self, check_id: str) -> tuple[str, ...]:
         if check_id in self.fails:
             return (self.fails[check_id],)
-        return (str(GATE_MESSAGES[SPEED]),) if check_id == SPEED else self.otherwise
+        return (str(WAITING_MESSAGES[SPEED]),) if check_id == SPEED else self.otherwise
 
 
 DIED = "the grading process died while grading this submission"

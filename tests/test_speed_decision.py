@@ -16,8 +16,9 @@ from autograder.checks.core import CheckFailed, Context
 from autograder.grading.registry import run_check
 from autograder.oracle import causal_mask, multi_head_attention, torch_mha
 from autograder.runner.inprocess import InProcessSubmission
-from autograder.speed import gate, reliability
+from autograder.speed import check as speed_check
 from autograder.speed import measure as speed_measure
+from autograder.speed import reliability
 from autograder.speed import score as speed_score
 from autograder.speed.config import speed_input, speed_params
 from autograder.speed.score import NEAR, SPEEDUP_NEEDED, Verdict
@@ -58,7 +59,7 @@ def test_the_style_set_has_every_kind_and_the_reliability_set_covers_them() -> N
 @pytest.mark.parametrize("name", ["per-head: slices in split and merge",
                                   "seeds: bmm, nn.Softmax, tensor scale, buffer mask"])
 def test_a_style_is_a_complete_submission(name: str) -> None:
-    """`mha-kit bench --reliability` grades styles as submissions: they pass the gate."""
+    """`mha-kit bench --reliability` grades styles as submissions: they pass the speed_check."""
     sub = InProcessSubmission({"MultiHeadAttention": STYLES[name]})
     for check_id in ("fused_mha", "fused_mha_masks", "fused_mha_contract"):
         assert run_check(check_id, sub).passed, check_id
@@ -166,14 +167,14 @@ def run_gate(monkeypatch, speedups: list[float], seconds_per_run: float) -> tupl
     def timed_run(sub, device, seed):
         clock.now += seconds_per_run
         made.append(seed)
-        return gate.TimedRun({}, seconds_per_run, None)
+        return speed_check.TimedRun({}, seconds_per_run, None)
 
-    monkeypatch.setattr(gate.time, "perf_counter", clock)
-    monkeypatch.setattr(gate, "timed_run", timed_run)
-    monkeypatch.setattr(gate, "judge", lambda m, device, seed: verdict(next(queue)))
-    monkeypatch.setattr(gate, "implausible", lambda run, device: None)
+    monkeypatch.setattr(speed_check.time, "perf_counter", clock)
+    monkeypatch.setattr(speed_check, "timed_run", timed_run)
+    monkeypatch.setattr(speed_check, "judge", lambda m, device, seed: verdict(next(queue)))
+    monkeypatch.setattr(speed_check, "implausible", lambda run, device: None)
     try:
-        fraction = gate.check_speed(None, Context())
+        fraction = speed_check.check_speed(None, Context())
     except CheckFailed:
         fraction = 0.0
     return fraction, len(made)
@@ -189,18 +190,19 @@ def run_gate(monkeypatch, speedups: list[float], seconds_per_run: float) -> tupl
 ])
 def test_the_gate_measures_again_within_its_budget(monkeypatch, speedups, seconds, fraction,
                                                    runs) -> None:
-    assert gate.BUDGET_S < 5
+    assert speed_check.BUDGET_S < 5
     assert run_gate(monkeypatch, speedups, seconds) == (fraction, runs)
 
 
 def test_an_implausible_run_is_not_scored(monkeypatch) -> None:
     problem = speed_score.msg("speed.not_scored", reason=speed_score.msg("speed.over_wall",
                                                                          wall=0.1))
-    monkeypatch.setattr(gate, "timed_run", lambda sub, device, seed: gate.TimedRun({}, 0.1, None))
-    monkeypatch.setattr(gate, "judge", lambda m, device, seed: verdict(9.0))
-    monkeypatch.setattr(gate, "implausible", lambda run, device: problem)
+    monkeypatch.setattr(speed_check, "timed_run",
+                        lambda sub, device, seed: speed_check.TimedRun({}, 0.1, None))
+    monkeypatch.setattr(speed_check, "judge", lambda m, device, seed: verdict(9.0))
+    monkeypatch.setattr(speed_check, "implausible", lambda run, device: problem)
     with pytest.raises(CheckFailed) as failed:
-        gate.check_speed(None, Context())
+        speed_check.check_speed(None, Context())
     assert failed.value.message == problem
 
 
@@ -244,7 +246,7 @@ def test_check_runs_report_the_deciding_speedup() -> None:
 def test_repeated_checks_alternate_and_record(tiny, monkeypatch) -> None:
     monkeypatch.setattr(speed_measure, "timer_for", lambda device: fake_timer(
         {k: v * 1e-3 for k, v in KIT_TIMES.items()}, 1e-6))
-    monkeypatch.setattr(gate, "implausible", lambda run, device: None)  # fake times are tiny
+    monkeypatch.setattr(speed_check, "implausible", lambda run, device: None)  # fake times are tiny
     names = ["einsum", "loop: softmax only"]
     runs = reliability.repeated_checks({n: STYLES[n] for n in names}, 2, "cpu", forbidden={})
     assert list(runs) == names and all(len(r) == 2 for r in runs.values())

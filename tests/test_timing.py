@@ -12,7 +12,7 @@ from torch import nn
 from autograder.assignments.mha.modules import LONGEST_TIMED_T
 from autograder.checks.core import CheckResult, Context
 from autograder.grading.batch import grade_submission
-from autograder.grading.registry import GATE_MESSAGES, POINTS, run_check
+from autograder.grading.registry import POINTS, WAITING_MESSAGES, run_check
 from autograder.messages import msg
 from autograder.oracle import causal_mask, multi_head_attention, torch_mha
 from autograder.runner.inprocess import InProcessSubmission
@@ -239,25 +239,25 @@ def test_malformed_measurements_score_nothing(tiny, tamper, problem: str) -> Non
 
 class NeverTimed(InProcessSubmission):
     def time_speed(self, device: str, seed: int) -> dict:
-        raise AssertionError("timed although the gate failed")
+        raise AssertionError("timed although a check it needs failed")
 
 
-def test_gated_on_the_value_checks_it_relies_on() -> None:
-    gate = GATE_MESSAGES["speed_fused_vs_looped"]
+def test_it_waits_for_the_value_checks_it_relies_on() -> None:
+    waiting = WAITING_MESSAGES["speed_fused_vs_looped"]
     sub = NeverTimed(load_source(STUBS).namespace, forbidden={})
     result = run_check("speed_fused_vs_looped", sub, Context())
     assert result.score == 0 and result.message == msg(
-        "gate.failing", gate=gate, checks="fused_mha, fused_mha_masks")
+        "waiting.failing", what=waiting, checks="fused_mha, fused_mha_masks")
     failed = CheckResult("fused_mha", 0, POINTS["fused_mha"], "values differ")
     result = run_check("speed_fused_vs_looped", NeverTimed(load_source(TEMPLATE).namespace),
                        Context(results={"fused_mha": failed}))
-    assert result.score == 0 and result.message == msg("gate.failing", gate=gate,
+    assert result.score == 0 and result.message == msg("waiting.failing", what=waiting,
                                                        checks="fused_mha")
     # The timing is causal: a wrong causal mask is a failing value check, never "cheating".
     tril = TEMPLATE.read_text().replace("torch.triu(", "torch.tril(").replace(
         "diagonal=1)", "diagonal=0)")
     result = run_check("speed_fused_vs_looped", NeverTimed(_namespace(tril)), Context())
-    assert result.score == 0 and result.message == msg("gate.failing", gate=gate,
+    assert result.score == 0 and result.message == msg("waiting.failing", what=waiting,
                                                        checks="fused_mha_masks")
 
 
@@ -296,17 +296,17 @@ def test_timings_on_a_gpu_take_turns_across_graders(tmp_path, monkeypatch):
     import threading
     import time
 
-    from autograder.speed import gate
+    from autograder.speed import check as speed_check
 
-    monkeypatch.setattr(gate.tempfile, "gettempdir", lambda: str(tmp_path))
-    other = os.open(tmp_path / gate.GPU_TURN_LOCK, os.O_RDWR | os.O_CREAT)
+    monkeypatch.setattr(speed_check.tempfile, "gettempdir", lambda: str(tmp_path))
+    other = os.open(tmp_path / speed_check.GPU_TURN_LOCK, os.O_RDWR | os.O_CREAT)
     fcntl.flock(other, fcntl.LOCK_EX)
     threading.Timer(0.3, os.close, (other,)).start()  # the other grader's timing ends
     started = time.monotonic()
-    with gate.gpu_turn("cuda"):
+    with speed_check.gpu_turn("cuda"):
         waited = time.monotonic() - started
         with pytest.raises(BlockingIOError):  # and now this grader holds the turn
-            probe = os.open(tmp_path / gate.GPU_TURN_LOCK, os.O_RDWR)
+            probe = os.open(tmp_path / speed_check.GPU_TURN_LOCK, os.O_RDWR)
             try:
                 fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
             finally:
@@ -314,8 +314,8 @@ def test_timings_on_a_gpu_take_turns_across_graders(tmp_path, monkeypatch):
     assert 0.25 <= waited < 5
     empty = tmp_path / "cpu"
     empty.mkdir()
-    monkeypatch.setattr(gate.tempfile, "gettempdir", lambda: str(empty))
-    with gate.gpu_turn("cpu"):  # the CPU takes no turn: no lock file is opened
+    monkeypatch.setattr(speed_check.tempfile, "gettempdir", lambda: str(empty))
+    with speed_check.gpu_turn("cpu"):  # the CPU takes no turn: no lock file is opened
         assert not any(empty.iterdir())
 
 
@@ -324,13 +324,13 @@ def test_a_stuck_gpu_turn_is_waited_for_a_bounded_time(tmp_path, monkeypatch):
     import os
     import time
 
-    from autograder.speed import gate
+    from autograder.speed import check as speed_check
 
-    monkeypatch.setattr(gate.tempfile, "gettempdir", lambda: str(tmp_path))
-    stuck = os.open(tmp_path / gate.GPU_TURN_LOCK, os.O_RDWR | os.O_CREAT)
+    monkeypatch.setattr(speed_check.tempfile, "gettempdir", lambda: str(tmp_path))
+    stuck = os.open(tmp_path / speed_check.GPU_TURN_LOCK, os.O_RDWR | os.O_CREAT)
     fcntl.flock(stuck, fcntl.LOCK_EX)
     started = time.monotonic()
-    with gate.gpu_turn("cuda:0", wait_s=0.2):
+    with speed_check.gpu_turn("cuda:0", wait_s=0.2):
         pass
     os.close(stuck)
     assert 0.2 <= time.monotonic() - started < 5
@@ -338,10 +338,11 @@ def test_a_stuck_gpu_turn_is_waited_for_a_bounded_time(tmp_path, monkeypatch):
 
 def test_a_lock_file_this_account_cannot_open_does_not_stop_the_timing(tmp_path, monkeypatch):
     """Another account's lock file (made by root, say): the timing runs without a turn."""
-    from autograder.speed import gate
+    from autograder.speed import check as speed_check
 
-    monkeypatch.setattr(gate.tempfile, "gettempdir", lambda: str(tmp_path / "missing"))
-    with gate.gpu_turn("cuda"):  # os.open fails: no such folder, as it fails for no permission
+    monkeypatch.setattr(speed_check.tempfile, "gettempdir", lambda: str(tmp_path / "missing"))
+    # os.open fails: no such folder, as it fails for no permission
+    with speed_check.gpu_turn("cuda"):
         pass
 
 

@@ -30,7 +30,7 @@ from autograder.runner.framing import (
     receive,
     write_all,
 )
-from autograder.runner.inprocess import plain
+from autograder.runner.inprocess import vetted
 from autograder.runner.policy import WORKER_USER_ENV, Limits, worker_user
 from autograder.runner.protocol import StudentCodeError
 from autograder.runner.worker import WorkerStartError, WorkerSubmission
@@ -43,7 +43,7 @@ class Agreeable(torch.Tensor):
 def test_only_plain_values_pass():
     x = torch.randn(2, 3)
     x.note = "an attribute"
-    values = plain((x, nn.Parameter(torch.ones(2)), None, 3, "s"), "f")
+    values = vetted((x, nn.Parameter(torch.ones(2)), None, 3, "s"), "f")
     assert [type(v) for v in values[:2]] == [torch.Tensor, torch.Tensor]
     assert not hasattr(values[0], "note") and not values[1].requires_grad
     for value, message in (
@@ -54,7 +54,7 @@ def test_only_plain_values_pass():
         ([[[[1.0]]]], "nested too deeply"),
     ):
         with pytest.raises(StudentCodeError, match=message):
-            plain(value, "f")
+            vetted(value, "f")
 
 
 def _through_pipe(payload: bytes):

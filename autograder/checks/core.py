@@ -70,12 +70,18 @@ class CheckFailed(AssertionError):
                                                         text=self.text)
         if self.case:
             message = msg("check.case", text=message, case=self.case)
-        for warned in self.warnings:
-            message = msg("check.warned", text=message, warned=warned)
-        return message
+        return with_warnings(message, self.warnings)
 
     def __str__(self) -> str:
         return str(self.message)
+
+
+def with_warnings(message: Message | str, warnings: list[Message]) -> Message | str:
+    """A failure's message followed by what PyTorch warned about in the student's code: the one
+    way a warning joins a result, whether a check or the student's code failed."""
+    for warned in warnings:
+        message = msg("check.warned", text=message, warned=warned)
+    return message
 
 
 @dataclass

@@ -12,7 +12,7 @@ from ..runner.inprocess import InProcessSubmission
 from ..runner.protocol import StudentCodeError
 from ..runtime import default_device
 from ..speed import bench
-from ..speed.gate import SPEED_CHECK
+from ..speed.check import SPEED_CHECK
 from .exits import EXIT_FAIL, EXIT_PASS
 from .options import add_device_flag
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..assignments import modules
-from ..checks.core import CheckFailed, CheckResult, Context
+from ..checks.core import CheckFailed, CheckResult, Context, with_warnings
 from ..checks.spec import CheckSpec
 from ..messages import LANGUAGES, msg
 from ..runner.protocol import StudentCodeError, Submission
@@ -45,7 +45,7 @@ SPECS: dict[str, CheckSpec] = {c.id: c for table in ASSIGNMENTS.values() for c i
 POINTS: dict[str, int] = {check_id: spec.points for check_id, spec in SPECS.items()}
 
 # The message of a check that waits for the checks it needs.
-GATE_MESSAGES = {spec.id: msg(spec.waiting) for spec in SPECS.values() if spec.needs}
+WAITING_MESSAGES = {spec.id: msg(spec.waiting) for spec in SPECS.values() if spec.needs}
 
 
 def run_check(check_id: str, sub: Submission, ctx: Context | None = None) -> CheckResult:
@@ -63,7 +63,7 @@ def run_check(check_id: str, sub: Submission, ctx: Context | None = None) -> Che
     picture = None
     try:
         if failing:
-            raise CheckFailed(msg("gate.failing", gate=GATE_MESSAGES[check_id],
+            raise CheckFailed(msg("waiting.failing", what=WAITING_MESSAGES[check_id],
                                   checks=", ".join(failing)))
         fraction = spec.function(sub, ctx)
         message = ctx.notes or msg("ok")
@@ -71,9 +71,7 @@ def run_check(check_id: str, sub: Submission, ctx: Context | None = None) -> Che
         err.warnings = list(getattr(sub, "warnings", []))
         fraction, message, picture = 0.0, err.message, err.picture
     except StudentCodeError as err:
-        fraction, message = 0.0, err.message
-        for warned in getattr(sub, "warnings", []):
-            message = msg("check.warned", text=message, warned=warned)
+        fraction, message = 0.0, with_warnings(err.message, list(getattr(sub, "warnings", [])))
     result = CheckResult(check_id, round(spec.points * fraction, 2), spec.points, message,
                          picture)
     ctx.results[check_id] = result

@@ -138,7 +138,7 @@ def display_width(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
-class Shown(str):
+class DisplayText(str):
     """Rendered text: a width in its format spec counts display columns, not characters."""
 
     def __format__(self, spec: str) -> str:
@@ -151,7 +151,7 @@ class Shown(str):
 
 def pad(text: str, width: int, align: str = "<") -> str:
     """`text` padded to `width` display columns: `align` is "<", ">" or "^"."""
-    return format(Shown(text), f"{align}{width}")
+    return format(DisplayText(text), f"{align}{width}")
 
 
 def render(text: Message | str, lang: str | None = None) -> str:
@@ -176,10 +176,10 @@ def ids_in(message: Message | str) -> set[str]:
 
 def _render_value(value: Any, lang: str) -> Any:
     if isinstance(value, Message):
-        return Shown(value.render(lang))
+        return DisplayText(value.render(lang))
     if isinstance(value, list):
-        return Shown(SEPARATORS[lang].join(str(_render_value(v, lang)) for v in value))
-    return Shown(value) if isinstance(value, str) else value
+        return DisplayText(SEPARATORS[lang].join(str(_render_value(v, lang)) for v in value))
+    return DisplayText(value) if isinstance(value, str) else value
 
 
 def _to_data(value: Any) -> Any:

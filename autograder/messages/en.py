@@ -12,7 +12,7 @@ TEMPLATES: dict[str, str] = {
     "quote": "{text}",  # text as it was written elsewhere (Python's, a program's output)
     "join.comma": "{first}, {second}",  # see messages.joined
 
-    # The speed check (speed.score, speed.gate) and its gate (grading.registry)
+    # The speed check (speed.score, speed.check) and what it waits for (grading.registry)
     "speed.measured": "measured: {speedup:.1f}× faster than the kit's looped version{runs} "
                       "(per call: yours {student:.2f} ms, looped {looped:.2f} ms, the kit's "
                       "fused {fused:.2f} ms; on {device}{config})",
@@ -47,9 +47,9 @@ TEMPLATES: dict[str, str] = {
     "speed.under_cpu": "the reported times add up to {reported:.2f} s but the timing run used "
                        "{cpu:.2f} s of CPU time, after its construction and first calls: the "
                        "timed calls use more than they report (a patched clock?)",
-    "gate.speed": "timed only once MultiHeadAttention matches nn.MultiheadAttention, with "
+    "waiting.speed": "timed only once MultiHeadAttention matches nn.MultiheadAttention, with "
                   "is_causal=True as the timing calls it",
-    "gate.failing": "{gate}; failing now: {checks}",
+    "waiting.failing": "{what}; failing now: {checks}",
 
     # The score table and Gradescope (grading.report), batches (grading.batch, grading.files)
     "report.check": "check",

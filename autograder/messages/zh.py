@@ -12,7 +12,7 @@ TEMPLATES: dict[str, str] = {
     "quote": "`{text}`",
     "join.comma": "{first}，{second}",
 
-    # The speed check and its gate
+    # The speed check and what it waits for
     "speed.measured": "实测：速度是本套件逐头循环实现的 {speedup:.1f} 倍{runs}（每次调用："
                       "你的 {student:.2f} ms，逐头循环 {looped:.2f} ms，"
                       "本套件的融合实现 {fused:.2f} ms；设备：{device}{config}）",
@@ -45,9 +45,9 @@ TEMPLATES: dict[str, str] = {
     "speed.over_wall": "报告的时间加起来超过了测量实际花费的 {wall:.2f} 秒",
     "speed.under_cpu": "报告的时间加起来是 {reported:.2f} 秒，但计时运行用了 {cpu:.2f} 秒 CPU 时间"
                        "（不含构造和第一次调用）：计时的调用用掉的比报告的多（时钟被改过？）",
-    "gate.speed": "MultiHeadAttention 的结果（包括计时所用的 is_causal=True）与 "
+    "waiting.speed": "MultiHeadAttention 的结果（包括计时所用的 is_causal=True）与 "
                   "nn.MultiheadAttention 一致之后才计时",
-    "gate.failing": "{gate}；目前未通过：{checks}",
+    "waiting.failing": "{what}；目前未通过：{checks}",
 
     # The score table, Gradescope and batches
     "report.check": "检查项",

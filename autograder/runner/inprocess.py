@@ -1,7 +1,7 @@
 """Student code in this interpreter: `InProcessSubmission`, for notebooks, the kit's tests
 and the worker process (which wraps one).
 
-Everything student code hands back passes `plain`; every call into it passes `guard`, which
+Everything student code hands back passes `vetted`; every call into it passes `guard`, which
 turns any failure, or a forbidden torch API, into a `StudentCodeError`.
 """
 
@@ -51,7 +51,7 @@ JOBS = frozenset({"autograder.speed.measure:measure_speed",
 MAX_DEPTH = 3  # (out, weights) is depth 1; nothing in the contract nests deeper
 
 
-def plain(value: Any, name: str, depth: int = 0, meta: bool = False) -> Any:
+def vetted(value: Any, name: str, depth: int = 0, meta: bool = False) -> Any:
     """Detached plain tensors in plain containers; anything else is the student's mistake.
 
     The grader applies it to everything student code hands back, in this process and again
@@ -70,7 +70,7 @@ def plain(value: Any, name: str, depth: int = 0, meta: bool = False) -> Any:
         raise StudentCodeError("bad_return", msg("runner.subclass", name=name,
                                                  type=kind.__name__))
     if kind in (tuple, list) and depth < MAX_DEPTH:
-        return tuple(plain(v, name, depth + 1, meta) for v in value)
+        return tuple(vetted(v, name, depth + 1, meta) for v in value)
     if value is None or kind in (bool, int, float, str):
         return value
     raise StudentCodeError("bad_return", msg("runner.too_deep", name=name) if kind in (tuple, list)
@@ -223,7 +223,7 @@ class InProcessSubmission:
         """The student's code on `args`; on meta inputs (`meta`), under the device watch: a
         tensor it makes on another device is a StudentCodeError of kind "device"."""
         if not meta:
-            return Call(plain(self.guard(name, lambda: forward(args)), name), _tensors(args))
+            return Call(vetted(self.guard(name, lambda: forward(args)), name), _tensors(args))
         watch, failure = DeviceWatch(), None
         try:
             value = self.guard(name, lambda: watch.run(lambda: forward(args)))
@@ -234,7 +234,7 @@ class InProcessSubmission:
             raise StudentCodeError("device", mixed)
         if failure is not None:
             raise failure
-        return Call(plain(value, name, meta=True), _tensors(args))
+        return Call(vetted(value, name, meta=True), _tensors(args))
 
     def _backward(self, name: str, forward: Forward, args: tuple, backward: Backward,
                   source: Any, module: nn.Module | None = None) -> Call:
@@ -256,9 +256,9 @@ class InProcessSubmission:
             passed = _clone(args)
             with torch.no_grad():
                 value = self.guard(name, lambda: forward(passed))
-            return Call(plain(value, name), _tensors(passed),
+            return Call(vetted(value, name), _tensors(passed),
                         backward_failure=needs_no_grad_failure(name, refused[0]))
-        result, after = plain(value, name), _tensors(passed)
+        result, after = vetted(value, name), _tensors(passed)
         loss, failure = connect(name, value, backward)
         if loss is None:
             return Call(result, after, backward_failure=failure)
@@ -277,7 +277,7 @@ class InProcessSubmission:
         if errors:
             return Call(result, after, backward_failure=backward_failure(
                 name, errors[0], self._in_place_ops(name, forward, args, backward), source))
-        return Call(result, after, grads={k: plain(g, name) for k, g in grads.items()})
+        return Call(result, after, grads={k: vetted(g, name) for k, g in grads.items()})
 
     def _in_place_ops(self, name: str, forward: Forward, args: tuple,
                       backward: Backward) -> list[InPlace]:

@@ -2,7 +2,7 @@
 
 The grader's process never imports the student's code. It sends requests (call this
 function on these tensors) over a pipe and gets tensors back; every comparison happens on
-its side, and everything that comes back passes `plain` again there. Messages carry
+its side, and everything that comes back passes `vetted` again there. Messages carry
 plain values and tensors only, read back by an unpickler that knows no code (`framing`), so
 the worker cannot make the grader run code.
 
@@ -33,7 +33,7 @@ from ..messages import Message, msg
 from . import fonts, sandbox
 from .devices import on_meta
 from .framing import TEXT_KEEP, clean, encode, receive, run_to_dict, write_all
-from .inprocess import plain
+from .inprocess import vetted
 from .loading import chunk_place
 from .policy import Limits, forbidden_functions, forbidden_names, worker_user
 from .protocol import Backward, Call, ModuleRun, StudentCodeError
@@ -317,10 +317,10 @@ class WorkerSubmission:
         value = self._request(what, op, payload, self.limits.call_s)
         if not isinstance(value, dict):
             raise StudentCodeError("bad_reply", self._malformed(what))
-        inputs_after = plain(value.get("inputs_after", ()), what, meta=meta)
+        inputs_after = vetted(value.get("inputs_after", ()), what, meta=meta)
         if not all(isinstance(t, torch.Tensor) for t in inputs_after):
             raise StudentCodeError("bad_reply", self._malformed(what))
-        call = Call(plain(value.get("value"), what, meta=meta), inputs_after)
+        call = Call(vetted(value.get("value"), what, meta=meta), inputs_after)
         if backward is None:
             return call
         grads, failure = value.get("grads"), value.get("backward_failure")
@@ -330,7 +330,7 @@ class WorkerSubmission:
             names = set(backward.inputs.values()) | set(backward.params)
             if not isinstance(grads, dict) or not set(grads) <= names:
                 raise StudentCodeError("bad_reply", self._malformed(what))
-            call.grads = {k: plain(v, what) for k, v in grads.items()}
+            call.grads = {k: vetted(v, what) for k, v in grads.items()}
             if not all(g is None or isinstance(g, torch.Tensor) for g in call.grads.values()):
                 raise StudentCodeError("bad_reply", self._malformed(what))
         return call

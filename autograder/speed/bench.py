@@ -14,7 +14,7 @@ from typing import Any
 from ..checks.inputs import per_head_params
 from .baselines import BENCH_ROWS
 from .config import SpeedConfig, config_for, speed_input, speed_params
-from .measure import Forward, interleaved_times, prepared, steady, timer_for
+from .measure import Forward, interleaved_times, prepared, timer_for, timing_conditions
 from .score import medians
 
 
@@ -37,7 +37,7 @@ def time_rows(rows: dict[str, Forward], cfg: SpeedConfig, device: str) -> dict[s
     def round_inputs(r: int) -> list:
         return [speed_input(cfg, 0, r * cfg.calls + c).to(device) for c in range(cfg.calls)]
 
-    with steady():
+    with timing_conditions():
         times, _ = interleaved_times(rows, round_inputs, cfg.rounds, cfg.warmup,
                                      timer_for(device))
     return medians(times)

@@ -34,9 +34,9 @@ CONFIGS = {
 }
 # The kit's tests choose a smaller config through MHA_KIT_SPEED_CONFIG (the speed message
 # then names it). "tiny" takes milliseconds, for tests of the check's logic: its timed calls
-# may be too short for the CPU-time bound (gate), so a correct module need not pass. "small" is
-# the device's graded config with 72 timed calls instead of 248 (CPU) and one warm-up call: a
-# correct module passes, for a third of the CPU time (docs/speed.md).
+# may be too short for the CPU-time bound (speed.check), so a correct module need not pass.
+# "small" is the device's graded config with 72 timed calls instead of 248 (CPU) and one
+# warm-up call: a correct module passes, for a third of the CPU time (docs/speed.md).
 SPEED_CONFIG_ENV = "MHA_KIT_SPEED_CONFIG"
 TEST_CONFIGS = ("tiny", "small")
 TINY = SpeedConfig(B=2, T=5, E=8, H=4, rounds=6, calls=3, warmup=1)

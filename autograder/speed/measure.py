@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode, resolve_name
 
-from ..runner.inprocess import load_weights, plain
+from ..runner.inprocess import load_weights, vetted
 from ..runner.protocol import LocalSubmission, ModuleRun
 from ..runtime import one_thread
 from .baselines import FusedReference, LoopedReference
@@ -121,7 +121,7 @@ def count_ops(forward: Forward, x: Tensor) -> dict[str, int]:
 
 
 @contextlib.contextmanager
-def steady() -> Iterator[None]:
+def timing_conditions() -> Iterator[None]:
     """The conditions of every timing: one thread, no garbage collection pauses, no autograd."""
     gc.disable()
     try:
@@ -160,7 +160,7 @@ def prepare_speed(sub: LocalSubmission, device: str) -> None:
         for module in built:
             forward = sub.guard(name, lambda m=module: prepared(m, "MultiHeadAttention", params,
                                                                 device), watch=False)
-            with steady():
+            with timing_conditions():
                 sub.guard(name, lambda f=forward: f(x), watch=False)
         sub.run_module(ModuleRun("MultiHeadAttention", (cfg.E, cfg.H), forward_args=(x,),
                                  forward_kwargs={"is_causal": True, "need_weights": False},
@@ -201,12 +201,12 @@ def measure_speed(sub: LocalSubmission, device: str, seed: int, timer: Timer | N
                                  timer or timer_for(device), keep)
 
     name = "MultiHeadAttention.forward"
-    with steady():
+    with timing_conditions():
         times, kept = sub.guard(name, run, watch=False)
-    outputs = {i: plain(out, name) for i, out in kept["student"].items()}
+    outputs = {i: vetted(out, name) for i, out in kept["student"].items()}
     x = speed_input(cfg, seed, 0).to(device)  # (B, T, E)
     # On one thread as the timing: idle torch threads would spin on this process's CPU time,
-    # which the grader compares with the reported times (speed.gate.implausible).
+    # which the grader compares with the reported times (speed.check.implausible).
     with one_thread():
         # The calls of one forward with H heads and with H / 2: which run once per head.
         half = sub.guard(name, lambda: prepared(halved, "MultiHeadAttention", params, device),

@@ -26,8 +26,8 @@ from typing import Any, Callable
 from ..checks.core import CheckFailed, Context
 from ..runner.inprocess import InProcessSubmission
 from . import measure
+from .check import check_speed
 from .config import config_for
-from .gate import check_speed
 from .score import SPEEDUP_NEEDED, moves_data, per_head_ops, speed_ratios
 from .styleset import RELIABILITY, STYLES, kind, must_earn
 
@@ -84,8 +84,8 @@ def _per_head(measurement: Any) -> str:
 def repeated_checks(subjects: dict[str, type], n: int, device: str,
                     forbidden: dict | None = None) -> dict[str, list[CheckRun]]:
     """Run the graded speed check n times on each `MultiHeadAttention` class, in process,
-    alternating between them so that all see the same load. Its gate is taken as passed: the
-    classes are correct by construction. `forbidden` as for `InProcessSubmission`."""
+    alternating between them so that all see the same load. The checks it needs are taken as
+    passed: the classes are correct by construction. `forbidden` as for `InProcessSubmission`."""
 
     class Recording(InProcessSubmission):
         def run_job(self, job: str, what: Any, **kwargs: Any) -> Any:

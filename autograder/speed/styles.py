@@ -24,8 +24,8 @@ def triu_mask(t: int, device: torch.device) -> Tensor:
 class Style(nn.Module):
     """A complete `MultiHeadAttention` (the contract's constructor and forward): the speed
     check's call, causal self-attention without weights, takes the style's own path (`causal`);
-    every other call takes one plain general path, so that a style passes the gate as a real
-    submission (`mha-kit bench --reliability`, inside `mha-kit grade`)."""
+    every other call takes one plain general path, so that a style passes the checks the speed
+    check needs as a real submission (`mha-kit bench --reliability`, inside `mha-kit grade`)."""
 
     def __init__(self, embed_dim: int, num_heads: int, *, kdim=None, vdim=None, bias=True,
                  dropout=0.0):

@@ -1,7 +1,7 @@
 """The points table of multi-head attention: 100 points over twelve checks."""
 
 from ...checks.spec import CheckSpec
-from ...speed.gate import SPEED_CHECK, check_speed
+from ...speed.check import SPEED_CHECK, check_speed
 from . import modules, steps
 
 _FUSED = ("MultiHeadAttention",)
@@ -20,5 +20,5 @@ CHECKS: tuple[CheckSpec, ...] = (
     # The timing calls forward(x, is_causal=True, need_weights=False): its values must be
     # right first, or a wrong output would read as a timing that skips work.
     CheckSpec(SPEED_CHECK, 10, _FUSED, check_speed, needs=("fused_mha", "fused_mha_masks"),
-              waiting="gate.speed"),
+              waiting="waiting.speed"),
 )

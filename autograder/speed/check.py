@@ -18,7 +18,7 @@ from typing import Any
 
 from ..checks.core import CheckFailed, Context
 from ..messages import Message, msg
-from ..runner.inprocess import plain
+from ..runner.inprocess import vetted
 from ..runner.protocol import Submission
 from . import measure
 from .score import Verdict, decide, judge, total_measured, wants_another
@@ -90,7 +90,7 @@ def timed_run(sub: Submission, device: str, seed: int) -> TimedRun:
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
     if isinstance(measurement, dict) and isinstance(measurement.get("outputs"), dict):
         outputs = measurement["outputs"].items()
-        measurement["outputs"] = {i: plain(o, "MultiHeadAttention.forward") for i, o in outputs}
+        measurement["outputs"] = {i: vetted(o, "MultiHeadAttention.forward") for i, o in outputs}
     return TimedRun(measurement, wall, cpu)
 
 
@@ -106,7 +106,7 @@ def implausible(run: TimedRun, device: str) -> Message | None:
 
 
 def check_speed(sub: Submission, ctx: Context) -> float:
-    """Run after fused_mha and fused_mha_masks have passed (the registry's gate): time, judge,
+    """Run after fused_mha and fused_mha_masks have passed (the checks it needs): time, judge,
     sanity-check; again while the result is near the threshold (up to MAX_RUNS runs within
     BUDGET_S); decide."""
     started = time.perf_counter()
