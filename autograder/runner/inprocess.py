@@ -18,6 +18,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..contract import ENTRIES, signature_of
 from ..messages import Message, msg
@@ -129,10 +130,18 @@ def _describe_failure(name: str, err: BaseException,
     return StudentCodeError("raised", message, exc_type)
 
 
-class _Watch(TorchFunctionMode):
-    """Active while student code runs: notes the first forbidden torch function it calls."""
+def _aten_name(func: Any) -> str | None:
+    """"aten::<op>" for a `torch.ops` callable (an op or one of its overloads), else None."""
+    name = getattr(func, "_qualified_op_name", None) or getattr(
+        getattr(func, "_schema", None), "name", None)
+    return name if type(name) is str else None
 
-    def __init__(self, forbidden: dict[Callable, str]):
+
+class _Watch(TorchFunctionMode):
+    """Active while student code runs: notes the first forbidden torch function it calls, by
+    identity or, for `torch.ops`, by its ATen name."""
+
+    def __init__(self, forbidden: dict[Callable | str, str]):
         super().__init__()
         self.forbidden = forbidden
         self.used: str | None = None
@@ -140,7 +149,22 @@ class _Watch(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if self.used is None:
             with contextlib.suppress(TypeError):  # an unhashable func is never forbidden
-                self.used = self.forbidden.get(func)
+                self.used = self.forbidden.get(func) or self.forbidden.get(_aten_name(func))
+        return func(*args, **(kwargs or {}))
+
+
+class _OpWatch(TorchDispatchMode):
+    """`_Watch` at the dispatcher: every ATen op student code runs, however it was reached
+    (torch.ops, a C binding, TorchScript, with torch's function modes switched off)."""
+
+    def __init__(self, forbidden: dict[Callable | str, str]):
+        super().__init__()
+        self.forbidden = forbidden
+        self.used: str | None = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.used is None:
+            self.used = self.forbidden.get(_aten_name(func))
         return func(*args, **(kwargs or {}))
 
 
@@ -152,7 +176,7 @@ class InProcessSubmission:
     """
 
     def __init__(self, namespace: dict[str, Any], problems: list[Message] | None = None,
-                 forbidden: dict[Callable, str] | None = None):
+                 forbidden: dict[Callable | str, str] | None = None):
         self.namespace = namespace
         self.problems = list(problems or [])
         self.forbidden = forbidden_functions() if forbidden is None else forbidden
@@ -160,7 +184,7 @@ class InProcessSubmission:
         self.warnings: list[Message] = []  # what PyTorch warned about, in the current check
 
     @classmethod
-    def from_path(cls, path: str | Path, forbidden: dict[Callable, str] | None = None,
+    def from_path(cls, path: str | Path, forbidden: dict[Callable | str, str] | None = None,
                   skip: Collection[str] = (), on_chunk: Callable[[str], None] | None = None
                   ) -> InProcessSubmission:
         """The file loaded here (`load_source`: `skip` and `on_chunk` are its)."""
@@ -191,17 +215,21 @@ class InProcessSubmission:
         """Run student code; any failure, or a forbidden API, becomes a StudentCodeError, and
         what PyTorch warns about is noted (`warned`). `watch=False` skips the forbidden-API
         watch and the notes, which cost time on every torch call (timing runs)."""
-        watcher = _Watch(self.forbidden) if self.forbidden and watch else None
+        watchers = ((_OpWatch(self.forbidden), _Watch(self.forbidden))
+                    if self.forbidden and watch else ())
         failure = None
         try:
-            with (capture(self.warnings) if watch else contextlib.nullcontext()), (
-                    watcher or contextlib.nullcontext()):
+            with contextlib.ExitStack() as stack:
+                if watch:
+                    stack.enter_context(capture(self.warnings))
+                for watcher in watchers:
+                    stack.enter_context(watcher)
                 value = action()
         except BaseException as err:  # SystemExit, KeyboardInterrupt and the like included
             failure = _describe_failure(name, err, self.memory_limit_gib)
-        if watcher is not None and watcher.used:
-            raise StudentCodeError("forbidden", msg("runner.forbidden", name=name,
-                                                    api=watcher.used))
+        used = next((w.used for w in reversed(watchers) if w.used), None)
+        if used:
+            raise StudentCodeError("forbidden", msg("runner.forbidden", name=name, api=used))
         if failure is not None:
             raise failure
         return value

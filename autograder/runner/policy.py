@@ -28,6 +28,19 @@ ALIASES: dict[str, tuple[str, ...]] = {
     ),
     "F.scaled_dot_product_attention": ("torch.nn.functional.scaled_dot_product_attention",),
 }
+# The ATen ops a short name runs as, however they are reached (torch.ops, a C binding,
+# TorchScript, with torch's function modes off): the watch at the dispatcher names them by the
+# short name. The fused kernels are seen where they run; the math kernel, which decomposes
+# into ordinary ops before the dispatcher, where it is called (`_Watch`).
+ATEN_OPS: dict[str, tuple[str, ...]] = {
+    "nn.MultiheadAttention": ("aten::_native_multi_head_attention",),
+    "F.scaled_dot_product_attention": tuple(f"aten::{op}" for op in (
+        "scaled_dot_product_attention", "_scaled_dot_product_attention_math",
+        "_scaled_dot_product_attention_math_for_mps", "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_fused_attention_overrideable",
+        "_flash_attention_forward", "_efficient_attention_forward")),
+}
 DEFAULT_FORBIDDEN = ("nn.MultiheadAttention", "F.scaled_dot_product_attention")
 FORBIDDEN_ENV = "MHA_KIT_FORBIDDEN"
 
@@ -55,12 +68,14 @@ def forbidden_names() -> tuple[str, ...]:
     return tuple(name.strip() for name in configured.split(",") if name.strip())
 
 
-def forbidden_functions(names: tuple[str, ...] | None = None) -> dict[Callable, str]:
-    """Each forbidden torch callable, mapped to the name a student knows it by."""
-    functions: dict[Callable, str] = {}
+def forbidden_functions(names: tuple[str, ...] | None = None) -> dict[Callable | str, str]:
+    """Each forbidden torch callable, and each ATen op (by its name, "aten::...") a short name
+    runs as, mapped to the name a student knows it by."""
+    functions: dict[Callable | str, str] = {}
     for name in forbidden_names() if names is None else names:
         for dotted in ALIASES.get(name, (name,)):
             functions[_resolve(dotted)] = name
+        functions.update(dict.fromkeys(ATEN_OPS.get(name, ()), name))
     return functions
 
 
