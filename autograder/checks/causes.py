@@ -36,6 +36,8 @@ def verdict(failures: list[Failure], passed: bool) -> CheckFailed | StudentCodeE
     for members in groups.values():
         if members[0][1].diagnosis is not None:
             members[0][1].diagnosis.agreed = _agreed([f for _, f in members])
+            members[0][1].diagnosis.together = [f.diagnosis for _, f in members
+                                                if f.diagnosis is not None]
     if len(groups) == 1:
         return next(iter(groups.values()))[0][1]
     ordered = sorted(groups.items(), key=_rank)

@@ -64,10 +64,9 @@ class CheckFailed(AssertionError):
     @property
     def summary(self) -> Message | str:
         """The message without its drawing: the mistake, what is wrong, the case."""
-        mistake = self.diagnosis.mistake if self.diagnosis else None
-        message = self.text if mistake is None else msg("check.mistake",
-                                                        mistake=mistake.sentence(),
-                                                        text=self.text)
+        sentence = self.diagnosis.sentence() if self.diagnosis else None
+        message = self.text if sentence is None else msg("check.mistake", mistake=sentence,
+                                                         text=self.text)
         if self.case:
             message = msg("check.case", text=message, case=self.case)
         return with_warnings(message, self.warnings)

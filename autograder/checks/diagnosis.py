@@ -22,6 +22,7 @@ from .. import oracle
 from ..assignments import modules
 from ..messages import Message, ids_in, msg
 from ..runtime import one_thread
+from .scale import Read, ScaleReading, scale_sentence
 
 Tensor = torch.Tensor
 
@@ -98,10 +99,17 @@ def mistake_of(key: str) -> Mistake:
     return Mistake(MISTAKES[mistake_id].id, variant)
 
 
+# Mistakes read off an answer rather than matched (`Diagnosis.estimate`): their sentences
+# take the numbers read, so they are named by id but have no catalogue entry.
+READ_OFF = ("scale_read",)
+
+
 def named_in(message: Message | str) -> list[str]:
-    """The ids of the mistakes a message names (its sentences' ids), in catalogue order."""
+    """The ids of the mistakes a message names (its sentences' ids), in catalogue order, then
+    those read off the answer."""
     ids = ids_in(message)
-    return [m.id for m in CATALOGUE if any(s.id in ids for s in m.sentences())]
+    return ([m.id for m in CATALOGUE if any(s.id in ids for s in m.sentences())]
+            + [read for read in READ_OFF if f"mistake.{read}" in ids])
 
 
 # --------------------------------------------------------------------------- matching
@@ -125,10 +133,15 @@ def _reproduces(got: Any, value: Any, tol: dict) -> bool:
 class Diagnosis:
     """Which known mistakes reproduce one wrong answer. The candidates run on first use."""
 
-    def __init__(self, got: Any, candidates: list[Candidate], tol: dict):
+    def __init__(self, got: Any, candidates: list[Candidate], tol: dict,
+                 read: Read | None = None):
         self.got = got  # a tensor, or the error the student's code raised
         self.candidates = candidates
         self.tol = tol
+        self.read = read  # the scale of the answer, for what no catalogue mistake explains
+        # The diagnoses of every failing case of the same cause (set by `causes.verdict`): a
+        # scale read off this answer is said only if all of theirs have the same form.
+        self.together: list[Diagnosis] = [self]
         # The matches that also reproduce every other failing case of the same cause (set by
         # `search.run_cases`); None: this case alone decides.
         self.agreed: tuple[str, ...] | None = None
@@ -159,6 +172,24 @@ class Diagnosis:
         """The first match that every failing case of its cause agrees on."""
         keys = [m for m in self.matches if self.agreed is None or m in self.agreed]
         return mistake_of(keys[0]) if keys else None
+
+    @cached_property
+    def reading(self) -> ScaleReading | None:
+        if self.read is None:
+            return None
+        with one_thread():
+            return self.read(self.got)
+
+    def sentence(self) -> Message | None:
+        """What the answer matches: a catalogue mistake, else its scale read off it, if every
+        failing case of its cause reads the same way."""
+        mistake = self.mistake
+        if mistake is not None:
+            return mistake.sentence()
+        if self.read is None or self.agreed:  # the cause's cases agree on a mistake
+            return None
+        readings = [d.reading for d in self.together]
+        return scale_sentence([r for r in readings if r is not None]) if all(readings) else None
 
 
 # --------------------------------------------------------------------------- step functions

@@ -15,6 +15,7 @@ from ..runner.protocol import Call, StudentCodeError
 from .core import TIGHT, CheckFailed, Picture
 from .diagnosis import Candidate, Diagnosis
 from .feedback import Dims, describe_mismatch, describe_shape
+from .scale import Read
 
 Tensor = torch.Tensor
 
@@ -61,8 +62,10 @@ def expect_tensor(what: Label, got: Any, expected: Tensor, case: Label, *,
 
 def expect_close(what: Label, got: Any, expected: Tensor, case: Label, tol: dict, *,
                  dims: Dims | None = None, mistakes: list[Candidate] | None = None,
-                 part: int | None = None, beside: Any = _ALONE) -> None:
-    """As `expect_tensor`, then the values within `tol`; a mismatch comes with a picture.
+                 part: int | None = None, beside: Any = _ALONE,
+                 read: Read | None = None) -> None:
+    """As `expect_tensor`, then the values within `tol`; a mismatch comes with a picture, and
+    `read` reads their scale off them, for when no known mistake explains them.
 
     `part` picks the element to compare of mistakes that give (out, weights) pairs; `beside`,
     the student's other element: a mistake is then named only if it reproduces both (the
@@ -85,7 +88,8 @@ def expect_close(what: Label, got: Any, expected: Tensor, case: Label, tol: dict
             msg("check.what", what=what, detail=describe_mismatch(got_64, expected_64, close,
                                                                   dims)),
             _blocked(picture) if dims and dims[-2:] == ("Tq", "Tk") else picture,
-            diagnosis=Diagnosis(answer, mistakes, tol) if mistakes else None, case=case,
+            diagnosis=(Diagnosis(answer, mistakes or [], tol, read and (lambda _: read(got)))
+                       if mistakes or read else None), case=case,
         )
 
 

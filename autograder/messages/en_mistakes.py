@@ -22,6 +22,13 @@ TEMPLATES: dict[str, str] = {
         "This matches scores without the 1/√d scaling: divide q @ k^T by math.sqrt(d), with d = "
         "q.size(-1) the size of one head."
     ),
+    "mistake.scale_read": (
+        "This matches scores divided by {divisor:.4g}{named} instead of √d = √{d} = "
+        "{expected:.4g}, with d = q.size(-1) the size of one head.{hint}"
+    ),
+    "mistake.scale_named": " (= {expression})",
+    "mistake.scale_dims": " `k.dim()` is the number of dimensions, `k.size(-1)` the size of the "
+                          "last one.",
     "mistake.scale_by_d": (
         "This matches scaling by d instead of √d: divide by math.sqrt(d), not by d."
     ),

@@ -21,6 +21,12 @@ TEMPLATES: dict[str, str] = {
         "这与“分数没有乘 1/√d”的结果一致：q @ k^T 要除以 math.sqrt(d)，d = q.size(-1) "
         "是一个头的维度。"
     ),
+    "mistake.scale_read": (
+        "这与“分数除以 {divisor:.4g}{named}，而不是 √d = √{d} = {expected:.4g}”的结果一致，"
+        "d = q.size(-1) 是一个头的维度。{hint}"
+    ),
+    "mistake.scale_named": "（= {expression}）",
+    "mistake.scale_dims": "`k.dim()` 是维数，`k.size(-1)` 才是最后一维的大小。",
     "mistake.scale_by_d": "这与“除以 d 而不是 √d”的结果一致：应除以 math.sqrt(d)，而不是 d。",
     "mistake.scale_by_embed_dim": (
         "这与“除以 √embed_dim 而不是 √d_head”的结果一致：缩放用的是一个头的维度，即 embed_dim // "

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from ... import oracle
-from ...checks import diagnosis
+from ...checks import diagnosis, scale
 from ...checks.core import TIGHT, CheckFailed, Context
 from ...checks.diagnosis import Candidate
 from ...checks.expect import (
@@ -82,15 +82,22 @@ def _mha_mistakes(c: Attn, inp: Inputs, mask: Tensor | None = _SAME_MASK,
                          c.H, mask, masks)
 
 
+def _scale_read(c: Attn, inp: Inputs, tol: dict) -> scale.Read:
+    """The scale c of weights softmax(c · q @ k^T), read off them."""
+    raw = scale.raw_scores(float64(inp.params), inp.query.double(), inp.key.double(), c.H)
+    return lambda got: scale.scale_reading(scale.scale_of_weights(got, raw, tol), c.E // c.H,
+                                           c.E)
+
+
 def _compare_module(name: str, call: Call, c: Attn, expected: tuple[Tensor, Tensor],
-                    mask: Tensor | None, mistakes: list[Candidate], case: Label = "",
-                    tol: dict | None = None) -> None:
+                    mask: Tensor | None, mistakes: list[Candidate], inp: Inputs,
+                    case: Label = "", tol: dict | None = None) -> None:
     """The weights and the output against torch's; `mask`: the keys blocked, weight 0."""
     case, tol = case or c.label(), tol or c.tol
     out, weights = expect_output_pair(f"{name}.forward", call)
     what = msg("what.attention_weights", name=name)
-    expect_close(what, weights, expected[1], case, tol,
-                 dims=("B", "H", "Tq", "Tk"), mistakes=mistakes, part=1, beside=out)
+    expect_close(what, weights, expected[1], case, tol, dims=("B", "H", "Tq", "Tk"),
+                 mistakes=mistakes, part=1, beside=out, read=_scale_read(c, inp, tol))
     expect_blocked_zero(what, weights, mask, case)
     expect_close(msg("what.output", name=name), out, expected[0], case, tol,
                  dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
@@ -221,7 +228,7 @@ def _module_case(sub, ctx: Context, check_id: str, class_name: str) -> Callable[
         expected = expected_mha(c, inp)
         backward = _mha_backward(gen, c, expected, _module_params(class_name, c, inp))
         call = attempt(lambda: _run_mha(sub, class_name, c, inp, backward), c.label(), mistakes)
-        _compare_module(class_name, call, c, expected, inp.mask, mistakes)
+        _compare_module(class_name, call, c, expected, inp.mask, mistakes, inp)
         expect_unchanged(f"{class_name}.forward", call, _passed(inp), c.label())
         expect_gradients(class_name, call, backward, lambda: _mha_gradients(
             c, inp, inp.mask, backward, class_name.startswith("Looped")), c.label(), c.tol)
@@ -317,7 +324,7 @@ def _masks_case(sub, ctx: Context, check_id: str, class_name: str, c: Attn, inp:
                              _module_params(class_name, c, inp))
     call = attempt(lambda: _run_mha(sub, class_name, c, inp, backward, **forward),
                    case, mistakes)
-    _compare_module(class_name, call, c, expected, mask, mistakes, case, TIGHT)
+    _compare_module(class_name, call, c, expected, mask, mistakes, inp, case, TIGHT)
     expect_unchanged(f"{class_name}.forward", call, _passed(inp, attn_mask), case)
     expect_gradients(class_name, call, backward, lambda: _mha_gradients(
         c, inp, mask, backward, class_name.startswith("Looped")), case, TIGHT)

@@ -27,6 +27,7 @@ from ...checks.inputs import (
     randn,
     strided,
 )
+from ...checks.scale import scale_of_scores, scale_reading
 from ...checks.search import pictured, run_cases
 from ...messages import msg
 from ...runner.protocol import Call, StudentCodeError
@@ -143,8 +144,10 @@ def check_scaled_scores(sub, ctx: Context) -> float:
         call = attempt(lambda: call_with(sub, "scaled_scores", (q, k), backward), case,
                        mistakes)
         dims = ("B", "H", "Tq", "Tk")[4 - q.dim():]
+        raw = q.double() @ k.double().transpose(-2, -1)  # (..., Tq, Tk)
         expect_close("scaled_scores(q, k)", call.value, expected, case, tol,
-                     dims=dims, mistakes=mistakes)
+                     dims=dims, mistakes=mistakes, read=lambda got: scale_reading(
+                         scale_of_scores(got, raw, tol), q.shape[-1]))
         expect_unchanged("scaled_scores", call, {"q": q, "k": k}, case)
         expect_gradients("scaled_scores", call, backward, lambda: oracle.gradients(
             oracle.scaled_scores, (q, k), backward.inputs, backward.cotangents), case, tol)
