@@ -54,4 +54,10 @@ ROUTES: tuple[Route, ...] = (
     Route("torch's function modes switched off", "with torch._C.DisableTorchFunction():\n"
           "    context = torch.nn.functional.scaled_dot_product_attention(q, k, v, "
           "attn_mask=allowed)"),
+    # The math path is what a GPU runs for float64 (its fused kernels take no float64): it
+    # decomposes into ordinary ops before the dispatcher, but for one, `_safe_softmax`.
+    Route("the math path, hidden", "with torch.nn.attention.sdpa_kernel(\n"
+          "        torch.nn.attention.SDPBackend.MATH), torch._C.DisableTorchFunction():\n"
+          "    context = torch.nn.functional.scaled_dot_product_attention(q, k, v, "
+          "attn_mask=allowed)"),
 )
