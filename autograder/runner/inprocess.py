@@ -137,14 +137,18 @@ def _aten_name(func: Any) -> str | None:
     return name if type(name) is str else None
 
 
-class _Watch(TorchFunctionMode):
-    """Active while student code runs: notes the first forbidden torch function it calls, by
-    identity or, for `torch.ops`, by its ATen name."""
+class _Noting:
+    """What a watch notes: the name a student knows of the first forbidden call it sees."""
 
     def __init__(self, forbidden: dict[Callable | str, str]):
         super().__init__()
         self.forbidden = forbidden
         self.used: str | None = None
+
+
+class _Watch(_Noting, TorchFunctionMode):
+    """Active while student code runs: notes the first forbidden torch function it calls, by
+    identity or, for `torch.ops`, by its ATen name."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if self.used is None:
@@ -153,14 +157,9 @@ class _Watch(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-class _OpWatch(TorchDispatchMode):
+class _OpWatch(_Noting, TorchDispatchMode):
     """`_Watch` at the dispatcher: every ATen op student code runs, however it was reached
     (torch.ops, a C binding, TorchScript, with torch's function modes switched off)."""
-
-    def __init__(self, forbidden: dict[Callable | str, str]):
-        super().__init__()
-        self.forbidden = forbidden
-        self.used: str | None = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self.used is None:
