@@ -80,7 +80,7 @@ def per_call(sub, calls: int = 200) -> float:
 def timed_share(path: Path, repeats: int) -> list[float]:
     """Reported time over the worker's CPU time read from /proc, one speed run at a time."""
     from autograder.runner.worker import WorkerSubmission
-    from autograder.speed.gate import timed_run
+    from autograder.speed.check import timed_run
     from autograder.speed.score import total_measured
 
     shares = []
