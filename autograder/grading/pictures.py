@@ -10,8 +10,10 @@ picture's words are English rather than rows of empty boxes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,12 +29,35 @@ CJK_FONTS = ("Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Micro Hei", "W
              "Arial Unicode MS")
 
 
+# Their files' names, for a font installed after matplotlib listed the system's fonts (its
+# list is cached on disk and not rebuilt when a font is added).
+CJK_FILES = ("notosanscjk", "sourcehansans", "wqy", "notosanssc", "msyh", "simhei", "pingfang",
+             "stheiti", "arial unicode")
+
+
 def cjk_font() -> str | None:
-    """The first of `CJK_FONTS` that matplotlib knows, or None."""
+    """The first of `CJK_FONTS` that matplotlib knows, once any such font installed since
+    matplotlib cached its list is added; or None."""
     from matplotlib import font_manager
 
-    known = {font.name for font in font_manager.fontManager.ttflist}
-    return next((name for name in CJK_FONTS if name in known), None)
+    def known() -> str | None:
+        names = {font.name for font in font_manager.fontManager.ttflist}
+        return next((name for name in CJK_FONTS if name in names), None)
+
+    if known() is None:
+        _add_installed_cjk_fonts()
+    return known()
+
+
+@functools.cache
+def _add_installed_cjk_fonts() -> None:
+    """Tell matplotlib of the system's font files named like a CJK font (once: a scan)."""
+    from matplotlib import font_manager
+
+    for path in font_manager.findSystemFonts():
+        if any(hint in Path(path).name.lower() for hint in CJK_FILES):
+            with contextlib.suppress(Exception):  # a file matplotlib cannot read
+                font_manager.fontManager.addfont(path)
 
 
 @contextlib.contextmanager
