@@ -435,3 +435,18 @@ def test_a_mask_ignored_is_pictured_as_masks_on_eight_tokens(tmp_path, check_id)
     assert picture.expected.dtype == torch.bool and picture.expected.shape == (8, 8)
     assert torch.equal(picture.expected, torch.ones(8, 8, dtype=torch.bool).triu(1))
     assert not picture.got.any()  # no weight is 0: nothing blocked
+
+
+def test_a_module_that_raises_on_some_ways_of_masking_names_each_by_its_label(tmp_path):
+    """Not the tensors the case carries (it printed `{'attn_mask': tensor([[False, ...`)."""
+    result = grade_template(
+        tmp_path, "fused_mha_masks",
+        "        mask = _combined_mask(attn_mask, is_causal, query.shape[1], query.device)\n"
+        "        scores = scaled_scores(q, k)\n",
+        "        if attn_mask is not None:\n"
+        "            raise NotImplementedError('masks')\n"
+        "        mask = _combined_mask(attn_mask, is_causal, query.shape[1], query.device)\n"
+        "        scores = scaled_scores(q, k)\n")
+    assert not result.passed
+    assert {"case.attn_mask_only", "case.both_masks"} <= ids_in(result.message)
+    assert "tensor(" not in result.message.render("en")

@@ -16,6 +16,7 @@ from ..runner.protocol import StudentCodeError
 from .core import CheckFailed
 
 Failure = tuple[Any, Union[CheckFailed, StudentCodeError]]  # a case, and how it failed
+MAX_LABELS = 3  # the cases an error is told on by name; past that, the first (the smallest)
 
 
 def verdict(failures: list[Failure], passed: bool) -> CheckFailed | StudentCodeError:
@@ -39,7 +40,15 @@ def verdict(failures: list[Failure], passed: bool) -> CheckFailed | StudentCodeE
             members[0][1].diagnosis.together = [f.diagnosis for _, f in members
                                                 if f.diagnosis is not None]
     if len(groups) == 1:
-        return next(iter(groups.values()))[0][1]
+        (key, members), = groups.items()
+        first = members[0][1]
+        labels: list[Message | str] = []
+        for case, _ in members:
+            if label(case) not in labels:
+                labels.append(label(case))
+        if key[0] == "raised" and 1 < len(labels) <= MAX_LABELS:  # each case it raises on
+            first.case = joined(labels)
+        return first
     ordered = sorted(groups.items(), key=_rank)
     parts = []
     for n, (key, members) in enumerate(ordered, start=1):
@@ -58,12 +67,18 @@ def verdict(failures: list[Failure], passed: bool) -> CheckFailed | StudentCodeE
 
 
 def label(case: Any) -> Message | str:
-    """A case, for a message: its label, or its parts' labels."""
+    """A case, for a message: its label, or its parts' labels. The data a case carries beside
+    its label (the keyword arguments of a call, a mask) is not shown: a tensor's text names
+    no case."""
     if hasattr(case, "label"):
         return case.label()
     if isinstance(case, tuple):
-        return joined([label(part) for part in case if part is not None])
-    return str(case)
+        return joined([label(part) for part in case if _labels(part)])
+    return case if isinstance(case, Message) else str(case)
+
+
+def _labels(part: Any) -> bool:
+    return hasattr(part, "label") or isinstance(part, (Message, str, int, tuple))
 
 
 def _as_check_failed(case: Any, err: CheckFailed | StudentCodeError) -> CheckFailed:
