@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
 
-MORE_VARIABLE = "MHA_KIT_ASSIGNMENTS"
-__path__ += [folder for folder in os.environ.get(MORE_VARIABLE, "").split(os.pathsep) if folder]
+FOLDERS_ENV = "MHA_KIT_ASSIGNMENTS"
+__path__ += [folder for folder in os.environ.get(FOLDERS_ENV, "").split(os.pathsep) if folder]
 
 
 @dataclass(frozen=True)

@@ -43,9 +43,9 @@ def verdict(failures: list[Failure], passed: bool) -> CheckFailed | StudentCodeE
         (key, members), = groups.items()
         first = members[0][1]
         labels: list[Message | str] = []
-        for case, _ in members:
-            if label(case) not in labels:
-                labels.append(label(case))
+        for named in (label(case) for case, _ in members):
+            if named not in labels:  # a Message is not hashable
+                labels.append(named)
         if key[0] == "raised" and 1 < len(labels) <= MAX_LABELS:  # each case it raises on
             first.case = joined(labels)
         return first

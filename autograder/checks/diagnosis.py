@@ -22,7 +22,7 @@ from .. import oracle
 from ..assignments import modules
 from ..messages import Message, ids_in, msg
 from ..runtime import one_thread
-from .scale import Read, ScaleReading, scale_sentence
+from .scale import ScaleReading, scale_sentence
 
 Tensor = torch.Tensor
 
@@ -99,7 +99,7 @@ def mistake_of(key: str) -> Mistake:
     return Mistake(MISTAKES[mistake_id].id, variant)
 
 
-# Mistakes read off an answer rather than matched (`Diagnosis.estimate`): their sentences
+# Mistakes read off an answer rather than matched (`Diagnosis.read`): their sentences
 # take the numbers read, so they are named by id but have no catalogue entry.
 READ_OFF = ("scale_read",)
 
@@ -134,11 +134,11 @@ class Diagnosis:
     """Which known mistakes reproduce one wrong answer. The candidates run on first use."""
 
     def __init__(self, got: Any, candidates: list[Candidate], tol: dict,
-                 read: Read | None = None):
+                 read: Callable[[], ScaleReading | None] | None = None):
         self.got = got  # a tensor, or the error the student's code raised
         self.candidates = candidates
         self.tol = tol
-        self.read = read  # the scale of the answer, for what no catalogue mistake explains
+        self.read = read  # the answer's scale, for what no catalogue mistake explains
         # The diagnoses of every failing case of the same cause (set by `causes.verdict`): a
         # scale read off this answer is said only if all of theirs have the same form.
         self.together: list[Diagnosis] = [self]
@@ -178,7 +178,7 @@ class Diagnosis:
         if self.read is None:
             return None
         with one_thread():
-            return self.read(self.got)
+            return self.read()
 
     def sentence(self) -> Message | None:
         """What the answer matches: a catalogue mistake, else its scale read off it, if every
@@ -186,10 +186,8 @@ class Diagnosis:
         mistake = self.mistake
         if mistake is not None:
             return mistake.sentence()
-        if self.read is None or self.agreed:  # the cause's cases agree on a mistake
-            return None
         readings = [d.reading for d in self.together]
-        return scale_sentence([r for r in readings if r is not None]) if all(readings) else None
+        return scale_sentence(readings) if self.read and all(readings) else None
 
 
 # --------------------------------------------------------------------------- step functions

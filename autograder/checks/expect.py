@@ -88,7 +88,7 @@ def expect_close(what: Label, got: Any, expected: Tensor, case: Label, tol: dict
             msg("check.what", what=what, detail=describe_mismatch(got_64, expected_64, close,
                                                                   dims)),
             _blocked(picture) if dims and dims[-2:] == ("Tq", "Tk") else picture,
-            diagnosis=(Diagnosis(answer, mistakes or [], tol, read and (lambda _: read(got)))
+            diagnosis=(Diagnosis(answer, mistakes or [], tol, read and (lambda: read(got)))
                        if mistakes or read else None), case=case,
         )
 
