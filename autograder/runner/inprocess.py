@@ -44,9 +44,15 @@ from .warned import capture
 # --------------------------------------------------------------------------- calling
 
 # Kit code that runs beside the student's code, by name: the runner never imports it, and
-# tests/test_layout.py reads this table (a name elsewhere would be a hidden dependency).
+# tests/test_layout.py reads this table (a name elsewhere would be a hidden dependency). An
+# assignment's own jobs are the functions of its `jobs` module, named by its checks.
 JOBS = frozenset({"autograder.speed.measure:measure_speed",
                   "autograder.speed.measure:prepare_speed"})
+ASSIGNMENT_JOB = re.compile(r"autograder\.assignments\.[a-z_][a-z0-9_]*\.jobs:[a-z][a-z0-9_]*")
+
+
+def is_job(job: str) -> bool:
+    return job in JOBS or ASSIGNMENT_JOB.fullmatch(job) is not None
 
 
 MAX_DEPTH = 3  # (out, weights) is depth 1; nothing in the contract nests deeper
@@ -356,9 +362,9 @@ class InProcessSubmission:
         return _with_kwargs_after(call, kwargs)
 
     def run_job(self, job: str, what: Message | str, **kwargs: Any) -> Any:
-        """Run the kit function `job` (a "module:function" of JOBS) with this submission as its
-        first argument."""
-        if job not in JOBS:
+        """Run the kit function `job` (a "module:function" of JOBS, or of an assignment's
+        `jobs` module) with this submission as its first argument."""
+        if not is_job(job):
             raise ValueError(f"not a kit job: {job!r}")
         module_name, _, function = job.partition(":")
         return getattr(importlib.import_module(module_name), function)(self, **kwargs)

@@ -1,0 +1,185 @@
+"""Checks of FlashAttention in PyTorch: `flash_attention`'s values and gradients, the memory
+it uses, and `flash_attention_autograd`'s backward.
+
+The values come from SDPA and `torch.logsumexp`. The memory is measured on the `meta` device,
+where tensors have sizes and no data (`jobs.memory`): on the CPU, fused kernels hide their
+intermediates; on meta everything decomposes, and a (Tq, Tk) tensor shows however it is made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ...checks.core import CheckFailed, Context
+from ...checks.expect import expect_close, expect_unchanged
+from ...checks.gradients import backward_for, call_with, expect_gradients, expect_on_meta, moved
+from ...checks.inputs import randn
+from ...checks.search import run_cases
+from ...messages import Message, joined, msg
+from ...oracle import gradients
+from . import oracle, variants
+from .jobs import MEMORY_JOB
+
+Tensor = torch.Tensor
+FLASH = "flash_attention"
+AUTOGRAD = "flash_attention_autograd"
+FLOAT64_TOL = {"rtol": 1e-6, "atol": 1e-6}
+FLOAT32_TOL = {"rtol": 1e-4, "atol": 1e-4}
+HALF_TOL = {"rtol": 3e-2, "atol": 3e-2}  # bfloat16 keeps 8 bits of mantissa
+
+
+@dataclass(frozen=True)
+class Flash:
+    """q (B, H, Tq, D), k and v (B, H, Tk, D), keys in blocks of `block`."""
+
+    B: int
+    H: int
+    Tq: int
+    Tk: int
+    D: int
+    block: int
+    causal: bool = False
+    logit_scale: float = 1.0  # q multiplied by it: scores around logit_scale * sqrt(D)
+    dtype: torch.dtype = torch.float64
+
+    @property
+    def tol(self) -> dict:
+        return {torch.float64: FLOAT64_TOL, torch.float32: FLOAT32_TOL}.get(self.dtype,
+                                                                              HALF_TOL)
+
+    def label(self) -> Message | str:
+        return joined([f"q (B={self.B}, H={self.H}, Tq={self.Tq}, D={self.D}), Tk={self.Tk}, "
+                       f"block_size={self.block}" + (", is_causal=True" if self.causal else ""),
+                       msg("case.llm_large_scores") if self.logit_scale > 1 else "",
+                       str(self.dtype).removeprefix("torch.") if self.dtype != torch.float64
+                       else ""])
+
+    def draw(self, gen: torch.Generator, device: str) -> tuple[Tensor, Tensor, Tensor]:
+        q = randn(gen, self.B, self.H, self.Tq, self.D, device=device) * self.logit_scale
+        k = randn(gen, self.B, self.H, self.Tk, self.D, device=device)
+        v = randn(gen, self.B, self.H, self.Tk, self.D, device=device)
+        return q.to(self.dtype), k.to(self.dtype), v.to(self.dtype)
+
+
+FLASH_CASES = (
+    Flash(2, 2, 10, 10, 8, 4),  # T = 2 blocks + 2
+    Flash(1, 2, 9, 9, 4, 4, causal=True),  # T = 2 blocks + 1
+    Flash(2, 1, 3, 11, 8, 4, causal=True),  # decoding: the last 3 of 11 tokens
+    Flash(1, 1, 1, 7, 4, 3),  # one query
+    Flash(1, 2, 16, 16, 8, 16, causal=True),  # one block
+    Flash(1, 1, 5, 5, 4, 8),  # a block longer than T
+    Flash(1, 2, 12, 12, 8, 4, causal=True, logit_scale=100.0, dtype=torch.float32),
+    Flash(1, 2, 12, 12, 8, 4, dtype=torch.bfloat16),
+)
+# The memory check's size: a (Tq, Tk) matrix of one head has 16.7 M elements, a block of the
+# scores at most H * Tq * block = 2 M.
+MEMORY_SHAPE = {"B": 1, "H": 2, "T": 4096, "D": 64, "block": 256}
+
+
+def _pair(name: str, value: Any, c: Flash) -> tuple[Any, Any]:
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise CheckFailed(msg("llm.flash_pair", name=name, type=type(value).__name__),
+                          case=c.label())
+    return value
+
+
+def check_flash_forward(sub, ctx: Context) -> float:
+    def one_case(c: Flash) -> None:
+        gen = ctx.generator("llm_flash_forward", c)
+        q, k, v = c.draw(gen, ctx.device)
+        want_out, want_lse = oracle.flash(q.double(), k.double(), v.double(), c.causal)
+        backward = backward_for(gen, c.dtype, (want_out, want_lse), ("out", "logsumexp"),
+                                {0: "q", 1: "k", 2: "v"})
+        call = sub.call_backward(FLASH, (q, k, v), {"is_causal": c.causal,
+                                                    "block_size": c.block}, backward) \
+            if backward else sub.call(FLASH, q, k, v, is_causal=c.causal, block_size=c.block)
+        expect_unchanged(FLASH, call, {"q": q, "k": k, "v": v}, c.label())
+        out, lse = _pair(FLASH, call.value, c)
+        mistakes = variants.flash_candidates(q, k, v, c.causal, c.block)
+        expect_close(msg("llm.flash_out", name=FLASH), out, want_out.to(c.dtype), c.label(),
+                     c.tol, dims=("B", "H", "Tq", "D"), mistakes=mistakes, part=0, beside=lse)
+        expect_close(msg("llm.flash_lse", name=FLASH), lse, want_lse.to(c.dtype), c.label(),
+                     c.tol, dims=("B", "H", "Tq"), mistakes=mistakes, part=1, beside=out)
+        expect_gradients(FLASH, call, backward, lambda: gradients(
+            lambda *a: oracle.flash(*a, c.causal), (q, k, v), backward.inputs,
+            backward.cotangents), c.label(), c.tol)
+
+    run_cases(one_case, FLASH_CASES)
+    c = FLASH_CASES[1]
+    qkv = c.draw(ctx.generator("llm_flash_forward", "meta"), "cpu")
+    expect_on_meta(ctx, FLASH, lambda device: sub.call(
+        FLASH, *moved(qkv, device), is_causal=True, block_size=c.block), c.label())
+    return 1.0
+
+
+def _memory_case(causal: bool) -> Message | str:
+    s = MEMORY_SHAPE
+    return msg("case.llm_memory", B=s["B"], H=s["H"], T=s["T"], D=s["D"], block=s["block"],
+               causal=causal)
+
+
+def _measure(sub, name: str, causal: bool, backward: bool) -> dict[str, Any]:
+    s = MEMORY_SHAPE
+    shape = (s["B"], s["H"], s["T"], s["D"])
+    report = sub.run_job(MEMORY_JOB, msg("llm.measuring", name=name), name=name, q_shape=shape,
+                         k_shape=shape, is_causal=causal, block_size=s["block"],
+                         backward=backward)
+    if isinstance(report, dict) and report.get("reads_values") is True:
+        raise CheckFailed(msg("llm.reads_values", name=name), case=_memory_case(causal))
+    if not isinstance(report, dict):
+        raise CheckFailed(msg("llm.bad_memory_reply", name=name))
+    return report
+
+
+def _expect_no_full_matrix(name: str, part: Any, causal: bool, stage: str) -> None:
+    """No tensor made while `name` ran (`part`, a SizeWatch report) as large as one head's
+    (Tq, Tk) scores."""
+    limit = MEMORY_SHAPE["T"] ** 2
+    if not isinstance(part, dict) or not isinstance(part.get("largest"), int):
+        raise CheckFailed(msg("llm.bad_memory_reply", name=name))
+    if part["largest"] >= limit:
+        raise CheckFailed(msg(f"llm.full_matrix_{stage}", name=name, elements=part["largest"],
+                              shape=tuple(part.get("shape", ())), op=str(part.get("op", ""))[:80],
+                              limit=limit), case=_memory_case(causal))
+
+
+def check_flash_memory(sub, ctx: Context) -> float:
+    for causal in (False, True):
+        report = _measure(sub, FLASH, causal, backward=False)
+        _expect_no_full_matrix(FLASH, report.get("forward"), causal, "forward")
+    return 1.0
+
+
+BACKWARD_CASES = (Flash(2, 2, 9, 9, 8, 4), Flash(1, 2, 9, 9, 4, 4, causal=True),
+                  Flash(2, 1, 3, 11, 8, 4, causal=True), Flash(1, 1, 6, 6, 4, 8))
+
+
+def check_flash_backward(sub, ctx: Context) -> float:
+    def one_case(c: Flash) -> None:
+        gen = ctx.generator("llm_flash_backward", c)
+        q, k, v = c.draw(gen, ctx.device)
+        want = oracle.flash(q, k, v, c.causal)[0]
+        backward = backward_for(gen, c.dtype, (want,), ("out",), {0: "q", 1: "k", 2: "v"})
+        call = call_with(sub, AUTOGRAD, (q, k, v, c.causal, c.block), backward)
+        expect_close(msg("llm.flash_out", name=AUTOGRAD), call.value, want, c.label(), c.tol,
+                     dims=("B", "H", "Tq", "D"))
+        expect_gradients(AUTOGRAD, call, backward, lambda: gradients(
+            lambda *a: oracle.flash(*a, c.causal)[0], (q, k, v), backward.inputs,
+            backward.cotangents), c.label(), c.tol)
+
+    run_cases(one_case, BACKWARD_CASES)
+    limit = MEMORY_SHAPE["T"] ** 2
+    for causal in (False, True):
+        report = _measure(sub, AUTOGRAD, causal, backward=True)
+        _expect_no_full_matrix(AUTOGRAD, report.get("forward"), causal, "forward")
+        if report.get("backward") is None:
+            raise CheckFailed(msg("llm.no_graph", name=AUTOGRAD), case=_memory_case(causal))
+        _expect_no_full_matrix(AUTOGRAD, report.get("backward"), causal, "backward")
+        saved = report.get("saved")
+        if not isinstance(saved, int) or saved >= limit:
+            raise CheckFailed(msg("llm.saves_too_much", name=AUTOGRAD, elements=saved,
+                                  limit=limit), case=_memory_case(causal))
+    return 1.0

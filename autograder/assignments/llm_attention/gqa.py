@@ -1,0 +1,183 @@
+"""Checks of `GroupedQueryAttention` and of decoding with its `KVCache`.
+
+Expected values: `oracle.gqa`, SDPA over the whole sequence with a causal mask. A decoding
+step's output must equal the matching rows of that whole-sequence attention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ...checks.core import CheckFailed, Context
+from ...checks.expect import expect_close, expect_tensor, expect_unchanged
+from ...checks.gradients import backward_for, expect_gradients, expect_on_meta, loaded, moved
+from ...checks.inputs import randn, strided
+from ...checks.search import run_cases
+from ...messages import Message, joined, msg
+from ...runner.inprocess import vetted
+from ...runner.protocol import ModuleRun
+from . import oracle, variants
+from .jobs import DECODE_JOB, MODULE
+from .pieces import ROPE_TOL
+
+Tensor = torch.Tensor
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
+
+
+@dataclass(frozen=True)
+class Gqa:
+    """A module GroupedQueryAttention(E, H, Hkv, rope_base) on x (B, T, E)."""
+
+    B: int
+    T: int
+    E: int
+    H: int
+    Hkv: int
+    rope_base: float | None = 10000.0
+    strided: bool = False
+    dtype: torch.dtype = torch.float64
+
+    def init(self) -> tuple:
+        return (self.E, self.H, self.Hkv, self.rope_base)
+
+    def label(self) -> Message | str:
+        rope = "None" if self.rope_base is None else f"{self.rope_base:g}"
+        return joined([f"{MODULE}({self.E}, {self.H}, {self.Hkv}, rope_base={rope}), "
+                       f"x (B={self.B}, T={self.T}, E={self.E})",
+                       msg("case.non_contiguous_input") if self.strided else "",
+                       "float32" if self.dtype == torch.float32 else ""])
+
+    def params(self, gen: torch.Generator, device: str) -> dict[str, Tensor | None]:
+        """Random weights, scaled like nn.Linear's; every bias None (the module has none)."""
+        D = self.E // self.H
+        rows = {"q_proj": self.E, "k_proj": self.Hkv * D, "v_proj": self.Hkv * D,
+                "out_proj": self.E}
+        params: dict[str, Tensor | None] = {}
+        for name in PROJECTIONS:
+            params[f"{name}.weight"] = randn(gen, rows[name], self.E, device=device) / self.E ** .5
+            params[f"{name}.bias"] = None
+        return params
+
+
+GQA_CASES = (
+    Gqa(2, 5, 16, 4, 2),
+    Gqa(1, 6, 24, 6, 3, rope_base=500.0),
+    Gqa(2, 4, 16, 4, 1),  # MQA: one key/value head
+    Gqa(2, 4, 16, 4, 4),  # MHA: as many as query heads
+    Gqa(1, 1, 8, 2, 1),
+    Gqa(2, 5, 16, 4, 2, rope_base=None),
+    Gqa(2, 5, 16, 4, 2, strided=True),
+    Gqa(2, 5, 16, 4, 2, dtype=torch.float32),
+)
+
+
+def _weights(params: dict[str, Tensor | None]) -> dict[str, Tensor]:
+    return {k: v.double() for k, v in params.items() if v is not None}
+
+
+def check_gqa(sub, ctx: Context) -> float:
+    def one_case(c: Gqa) -> None:
+        gen = ctx.generator("llm_gqa", c)
+        params = c.params(gen, ctx.device)
+        x = randn(gen, c.B, c.T, c.E, device=ctx.device)
+        want = oracle.gqa(_weights(params), x, c.H, c.Hkv, c.rope_base)
+        backward = backward_for(gen, c.dtype, (want,), ("out",), {0: "x"}, loaded(params))
+        x = (strided(x) if c.strided else x).to(c.dtype)
+        cast = {k: None if v is None else v.to(c.dtype) for k, v in params.items()}
+        call = sub.run_module(ModuleRun(MODULE, c.init(), {}, cast, (x,), dtype=c.dtype,
+                                        backward=backward))
+        expect_unchanged(f"{MODULE}.forward", call, {"x": x}, c.label())
+        expect_close(msg("what.output", name=MODULE), call.value, want.to(c.dtype), c.label(),
+                     ROPE_TOL, dims=("B", "T", "E"), mistakes=variants.gqa_candidates(
+                         _weights(params), x.double(), c.H, c.Hkv, c.rope_base))
+        expect_gradients(MODULE, call, backward, lambda: _gradients(c, params, x, backward),
+                         c.label(), ROPE_TOL)
+
+    run_cases(one_case, GQA_CASES)
+    c = GQA_CASES[0]
+    gen = ctx.generator("llm_gqa", "meta")
+    params, x = c.params(gen, "cpu"), randn(gen, c.B, c.T, c.E, device="cpu")
+    expect_on_meta(ctx, MODULE, lambda device: sub.run_module(ModuleRun(
+        MODULE, c.init(), {}, moved(params, device), (moved(x, device),))), c.label())
+    return 1.0
+
+
+def _gradients(c: Gqa, params: dict[str, Tensor | None], x: Tensor,
+               backward: Any) -> dict[str, Tensor | None]:
+    """Autograd through the oracle: the gradients of x and of each weight."""
+    leaves = {"x": x.double().detach().clone().requires_grad_()}
+    leaves |= {k: v.detach().clone().requires_grad_() for k, v in _weights(params).items()}
+    with torch.enable_grad():
+        out = oracle.gqa({k: leaves[k] for k in _weights(params)}, leaves["x"], c.H, c.Hkv,
+                         c.rope_base)
+        grads = torch.autograd.grad((out * backward.cotangents[0]).sum(), list(leaves.values()))
+    return dict(zip(leaves, grads))
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """A prefill of chunks[0] tokens, then chunks of the given sizes, through one cache."""
+
+    model: Gqa
+    chunks: tuple[int, ...]
+
+    def label(self) -> Message | str:
+        return msg("case.llm_decoding", module=self.model.label(), prefill=self.chunks[0],
+                   steps=", ".join(map(str, self.chunks[1:])))
+
+
+DECODING_CASES = (
+    Decoding(Gqa(2, 8, 16, 4, 2), (5, 1, 1, 1)),
+    Decoding(Gqa(1, 10, 24, 6, 3, rope_base=500.0), (4, 3, 1, 2)),
+    Decoding(Gqa(2, 4, 16, 4, 1), (1, 1, 1, 1)),
+    Decoding(Gqa(1, 7, 16, 4, 4, dtype=torch.float32), (3, 2, 1, 1)),
+)
+
+
+def check_kv_cache(sub, ctx: Context) -> float:
+    def one_case(d: Decoding) -> None:
+        c = d.model
+        gen = ctx.generator("llm_kv_cache", d)
+        params = c.params(gen, ctx.device)
+        x = randn(gen, c.B, sum(d.chunks), c.E, device=ctx.device).to(c.dtype)
+        chunks = list(x.split(d.chunks, dim=1))
+        cast = {k: v.to(c.dtype) for k, v in params.items() if v is not None}
+        got = sub.run_job(DECODE_JOB, msg("llm.decoding", name=MODULE), init=c.init(),
+                          params={**cast, **{k: None for k in params if params[k] is None}},
+                          chunks=chunks, dtype=c.dtype)
+        twice, steps, lengths = _decoded(got, len(chunks))
+        want = oracle.gqa(_weights(params), x.double(), c.H, c.Hkv, c.rope_base).to(c.dtype)
+        what = msg("what.output", name=MODULE)
+        expect_close(what, twice[0], want, c.label(), ROPE_TOL, dims=("B", "T", "E"))
+        expect_tensor(what, twice[1], want, c.label())
+        if not torch.equal(twice[0], twice[1]):
+            raise CheckFailed(msg("llm.keeps_state", name=MODULE), case=c.label())
+        expected_lengths = [sum(d.chunks[:n + 1]) for n in range(len(d.chunks))]
+        if lengths != expected_lengths:
+            raise CheckFailed(msg("llm.cache_length", got=lengths, expected=expected_lengths),
+                              case=d.label())
+        for n, step in enumerate(steps):
+            expect_tensor(msg("llm.step_output", name=MODULE, step=n + 1), step,
+                          want[:, sum(d.chunks[:n]):sum(d.chunks[:n + 1])], d.label())
+        expect_close(msg("llm.cached_output", name=MODULE), torch.cat(steps, dim=1), want,
+                     d.label(), ROPE_TOL, dims=("B", "T", "E"),
+                     mistakes=variants.cache_candidates(_weights(params), [
+                         t.double() for t in chunks], c.H, c.Hkv, c.rope_base))
+
+    run_cases(one_case, DECODING_CASES)
+    return 1.0
+
+
+def _decoded(got: Any, count: int) -> tuple[list[Any], list[Any], list[Any]]:
+    """The job's reply, in the form asked for: two outputs, one per chunk, one length each."""
+    if not isinstance(got, dict):
+        got = {}
+    twice, steps, lengths = (got.get(key) for key in ("twice", "steps", "lengths"))
+    if not (isinstance(twice, list) and len(twice) == 2 and isinstance(steps, list)
+            and len(steps) == count and isinstance(lengths, list) and len(lengths) == count):
+        raise CheckFailed(msg("llm.bad_decoding_reply", name=MODULE))
+    return ([vetted(t, MODULE) for t in twice], [vetted(t, MODULE) for t in steps],
+            [n if type(n) is int else repr(n) for n in lengths])

@@ -1,0 +1,116 @@
+"""Kit code that runs beside the student's code (the worker, or the notebook's kernel) for the
+checks that drive it through more than one call: decoding with the KV cache, and the memory
+watch of FlashAttention on the `meta` device. What these return is untrusted data: the checks
+(`gqa.py`, `flash.py`) judge it, on their side of the pipe."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from ...runner.inprocess import load_weights, vetted
+from ...runner.protocol import LocalSubmission, StudentCodeError
+
+Tensor = torch.Tensor
+DECODE_JOB = "autograder.assignments.llm_attention.jobs:decode"
+MEMORY_JOB = "autograder.assignments.llm_attention.jobs:memory"
+MODULE = "GroupedQueryAttention"
+# Ops that read a tensor's values into Python (`.item()`, `int(t)`, `if t:`): meta tensors
+# have none, so code that does cannot be measured there.
+READS_VALUES = ("aten::_local_scalar_dense",)
+
+
+def decode(sub: LocalSubmission, *, init: tuple, params: dict[str, Tensor],
+           chunks: list[Tensor], dtype: torch.dtype) -> dict[str, Any]:
+    """The module run twice over every token without a cache, then over the chunks one after
+    the other through one `KVCache`: every output, and len(cache) after each chunk."""
+    module = sub.construct(MODULE, *init)
+    device = chunks[0].device
+
+    def prepare() -> None:
+        with torch.no_grad():
+            module.to(device=device, dtype=dtype)
+            load_weights(module, MODULE, params)
+        module.eval()
+
+    sub.guard(MODULE, prepare)
+    forward = f"{MODULE}.forward"
+    whole = torch.cat(chunks, dim=1)  # (B, T, E)
+    with torch.no_grad():
+        twice = [vetted(sub.guard(forward, lambda: module(whole.clone())), forward)
+                 for _ in range(2)]
+        cache = sub.guard("KVCache", sub.lookup("KVCache"))
+        steps, lengths = [], []
+        for chunk in chunks:
+            steps.append(vetted(sub.guard(forward, lambda c=chunk: module(c.clone(),
+                                                                         cache=cache)), forward))
+            lengths.append(sub.guard("len(cache)", lambda: len(cache)))
+    return {"twice": twice, "steps": steps, "lengths": lengths}
+
+
+class SizeWatch(TorchDispatchMode):
+    """The largest tensor any op makes, counted by the memory it owns (its storage's
+    elements: an expanded view costs what it expands), and whether values were read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.largest, self.shape, self.op, self.reads_values = 0, (), "", False
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
+        if func._schema.name in READS_VALUES:
+            self.reads_values = True
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if type(t) is Tensor and t.element_size():
+                owned = t.untyped_storage().nbytes() // t.element_size()
+                if owned > self.largest:
+                    self.largest, self.shape, self.op = owned, tuple(t.shape), func._schema.name
+        return out
+
+    def report(self) -> dict[str, Any]:
+        return {"largest": self.largest, "shape": self.shape, "op": self.op}
+
+
+def memory(sub: LocalSubmission, *, name: str, q_shape: tuple[int, ...],
+           k_shape: tuple[int, ...], is_causal: bool, block_size: int,
+           backward: bool) -> dict[str, Any]:
+    """`name`(q, k, v) on meta tensors: the largest tensor made in forward (and, with
+    `backward`, in backward, and how many elements the autograd graph saves); or
+    {"reads_values": True} when the code reads values, which meta tensors do not have."""
+    q = torch.randn(q_shape, device="meta", requires_grad=backward)
+    k = torch.randn(k_shape, device="meta", requires_grad=backward)
+    v = torch.randn(k_shape, device="meta", requires_grad=backward)
+    function, watch, saved = sub.lookup(name), SizeWatch(), [0]
+
+    def pack(t: Tensor) -> Tensor:
+        saved[0] += t.numel()
+        return t
+
+    def run() -> Any:
+        with watch:
+            return function(q, k, v, is_causal=is_causal, block_size=block_size)
+
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+                torch.set_grad_enabled(backward):
+            out = sub.guard(name, run)
+    except StudentCodeError:
+        if watch.reads_values:
+            return {"reads_values": True}
+        raise
+    result: dict[str, Any] = {"forward": watch.report(), "saved": saved[0]}
+    if backward:
+        if type(out) is not Tensor or not out.requires_grad:
+            return {**result, "backward": None}
+        watch = SizeWatch()
+
+        def run_backward() -> None:
+            with watch:
+                out.backward(torch.ones_like(out))
+
+        sub.guard(f"{name} (backward)", run_backward)
+        result["backward"] = watch.report()
+    return result

@@ -1,0 +1,265 @@
+"""The sentences of llm_attention's checks and mistakes, by id, in English and Chinese (see
+`autograder.messages`)."""
+
+TEMPLATES: dict[str, dict[str, str]] = {
+    "en": {
+        "llm.rope_norm": "apply_rope changed the length of a feature vector (‖out‖ = {got}, "
+                         "‖x‖ = {expected}): a rotation keeps lengths. Each pair (x_i, "
+                         "x_(i+D/2)) must become (x_i cos θ - x_(i+D/2) sin θ, x_i sin θ + "
+                         "x_(i+D/2) cos θ), both with the same angle θ",
+        "llm.rope_relative": "the scores R(m)q · R(n)k changed when every position moved by "
+                             "{shift}: with RoPE they depend on m - n only. Check that the "
+                             "angle is position × frequency, with the positions you are given",
+        "case.llm_decoding": "{module}; a prefill of {prefill} tokens, then {steps} at a time "
+                             "through one KVCache",
+        "llm.decoding": "{name} (decoding with a KVCache)",
+        "llm.keeps_state": "{name} gave a different output the second time it ran on the same "
+                           "x without a cache: forward(x) must keep nothing between calls "
+                           "(a cache belongs in the KVCache passed to it)",
+        "llm.cache_length": "len(cache) after each call was {got}, not {expected}: the cache "
+                            "must grow by exactly the tokens of each call",
+        "llm.step_output": "{name} output of call {step} with the cache",
+        "llm.cached_output": "{name} outputs of the calls with the cache, one after the other "
+                             "(each must equal the matching rows of attention over the whole "
+                             "sequence)",
+        "llm.bad_decoding_reply": "decoding with {name} and a KVCache gave back something else "
+                                  "than outputs and lengths",
+        "case.llm_large_scores": "scores around 1e3",
+        "llm.flash_pair": "{name} must return a pair (out, logsumexp), not a {type}",
+        "llm.flash_out": "{name} output",
+        "llm.flash_lse": "{name} logsumexp",
+        "case.llm_memory": "on the meta device, B={B}, H={H}, Tq=Tk={T}, D={D}, "
+                           "block_size={block}, is_causal={causal}",
+        "llm.measuring": "{name} (memory watch)",
+        "llm.reads_values": "{name} reads a tensor's values into Python (.item(), int(t), "
+                            "float(t), or `if` on a tensor): the memory check runs it on the "
+                            "meta device, where tensors have shapes and no values. Compute the "
+                            "block bounds from shapes (q.shape, range(0, Tk, block_size)) "
+                            "and keep the arithmetic in tensors",
+        "llm.bad_memory_reply": "the memory watch of {name} gave back no sizes",
+        "llm.full_matrix_forward": "{name} made a tensor of {elements} elements (shape "
+                                   "{shape}, by {op}): the full (Tq, Tk) matrix of one head "
+                                   "has {limit}. FlashAttention never builds it: go over the "
+                                   "keys in blocks, keeping a running maximum, a running sum "
+                                   "and a rescaled output",
+        "llm.full_matrix_backward": "the backward of {name} made a tensor of {elements} "
+                                    "elements (shape {shape}, by {op}): the full (Tq, Tk) "
+                                    "matrix of one head has {limit}. Recompute the scores "
+                                    "block by block from q, k and the saved logsumexp",
+        "llm.no_graph": "the output of {name} is not connected to q, k and v: return "
+                        "YourFunction.apply(q, k, v, is_causal, block_size)",
+        "llm.saves_too_much": "the autograd graph of {name} keeps {elements} elements alive "
+                              "for backward, as many as the full (Tq, Tk) matrix of one head "
+                              "({limit}): autograd through the block loop saves every block's "
+                              "scores. Write an autograd.Function that saves q, k, v, out and "
+                              "the logsumexp only",
+        "waiting.llm_rope": "run once apply_rope passes its check: the module uses it",
+        "waiting.llm_gqa": "run once GroupedQueryAttention passes its check without a cache",
+        "mistake.rope_interleaved": (
+            "This matches the interleaved pairing, features (2i, 2i + 1) rotated together, as "
+            "Meta's original Llama code pairs them. This kit pairs feature i with i + D/2 "
+            "(rotate-half, as Hugging Face's Llama does): x1 = x[..., :D/2], x2 = x[..., D/2:]."),
+        "mistake.rope_base_ignored": (
+            "This matches RoPE with base 10000 whatever the base given: use the `base` "
+            "argument in the frequencies base^(-2i/D)."),
+        "mistake.rope_positions_ignored": (
+            "This matches positions 0, 1, ..., T-1 in place of the positions given: the angle "
+            "of token t is positions[t] × θ_i."),
+        "mistake.rope_reversed": (
+            "This matches rotating by -θ: the first half becomes x1 cos θ - x2 sin θ, the "
+            "second x1 sin θ + x2 cos θ."),
+        "mistake.rope_exponent_halved": (
+            "This matches the frequencies base^(-i/D) for i = 0 .. D/2 - 1: the exponent is "
+            "2i/D, i.e. torch.arange(0, D, 2) / D."),
+        "mistake.rope_mixed_pairing": (
+            "This matches the two conventions mixed: the angles repeated in a row "
+            "(repeat_interleave, the interleaved convention's) with the rotate-half pairing. "
+            "With rotate-half, feature i and i + D/2 share angle θ_i: "
+            "torch.cat([angles, angles], dim=-1)."),
+        "mistake.kv_heads_tiled": (
+            "This matches the heads tiled (x.repeat(1, n_rep, 1, 1): heads 0, 1, 0, 1) where "
+            "each head is repeated in a row (0, 0, 1, 1): torch.repeat_interleave(x, n_rep, "
+            "dim=1), or x[:, :, None].expand(...).reshape(...)."),
+        "mistake.gqa_heads_tiled": (
+            "This matches the key/value heads tiled: query heads h·n_rep .. (h+1)·n_rep - 1 "
+            "share key/value head h, so repeat each head in a row (repeat_kv), not the whole "
+            "set (repeat)."),
+        "mistake.gqa_rope_missing": (
+            "This matches attention without RoPE: rotate q and k (not v) with apply_rope at "
+            "their positions, unless rope_base is None."),
+        "mistake.gqa_rope_on_values": (
+            "This matches RoPE applied to the values too: only q and k are rotated; the "
+            "values carry content, not position."),
+        "mistake.gqa_not_causal": (
+            "This matches attention without the causal mask: token t may only see tokens "
+            "0 .. t."),
+        "mistake.cache_positions_restart": (
+            "This matches RoPE positions restarting at 0 in each call: a call with a cache "
+            "starts at position len(cache), read before the update."),
+        "mistake.cache_mask_top_left": (
+            "This matches the causal mask aligned top-left (SDPA's is_causal=True with fewer "
+            "queries than keys): a new token at position p sees every key 0 .. p, so query i "
+            "of a call sees keys j <= len(cache) + i."),
+        "mistake.cache_attend_before_update": (
+            "This matches attending before the cache is updated: the new tokens do not see "
+            "themselves. Call cache.update(k, v) first and attend over what it returns."),
+        "mistake.cache_chunk_not_causal": (
+            "This matches no mask within a call of several tokens: each sees the ones after "
+            "it. Block keys j > len(cache) + i for query i."),
+        "mistake.window_one_too_many": (
+            "This matches a window of window + 1 keys: query i sees j with i - window < j <= i, "
+            "itself and the window - 1 keys before it."),
+        "mistake.window_one_too_few": (
+            "This matches a window of window - 1 keys: query i sees j with i - window < j <= i, "
+            "itself and the window - 1 keys before it."),
+        "mistake.window_two_sided": (
+            "This matches a window on both sides: the mask is causal too, j <= i."),
+        "mistake.window_inverted": (
+            "This matches the mask inverted: True means the query may attend (SDPA's "
+            "convention), so True on and below the diagonal, inside the window."),
+        "mistake.flash_acc_not_rescaled": (
+            "This matches the output accumulator not rescaled when the maximum grows: multiply "
+            "it by exp(old_max - new_max) before adding the new block's p @ v."),
+        "mistake.flash_sum_not_rescaled": (
+            "This matches the running sum not rescaled when the maximum grows: multiply it by "
+            "exp(old_max - new_max) before adding the new block's sum."),
+        "mistake.flash_softmax_per_block": (
+            "This matches a softmax taken within each block and the blocks added: the "
+            "normaliser is the sum over every key, so keep a running sum and divide once at "
+            "the end."),
+        "mistake.flash_no_running_max": (
+            "This matches exp() of the raw scores, without subtracting a running maximum: "
+            "large scores overflow to inf. Keep the row's maximum so far and subtract it."),
+        "mistake.flash_logsumexp_without_max": (
+            "This matches the logsumexp without the maximum: it is max + log(sum), the sum "
+            "being of exp(score - max)."),
+        "mistake.flash_causal_off_by_one": (
+            "This matches the causal boundary off by one: query i of Tq sees keys j <= i + "
+            "Tk - Tq, itself included."),
+        "mistake.flash_causal_top_left": (
+            "This matches the causal mask aligned top-left: with fewer queries than keys the "
+            "queries are the last Tq tokens, so query i sees keys j <= i + Tk - Tq."),
+    },
+    "zh": {
+        "llm.rope_norm": "apply_rope 改变了特征向量的长度（‖out‖ = {got}，‖x‖ = {expected}）："
+                         "旋转不改变长度。每一对 (x_i, x_(i+D/2)) 应变为 (x_i cos θ - x_(i+D/2) "
+                         "sin θ, x_i sin θ + x_(i+D/2) cos θ)，两项用同一个角度 θ",
+        "llm.rope_relative": "所有位置同时移动 {shift} 后，分数 R(m)q · R(n)k 变了：使用 RoPE "
+                             "时它只取决于 m - n。请检查角度是否为“位置 × 频率”，并且用的是传入的"
+                             "位置",
+        "case.llm_decoding": "{module}；先预填 {prefill} 个词元，再每次 {steps} 个，经同一个 "
+                             "KVCache",
+        "llm.decoding": "{name}（用 KVCache 解码）",
+        "llm.keeps_state": "{name} 不带缓存、对同一个 x 第二次运行时输出不同：forward(x) 在两次"
+                           "调用之间不应保留任何东西（缓存应放在传入的 KVCache 里）",
+        "llm.cache_length": "每次调用后 len(cache) 依次为 {got}，而不是 {expected}：缓存每次应"
+                            "恰好增加本次调用的词元数",
+        "llm.step_output": "{name} 带缓存的第 {step} 次调用的输出",
+        "llm.cached_output": "{name} 带缓存的各次调用依次拼接的输出（每一步都应等于对整个序列做"
+                             "注意力时对应的那几行）",
+        "llm.bad_decoding_reply": "用 {name} 和 KVCache 解码时返回的不是输出和长度",
+        "case.llm_large_scores": "分数约为 1e3",
+        "llm.flash_pair": "{name} 应返回一对 (out, logsumexp)，而不是 {type}",
+        "llm.flash_out": "{name} 的输出",
+        "llm.flash_lse": "{name} 的 logsumexp",
+        "case.llm_memory": "在 meta 设备上，B={B}，H={H}，Tq=Tk={T}，D={D}，block_size={block}，"
+                           "is_causal={causal}",
+        "llm.measuring": "{name}（内存监测）",
+        "llm.reads_values": "{name} 把张量的值读进了 Python（.item()、int(t)、float(t)，或对张量"
+                            "用 if）：内存检查在 meta 设备上运行它，那里的张量只有形状没有值。"
+                            "请用形状计算分块边界（q.shape、range(0, Tk, block_size)），算术"
+                            "留在张量里",
+        "llm.bad_memory_reply": "{name} 的内存监测没有返回大小",
+        "llm.full_matrix_forward": "{name} 创建了一个 {elements} 个元素的张量（形状 {shape}，"
+                                   "由 {op} 产生）：一个头完整的 (Tq, Tk) 矩阵有 {limit} 个元素。"
+                                   "FlashAttention 从不构造它：按块遍历键，维护运行最大值、运行"
+                                   "和以及重新缩放的输出",
+        "llm.full_matrix_backward": "{name} 的反向传播创建了一个 {elements} 个元素的张量（形状 "
+                                    "{shape}，由 {op} 产生）：一个头完整的 (Tq, Tk) 矩阵有 "
+                                    "{limit} 个元素。请用 q、k 和保存的 logsumexp 逐块重新计算"
+                                    "分数",
+        "llm.no_graph": "{name} 的输出与 q、k、v 没有连接：请返回 "
+                        "YourFunction.apply(q, k, v, is_causal, block_size)",
+        "llm.saves_too_much": "{name} 的 autograd 计算图为反向传播保留了 {elements} 个元素，和一个"
+                              "头完整的 (Tq, Tk) 矩阵（{limit}）一样多：对分块循环直接求导会保存"
+                              "每一块的分数。请写一个 autograd.Function，只保存 q、k、v、out 和 "
+                              "logsumexp",
+        "waiting.llm_rope": "apply_rope 通过检查后才运行：模块要用到它",
+        "waiting.llm_gqa": "GroupedQueryAttention 不带缓存通过检查后才运行",
+        "mistake.rope_interleaved": (
+            "这与交错配对一致：特征 (2i, 2i + 1) 一起旋转，即 Meta 原版 Llama 代码的配对方式。"
+            "本套件把特征 i 与 i + D/2 配对（rotate-half，即 `transformers` 库中 Llama 的写法）："
+            "x1 = x[..., :D/2]，x2 = x[..., D/2:]。"),
+        "mistake.rope_base_ignored": (
+            "这与无论传入什么 base 都用 10000 一致：频率 base^(-2i/D) 中请使用参数 `base`。"),
+        "mistake.rope_positions_ignored": (
+            "这与用 0, 1, ..., T-1 代替传入的位置一致：第 t 个词元的角度是 positions[t] × θ_i。"),
+        "mistake.rope_reversed": (
+            "这与旋转了 -θ 一致：前一半应为 x1 cos θ - x2 sin θ，后一半为 x1 sin θ + x2 cos θ。"),
+        "mistake.rope_exponent_halved": (
+            "这与频率取 base^(-i/D)（i = 0 .. D/2 - 1）一致：指数应为 2i/D，即 "
+            "torch.arange(0, D, 2) / D。"),
+        "mistake.rope_mixed_pairing": (
+            "这与两种约定混用一致：角度逐个重复（repeat_interleave，交错约定的写法），配对却是 "
+            "rotate-half。在 rotate-half 中特征 i 与 i + D/2 共用角度 θ_i："
+            "torch.cat([angles, angles], dim=-1)。"),
+        "mistake.kv_heads_tiled": (
+            "这与把头整体平铺一致（x.repeat(1, n_rep, 1, 1)：头 0, 1, 0, 1），而应让每个头连续"
+            "重复（0, 0, 1, 1）：torch.repeat_interleave(x, n_rep, dim=1)，或 "
+            "x[:, :, None].expand(...).reshape(...)。"),
+        "mistake.gqa_heads_tiled": (
+            "这与把键/值头整体平铺一致：查询头 h·n_rep .. (h+1)·n_rep - 1 共用键/值头 h，所以应"
+            "让每个头连续重复（repeat_kv），而不是重复整组（repeat）。"),
+        "mistake.gqa_rope_missing": (
+            "这与没有使用 RoPE 的注意力一致：除非 rope_base 为 None，请用 apply_rope 在各自的"
+            "位置上旋转 q 和 k（不旋转 v）。"),
+        "mistake.gqa_rope_on_values": (
+            "这与对值也做了 RoPE 一致：只旋转 q 和 k；值携带内容，不携带位置。"),
+        "mistake.gqa_not_causal": (
+            "这与没有因果掩码的注意力一致：词元 t 只能看到词元 0 .. t。"),
+        "mistake.cache_positions_restart": (
+            "这与每次调用 RoPE 位置都从 0 重新开始一致：带缓存的调用应从位置 len(cache) 开始"
+            "（在更新之前读取）。"),
+        "mistake.cache_mask_top_left": (
+            "这与因果掩码左上对齐一致（查询比键少时 SDPA 的 is_causal=True 就是这样）：位置 p "
+            "上的新词元能看到全部键 0 .. p，所以一次调用中的第 i 个查询能看到 j <= len(cache) "
+            "+ i 的键。"),
+        "mistake.cache_attend_before_update": (
+            "这与先做注意力、后更新缓存一致：新词元看不到自己。请先调用 cache.update(k, v)，再"
+            "对它返回的键和值做注意力。"),
+        "mistake.cache_chunk_not_causal": (
+            "这与一次调用多个词元时不加掩码一致：每个词元都看到了它后面的词元。对第 i 个查询，"
+            "请屏蔽 j > len(cache) + i 的键。"),
+        "mistake.window_one_too_many": (
+            "这与窗口多了一个键一致：查询 i 看到满足 i - window < j <= i 的 j，即它自己和它之前"
+            "的 window - 1 个键。"),
+        "mistake.window_one_too_few": (
+            "这与窗口少了一个键一致：查询 i 看到满足 i - window < j <= i 的 j，即它自己和它之前"
+            "的 window - 1 个键。"),
+        "mistake.window_two_sided": (
+            "这与双向窗口一致：掩码同时也是因果的，j <= i。"),
+        "mistake.window_inverted": (
+            "这与掩码取反一致：True 表示查询可以关注（SDPA 的约定），所以对角线及其下方、窗口"
+            "之内为 True。"),
+        "mistake.flash_acc_not_rescaled": (
+            "这与最大值增大时没有重新缩放输出累加器一致：加上新块的 p @ v 之前，先把它乘以 "
+            "exp(old_max - new_max)。"),
+        "mistake.flash_sum_not_rescaled": (
+            "这与最大值增大时没有重新缩放运行和一致：加上新块的和之前，先把它乘以 "
+            "exp(old_max - new_max)。"),
+        "mistake.flash_softmax_per_block": (
+            "这与在每个块内各做 softmax 再把各块相加一致：归一化项是所有键的和，所以要维护运行"
+            "和，最后只除一次。"),
+        "mistake.flash_no_running_max": (
+            "这与对原始分数直接取 exp()、没有减去运行最大值一致：大的分数会溢出为 inf。请维护"
+            "该行到目前为止的最大值并减去它。"),
+        "mistake.flash_logsumexp_without_max": (
+            "这与 logsumexp 漏掉了最大值一致：它等于 max + log(sum)，其中 sum 是 exp(score - "
+            "max) 的和。"),
+        "mistake.flash_causal_off_by_one": (
+            "这与因果边界差一一致：Tq 个查询中的第 i 个看到 j <= i + Tk - Tq 的键，包括它自己。"),
+        "mistake.flash_causal_top_left": (
+            "这与因果掩码左上对齐一致：查询比键少时，查询是最后 Tq 个词元，所以查询 i 看到 "
+            "j <= i + Tk - Tq 的键。"),
+    },
+}

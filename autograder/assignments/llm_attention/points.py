@@ -1,0 +1,19 @@
+"""The points table of llm_attention: 100 points over eight checks."""
+
+from ...checks.spec import CheckSpec
+from . import flash, gqa, pieces
+
+_MODULE = ("GroupedQueryAttention",)
+CHECKS: tuple[CheckSpec, ...] = (
+    CheckSpec("llm_rope", 15, ("apply_rope",), pieces.check_rope),
+    CheckSpec("llm_repeat_kv", 5, ("repeat_kv",), pieces.check_repeat_kv),
+    CheckSpec("llm_gqa", 15, _MODULE, gqa.check_gqa, needs=("llm_rope",),
+              waiting="waiting.llm_rope"),
+    CheckSpec("llm_kv_cache", 20, (*_MODULE, "KVCache"), gqa.check_kv_cache,
+              needs=("llm_gqa",), waiting="waiting.llm_gqa"),
+    CheckSpec("llm_sliding_window", 10, ("sliding_window_mask",), pieces.check_sliding_window),
+    CheckSpec("llm_flash_forward", 15, ("flash_attention",), flash.check_flash_forward),
+    CheckSpec("llm_flash_memory", 10, ("flash_attention",), flash.check_flash_memory),
+    CheckSpec("llm_flash_backward", 10, ("flash_attention_autograd",),
+              flash.check_flash_backward),
+)

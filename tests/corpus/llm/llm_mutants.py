@@ -1,0 +1,181 @@
+"""Single-mistake submissions of llm_attention: each is reference.py with one mistake made
+(one or a few exact text edits), labelled with what the grader must say.
+
+`fails` is the exact set of checks the mistake must fail (a check that waits for a failing
+one counts as failed); `named` the ids the grader must name: a mistake of `mistakes.py`, or
+the id of the message that says what is wrong where no value is wrong (the cache's length,
+the memory used).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+REFERENCE = Path(__file__).with_name("reference.py")
+
+ROPE = frozenset({"llm_rope", "llm_gqa", "llm_kv_cache"})  # the module waits for apply_rope
+GQA = frozenset({"llm_gqa", "llm_kv_cache"})  # the cache waits for the module
+CACHE = frozenset({"llm_kv_cache"})
+WINDOW = frozenset({"llm_sliding_window"})
+FLASH = frozenset({"llm_flash_forward", "llm_flash_backward"})  # autograd's forward is flash's
+MEMORY = frozenset({"llm_flash_memory"})
+BACKWARD = frozenset({"llm_flash_backward"})
+
+_PAIRS = """    x1, x2 = x[..., : D // 2], x[..., D // 2:]  # (..., T, D/2)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., T, D)"""
+_MASKED = 'weights = scores.masked_fill(blocked, float("-inf")).softmax(dim=-1)  # (B, H, T, L)'
+_FLASH_MASK = ('scores = scores.masked_fill(key_pos > query_pos, float("-inf"))'
+               '  # (B, H, Tq, b)')
+_WINDOW = "return (j <= i) & (j > i - window)  # (T, T)"
+_AUTOGRAD = "return FlashAttentionFunction.apply(q, k, v, is_causal, block_size)"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    label: str
+    edits: tuple[tuple[str, str], ...]
+    fails: frozenset[str]
+    named: frozenset[str]
+
+    def source(self) -> str:
+        """reference.py with the edits made; each old text occurs there exactly once."""
+        text = REFERENCE.read_text()
+        for old, new in self.edits:
+            count = text.count(old)
+            assert count == 1, f"{self.label}: {old!r} occurs {count} times"
+            text = text.replace(old, new)
+        return text
+
+
+def _one(label: str, old: str, new: str, fails: frozenset[str], *named: str) -> Mutant:
+    return Mutant(label, ((old, new),), fails, frozenset(named))
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    # RoPE
+    _one("RoPE pairs (2i, 2i + 1), as Meta's Llama", _PAIRS,
+         """    x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, D/2)
+    out = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., T, D/2, 2)
+    return out.flatten(-2)  # (..., T, D)""", ROPE, "rope_interleaved"),
+    _one("RoPE ignores the base", "inv_freq = base ** (", "inv_freq = 10000.0 ** (", ROPE,
+         "rope_base_ignored"),
+    _one("RoPE counts positions from 0", "angles = positions.to(torch.float64)[:, None]",
+         "angles = torch.arange(x.shape[-2], device=x.device, dtype=torch.float64)[:, None]",
+         ROPE, "rope_positions_ignored"),
+    _one("RoPE turns the other way", "x1 * cos - x2 * sin, x1 * sin + x2 * cos",
+         "x1 * cos + x2 * sin, x2 * cos - x1 * sin", ROPE, "rope_reversed"),
+    _one("RoPE frequencies base^(-i/D)", "torch.arange(0, D, 2, device=x.device",
+         "torch.arange(0, D // 2, device=x.device", ROPE, "rope_exponent_halved"),
+    _one("RoPE angles repeated in a row with the rotate-half pairing", _PAIRS,
+         """    x1, x2 = x[..., : D // 2], x[..., D // 2:]  # (..., T, D/2)
+    cos, sin = cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)  # (T, D)
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin  # (..., T, D)""",
+         ROPE, "llm.rope_norm", "rope_mixed_pairing"),
+    _one("RoPE makes its frequencies on the CPU", "torch.arange(0, D, 2, device=x.device, ",
+         "torch.arange(0, D, 2, ", ROPE, "device.cpu_tensor"),
+    _one("RoPE cuts the graph", "x1, x2 = x[..., : D // 2], x[..., D // 2:]",
+         "x1, x2 = x[..., : D // 2].detach(), x[..., D // 2:].detach()", ROPE, "grad.detached"),
+    # grouped-query attention
+    _one("repeat_kv tiles the heads", "x.repeat_interleave(n_rep, dim=1)",
+         "x.repeat(1, n_rep, 1, 1)", frozenset({"llm_repeat_kv"}) | GQA,
+         "kv_heads_tiled", "gqa_heads_tiled"),
+    _one("the module forgets RoPE", "if self.rope_base is not None:", "if False:", GQA,
+         "gqa_rope_missing"),
+    _one("the module rotates the values too",
+         "k = apply_rope(k, positions, self.rope_base)  # (B, Hkv, T, D)",
+         "k = apply_rope(k, positions, self.rope_base)  # (B, Hkv, T, D)\n"
+         "            v = apply_rope(v, positions, self.rope_base)  # (B, Hkv, T, D)",
+         GQA, "gqa_rope_on_values"),
+    _one("the module is not causal", _MASKED, "weights = scores.softmax(dim=-1)", GQA,
+         "gqa_not_causal"),
+    # the KV cache
+    _one("decoding restarts the positions at 0",
+         "positions = torch.arange(start, start + T, device=x.device)  # (T,)",
+         "positions = torch.arange(T, device=x.device)  # (T,)", CACHE,
+         "cache_positions_restart"),
+    _one("decoding aligns the mask top-left",
+         "query_pos = torch.arange(start, start + T, device=x.device)[:, None]",
+         "query_pos = torch.arange(T, device=x.device)[:, None]", CACHE, "cache_mask_top_left"),
+    _one("decoding attends before the cache is updated",
+         "            k, v = cache.update(k, v)  # (B, Hkv, L, D)",
+         """            new_k, new_v = k, v
+            if len(cache):
+                k, v = cache.k, cache.v  # (B, Hkv, L, D): the past only
+            cache.update(new_k, new_v)""", CACHE, "cache_attend_before_update"),
+    _one("decoding masks nothing within a call", _MASKED,
+         'weights = (scores if cache is not None else scores.masked_fill(blocked, '
+         'float("-inf"))).softmax(dim=-1)', CACHE, "cache_chunk_not_causal"),
+    Mutant("the cache stores every call twice", tuple(
+        (f"self.{t} = {t} if self.{t} is None else torch.cat([self.{t}, {t}], dim=2)",
+         f"self.{t} = torch.cat([{t}, {t}], dim=2) if self.{t} is None "
+         f"else torch.cat([self.{t}, {t}, {t}], dim=2)") for t in "kv"),
+        CACHE, frozenset({"llm.cache_length"})),
+    _one("the module keeps its own cache between calls",
+         "        start = 0 if cache is None else len(cache)",
+         """        if cache is None:
+            cache = self.__dict__.setdefault("own_cache", KVCache())
+        start = len(cache)""", CACHE, "llm.keeps_state"),
+    # the sliding window
+    _one("the window holds window + 1 keys", _WINDOW, "return (j <= i) & (j >= i - window)",
+         WINDOW, "window_one_too_many"),
+    _one("the window holds window - 1 keys", _WINDOW,
+         "return (j <= i) & (j > i - window + 1)", WINDOW, "window_one_too_few"),
+    _one("the window looks both ways", _WINDOW, "return (i - j).abs() < window", WINDOW,
+         "window_two_sided"),
+    _one("the window mask is inverted", _WINDOW, "return ~((j <= i) & (j > i - window))",
+         WINDOW, "window_inverted"),
+    # FlashAttention
+    _one("the accumulator is not rescaled", "acc = acc * correction + p @ vb",
+         "acc = acc + p @ vb", FLASH, "flash_acc_not_rescaled"),
+    _one("the running sum is not rescaled", "row_sum = row_sum * correction + p.sum(",
+         "row_sum = row_sum + p.sum(", FLASH, "flash_sum_not_rescaled"),
+    Mutant("a softmax per block", (
+        ("acc = acc * correction + p @ vb",
+         "acc = acc + torch.softmax(scores, dim=-1).nan_to_num() @ vb"),
+        ("out = acc / row_sum  # (B, H, Tq, D)", "out = acc  # (B, H, Tq, D)")),
+        FLASH, frozenset({"flash_softmax_per_block"})),
+    _one("no running maximum",
+         "new_max = torch.maximum(row_max, scores.amax(dim=-1, keepdim=True))",
+         "new_max = torch.zeros_like(row_max)", frozenset({"llm_flash_forward"}),
+         "flash_no_running_max"),
+    _one("the logsumexp without the maximum",
+         "logsumexp = (row_max + torch.log(row_sum)).squeeze(-1)",
+         "logsumexp = torch.log(row_sum).squeeze(-1)", FLASH, "flash_logsumexp_without_max"),
+    _one("the causal diagonal blocked", _FLASH_MASK, _FLASH_MASK.replace(">", ">="), FLASH,
+         "flash_causal_off_by_one"),
+    _one("the causal mask aligned top-left",
+         "acc = q.new_zeros((B, H, Tq, D))  # (B, H, Tq, D)\n"
+         "    query_pos = torch.arange(Tq, device=q.device)[:, None] + (Tk - Tq)",
+         "acc = q.new_zeros((B, H, Tq, D))  # (B, H, Tq, D)\n"
+         "    query_pos = torch.arange(Tq, device=q.device)[:, None]", FLASH,
+         "flash_causal_top_left"),
+    # memory: right values, the wrong cost
+    _one("the full score matrix, once, for the maximum",
+         'row_max = q.new_full((B, H, Tq, 1), float("-inf"))',
+         "row_max = (q @ k.transpose(-2, -1) * scale).amax(dim=-1, keepdim=True)",
+         # with a causal mask, a maximum over blocked keys too underflows every allowed one
+         # on large scores: its values are wrong there as well
+         FLASH | MEMORY, "llm.full_matrix_forward"),
+    _one("a full causal mask, sliced per block",
+         "    for start in range(0, Tk, block_size):\n        kb, vb = k[:, :, start:start",
+         "    allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(Tk - Tq)\n"
+         "    for start in range(0, Tk, block_size):\n        kb, vb = k[:, :, start:start",
+         MEMORY | BACKWARD, "llm.full_matrix_forward"),
+    _one("a block count read from a tensor", "for start in range(0, Tk, block_size):\n"
+         "        kb, vb = k[:, :, start:start + block_size], v[:, :, start:start + block_size]",
+         "for start in range(0, int(k.new_tensor(Tk)), block_size):\n"
+         "        kb, vb = k[:, :, start:start + block_size], v[:, :, start:start + block_size]",
+         MEMORY | BACKWARD, "llm.reads_values"),
+    _one("autograd through the block loop", _AUTOGRAD,
+         "return flash_attention(q, k, v, is_causal=is_causal, block_size=block_size)[0]",
+         BACKWARD, "llm.saves_too_much"),
+    _one("a backward without the softmax scale",
+         "grad_s = p * (grad_p - delta) * scale  # (B, H, Tq, b)",
+         "grad_s = p * (grad_p - delta)  # (B, H, Tq, b)", BACKWARD, "grad.of_input"),
+    _one("a backward that rebuilds the full matrix",
+         "        delta = (grad_out * out).sum(dim=-1, keepdim=True)  # (B, H, Tq, 1)",
+         "        delta = (grad_out * out).sum(dim=-1, keepdim=True)  # (B, H, Tq, 1)\n"
+         "        full = q @ k.transpose(-2, -1)  # (B, H, Tq, Tk)", BACKWARD,
+         "llm.full_matrix_backward"),
+)

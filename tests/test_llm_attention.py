@@ -1,0 +1,192 @@
+"""The llm_attention grader against its corpus, in both directions, and its oracle against
+PyTorch written other ways.
+
+Every single-mistake mutant of tests/corpus/llm/reference.py fails exactly its checks and the
+grader names its mistake (or says what is wrong where no value is) for at least 90% of them;
+the reference and every alternative correct style pass with no diagnosis. Checks run in
+process, as in test_corpus.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import CORPUS
+from test_messages import assert_chinese  # noqa: E402
+
+from autograder.assignments.llm_attention import oracle
+from autograder.assignments.llm_attention.jobs import MEMORY_JOB
+from autograder.assignments.llm_attention.mistakes import CATALOGUE
+from autograder.checks.core import CheckResult, Context
+from autograder.grading.registry import ASSIGNMENTS, run_checks
+from autograder.messages import TEMPLATES, ids_in, msg
+from autograder.runner.inprocess import InProcessSubmission
+
+LLM = CORPUS / "llm"
+sys.path.insert(0, str(LLM))
+from llm_mutants import MUTANTS, REFERENCE, Mutant  # noqa: E402
+
+ALTERNATIVES = sorted((LLM / "alternatives").glob("*.py"))
+CHECK_IDS = [c.id for c in ASSIGNMENTS["llm_attention"]]
+RATE_NEEDED = 0.9
+
+
+def grade(path: Path) -> list[CheckResult]:
+    return run_checks(InProcessSubmission.from_path(path), assignment="llm_attention")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("llm_mutants")
+
+
+@cache
+def graded_mutant(mutant: Mutant, folder: Path) -> list[CheckResult]:
+    path = folder / f"mutant_{MUTANTS.index(mutant)}.py"
+    path.write_text(mutant.source())
+    return grade(path)
+
+
+def said(results: list[CheckResult]) -> set[str]:
+    """The mistakes named and the message ids of the failing checks, mistakes by their id."""
+    return {i.removeprefix("mistake.") for r in results if not r.passed
+            for i in ids_in(r.message)}
+
+
+def test_the_corpus_is_big_enough_and_covers_the_catalogue():
+    assert len(MUTANTS) >= 20
+    assert len({m.label for m in MUTANTS}) == len(MUTANTS)
+    named = set().union(*(m.named for m in MUTANTS))
+    assert set(CATALOGUE) <= named  # every known mistake is made by some mutant
+    for mutant in MUTANTS:
+        assert mutant.source() != REFERENCE.read_text()
+        assert mutant.fails <= set(CHECK_IDS), mutant.label
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.label for m in MUTANTS])
+def test_each_mutant_fails_exactly_its_checks(mutant: Mutant, folder: Path):
+    results = graded_mutant(mutant, folder)
+    failed = {r.id for r in results if not r.passed}
+    messages = "\n".join(f"{r.id}: {r.message}" for r in results if not r.passed)
+    assert failed == mutant.fails, f"{mutant.label}\n{messages}"
+
+
+def test_the_grader_names_the_mistake_for_90_percent(folder: Path, capsys):
+    right = [m for m in MUTANTS if m.named <= said(graded_mutant(m, folder))]
+    with capsys.disabled():
+        print(f"\nllm_attention: the mistake named for {len(right)}/{len(MUTANTS)} mutants")
+    assert len(right) / len(MUTANTS) >= RATE_NEEDED, [m.label for m in MUTANTS
+                                                      if m not in right]
+
+
+@pytest.mark.parametrize("path", [REFERENCE, *ALTERNATIVES], ids=lambda p: p.stem)
+def test_correct_implementations_pass_without_a_diagnosis(path: Path):
+    results = grade(path)
+    assert [r.id for r in results] == CHECK_IDS
+    for r in results:
+        assert r.passed and r.message == msg("ok"), f"{r.id}: {r.message}"
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.label for m in MUTANTS])
+def test_mutant_messages_are_chinese(mutant: Mutant, folder: Path, monkeypatch):
+    assert_chinese([r for r in graded_mutant(mutant, folder) if not r.passed], [], monkeypatch)
+
+
+def test_words_change_no_data(folder: Path, monkeypatch):
+    """Reword every English template: the same inputs, points and message ids."""
+    paths = [REFERENCE]
+    for n, mutant in enumerate(MUTANTS[::4]):
+        paths.append(folder / f"reworded_{n}.py")
+        paths[-1].write_text(mutant.source())
+    seeds: list[int] = []
+    draw = Context.generator
+
+    def recorded(self: Context, *key: object):
+        gen = draw(self, *key)
+        seeds.append(gen.initial_seed())
+        return gen
+
+    def decided() -> list:
+        seeds.clear()
+        results = [[(r.id, r.score, sorted(ids_in(r.message))) for r in grade(p)]
+                   for p in paths]
+        return [list(seeds), results]
+
+    monkeypatch.setattr(Context, "generator", recorded)
+    before = decided()
+    for message_id, template in TEMPLATES["en"].items():
+        monkeypatch.setitem(TEMPLATES["en"], message_id, template + " ~")
+    assert decided() == before and before[0]
+
+
+def test_the_memory_watch_sees_a_full_matrix_and_passes_a_tiled_loop(folder: Path):
+    """On meta, at T = 4096: the tiled reference makes nothing larger than a block of scores
+    (2 heads x 4096 x 256); the same function with the scores built once makes 2 x 4096^2."""
+    full = next(m for m in MUTANTS if m.label.startswith("the full score matrix"))
+    shape = (1, 2, 4096, 64)
+    sizes = {}
+    for name, path in (("tiled", REFERENCE), ("full", folder / "full.py")):
+        if name == "full":
+            path.write_text(full.source())
+        report = InProcessSubmission.from_path(path).run_job(
+            MEMORY_JOB, "flash_attention", name="flash_attention", q_shape=shape,
+            k_shape=shape, is_causal=False, block_size=256, backward=False)
+        sizes[name] = report["forward"]["largest"]
+    assert sizes["tiled"] == 2 * 4096 * 256
+    assert sizes["full"] == 2 * 4096 * 4096
+
+
+# --------------------------------------------------------------------------- the oracle
+
+
+def test_rope_oracle_is_a_rotation_by_explicit_2x2_matrices():
+    x, base, half = torch.randn(2, 5, 8, dtype=torch.float64), 50.0, 4
+    positions = torch.tensor([0, 3, 4, 9, 1])
+    theta = base ** (-torch.arange(half, dtype=torch.float64) * 2 / 8)
+    rotated = torch.empty_like(x)
+    for t, m in enumerate(positions.tolist()):
+        for i in range(half):
+            a = m * theta[i]
+            R = torch.tensor([[a.cos(), -a.sin()], [a.sin(), a.cos()]], dtype=torch.float64)
+            pair = torch.stack([x[:, t, i], x[:, t, i + half]], dim=-1)  # (2, 2)
+            turned = pair @ R.T
+            rotated[:, t, i], rotated[:, t, i + half] = turned[:, 0], turned[:, 1]
+    torch.testing.assert_close(oracle.rope(x, positions, base), rotated)
+
+
+def test_gqa_oracle_with_every_head_and_no_rope_is_nn_multihead_attention():
+    E, H, T = 16, 4, 6
+    mha = torch.nn.MultiheadAttention(E, H, bias=False, batch_first=True).double()
+    q_w, k_w, v_w = mha.in_proj_weight.detach().chunk(3)
+    params = {"q_proj.weight": q_w, "k_proj.weight": k_w, "v_proj.weight": v_w,
+              "out_proj.weight": mha.out_proj.weight.detach()}
+    x = torch.randn(2, T, E, dtype=torch.float64)
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    want, _ = mha(x, x, x, attn_mask=mask, need_weights=False)
+    torch.testing.assert_close(oracle.gqa(params, x, H, H, None), want)
+
+
+def test_attention_oracle_repeats_heads_as_sdpa_with_enable_gqa():
+    q, k, v = (torch.randn(2, heads, T, 4, dtype=torch.float64)
+               for heads, T in ((6, 5), (2, 7), (2, 7)))
+    blocked = oracle.causal_blocked(5, 7)
+    by_hand = F.scaled_dot_product_attention(q, k.repeat_interleave(3, 1),
+                                             v.repeat_interleave(3, 1), attn_mask=~blocked)
+    torch.testing.assert_close(oracle.attention(q, k, v, blocked), by_hand)
+    assert blocked[0].tolist() == [False, False, False, True, True, True, True]  # bottom-right
+
+
+def test_a_decoding_step_is_the_matching_row_of_whole_sequence_attention():
+    from autograder.assignments.llm_attention.variants import gqa_steps
+    E, H, Hkv = 16, 4, 2
+    params = {f"{n}.weight": torch.randn(E if n in ("q_proj", "out_proj") else Hkv * E // H, E,
+                                         dtype=torch.float64) / 4
+              for n in ("q_proj", "k_proj", "v_proj", "out_proj")}
+    x = torch.randn(2, 9, E, dtype=torch.float64)
+    steps = gqa_steps(params, list(x.split((4, 1, 3, 1), dim=1)), H, Hkv, 100.0)
+    torch.testing.assert_close(torch.cat(steps, dim=1), oracle.gqa(params, x, H, Hkv, 100.0))
