@@ -68,6 +68,12 @@ TEMPLATES: dict[str, str] = {
     "worker.as_user": " as user {user!r} (MHA_KIT_WORKER_USER chooses another)",
     "worker.printed": "{text}",
     "worker.printed_more": "{text} ... ({count:,} characters in all)",
+    "runner.params_in_forward": "`{name}` makes new parameters on every call ({count} of "
+                                "them, the first in a {layer}{where}): a layer built inside "
+                                "forward has fresh random weights each time, the grader cannot "
+                                "load its own into it, and training never sees it. Build every "
+                                "layer once in __init__ (self.proj = nn.Linear(...)) and only "
+                                "call it in forward",
     "worker.timing": "{name} (timing)",
     "sandbox.off": "warning: student code runs without the sandbox ({reason}): it can write "
                    "wherever the account it runs as may (the kit's installation, the course "

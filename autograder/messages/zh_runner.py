@@ -60,6 +60,11 @@ TEMPLATES: dict[str, str] = {
     "worker.as_user": "（以用户 {user!r} 运行；可用 MHA_KIT_WORKER_USER 换一个）",
     "worker.printed": "`{text}`",
     "worker.printed_more": "`{text}` ……（共 {count:,} 个字符）",
+    "runner.params_in_forward": "`{name}` 每次调用都会新建参数（共 {count} 个，第一个在一个 "
+                                "{layer} 中{where}）：在 forward 里创建的层每次都有新的随机权重，"
+                                "评分程序无法把自己的权重载入其中，训练也永远看不到它。请在 "
+                                "__init__ 里把每个层只创建一次（self.proj = nn.Linear(...)），"
+                                "在 forward 里只调用它",
     "worker.timing": "{name}（计时）",
     "sandbox.off": "警告：学生代码在沙箱之外运行（{reason}）：它运行所用的账户能写的地方它都能写"
                    "（本工具包的安装目录、课程目录、你的主目录），也能访问网络。"

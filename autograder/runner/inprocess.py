@@ -36,6 +36,7 @@ from .backward import (
 )
 from .devices import DeviceWatch, on_meta
 from .loading import load_source
+from .made_in_forward import ParametersMade
 from .policy import forbidden_functions
 from .protocol import Backward, Call, ModuleRun, StudentCodeError, copy_as_given
 from .student_code import at_line, first_line
@@ -353,12 +354,23 @@ class InProcessSubmission:
         if run.seed is not None:
             torch.manual_seed(run.seed)
         name = f"{run.class_name}.forward"
-        if run.backward is not None:
-            call = self._backward(name, lambda a: module(*a, **kwargs), args, run.backward,
-                                  type(module), module)
-        else:
-            with torch.no_grad():
-                call = self._forward(name, lambda a: module(*a, **kwargs), args, on_meta(args))
+        failure: StudentCodeError | None = None
+        with ParametersMade() as made:
+            try:
+                if run.backward is not None:
+                    call = self._backward(name, lambda a: module(*a, **kwargs), args,
+                                          run.backward, type(module), module)
+                else:
+                    with torch.no_grad():
+                        call = self._forward(name, lambda a: module(*a, **kwargs), args,
+                                             on_meta(args))
+            except StudentCodeError as err:
+                failure = err
+        made_there = made.message(name)
+        if made_there is not None:  # the cause of whatever else went wrong
+            raise StudentCodeError("bad_module", made_there)
+        if failure is not None:
+            raise failure
         return _with_kwargs_after(call, kwargs)
 
     def run_job(self, job: str, what: Message | str, **kwargs: Any) -> Any:
