@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,6 +37,17 @@ def score_once(measurement: dict, device: str, seed: int) -> tuple[float, Messag
     """(fraction of the points, message) from one run of `measure_speed`, as the speed check
     decides on a single run."""
     return speed_score.decide([speed_score.judge(measurement, device, seed)], device)
+
+
+def messages_with(message: Any, message_id: str) -> list[Message]:
+    """The messages of id `message_id` in `message` and nested in its parameters, in the order
+    they are written (`messages.ids_in` gives their ids): a test reads their fields, not words."""
+    if isinstance(message, list):
+        return [found for part in message for found in messages_with(part, message_id)]
+    if not isinstance(message, Message):
+        return []
+    return [message] * (message.id == message_id) + messages_with(list(message.params.values()),
+                                                                  message_id)
 
 
 def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None,

@@ -10,10 +10,10 @@ import matplotlib
 import matplotlib.pyplot as plt
 import pytest
 import torch
-from conftest import TEMPLATE
+from conftest import TEMPLATE, messages_with
 
 from autograder.checks.core import Context, Picture
-from autograder.checks.diagnosis import CATALOGUE
+from autograder.checks.diagnosis import CATALOGUE, named_in
 from autograder.checks.feedback import (
     describe_mismatch,
     describe_shape,
@@ -22,12 +22,15 @@ from autograder.checks.feedback import (
 )
 from autograder.grading import pictures
 from autograder.grading.registry import run_check
-from autograder.messages import ids_in, render
+from autograder.messages import ids_in, msg, render
 from autograder.runner.inprocess import InProcessSubmission
 
 matplotlib.use("Agg")
 
-SEARCHED = "the smallest failing case of a shape search"
+
+def searched(message, case: str) -> bool:
+    """Whether `message` names `case` as the smallest failing case of a shape search."""
+    return msg("case.searched", case=case) in messages_with(message, "case.searched")
 
 
 @pytest.fixture(autouse=True)
@@ -46,35 +49,38 @@ def grade_one(tmp_path, check_id: str, source: str):
 
 
 def test_a_missing_transpose_is_named_by_its_dims():
-    text = str(describe_shape((2, 5, 4, 3), (2, 4, 5, 3), ("B", "H", "T", "D")))
-    assert "looks like (B, T, H, D)" in text
-    assert "did you forget to transpose T and H?" in text
+    described = describe_shape((2, 5, 4, 3), (2, 4, 5, 3), ("B", "H", "T", "D"))
+    assert described.params["cause"] == msg(
+        "shape.transposed", yours=msg("shape.dims", dims="B, T, H, D"), a="T", b="H")
 
 
 def test_other_wrong_shapes_say_which_dim():
     dims = ("B", "H", "Tq", "Tk")
-    assert "the H dim is missing" in str(describe_shape((2, 5, 7), (2, 3, 5, 7), dims))
-    assert "B and H are flattened" in str(describe_shape((6, 5, 7), (2, 3, 5, 7), dims))
-    assert "Tk is 5 instead of 7" in str(describe_shape((2, 3, 5, 5), (2, 3, 5, 7), dims))
-    merged = str(describe_shape((2, 3, 5, 4), (2, 5, 12), ("B", "T", "H*D")))
-    assert "4 dims instead of 3" in merged
+    assert describe_shape((2, 5, 7), (2, 3, 5, 7), dims).params["cause"] == msg(
+        "shape.missing", dim="H")
+    assert describe_shape((6, 5, 7), (2, 3, 5, 7), dims).params["cause"] == msg(
+        "shape.flattened", a="B", b="H")
+    assert describe_shape((2, 3, 5, 5), (2, 3, 5, 7), dims).params["cause"] == [
+        msg("shape.size", dim="Tk", got=5, expected=7)]
+    merged = describe_shape((2, 3, 5, 4), (2, 5, 12), ("B", "T", "H*D"))
+    assert merged.params["cause"] == msg("shape.ndim", got=4, expected=3)
 
 
 def test_nan_on_whole_rows_points_at_a_fully_blocked_query():
     got = torch.tensor([[0.5, 0.5], [math.nan, math.nan]])
-    text = str(explain_nonfinite(got, torch.tensor([[0.5, 0.5], [1.0, 0.0]])))
-    assert "every key blocked" in text and "exp overflowing" in text and "(1, 0)" in text
+    explained = explain_nonfinite(got, torch.tensor([[0.5, 0.5], [1.0, 0.0]]))
+    assert explained == msg("nonfinite.nan_rows", first=(1, 0))  # every key blocked, or exp
 
 
 def test_scattered_nan_points_at_zero_times_inf_and_overflow():
     got = torch.tensor([[0.5, math.nan], [1.0, 0.0]])
-    text = str(explain_nonfinite(got, torch.tensor([[0.5, 0.5], [1.0, 0.0]])))
-    assert "0 * inf" in text and "exp overflowing" in text
+    explained = explain_nonfinite(got, torch.tensor([[0.5, 0.5], [1.0, 0.0]]))
+    assert explained == msg("nonfinite.nan", first=(0, 1))  # 0 * inf, or exp overflowing
 
 
 def test_inf_is_explained_and_finite_answers_are_not():
     got = torch.tensor([1.0, math.inf])
-    assert "exp overflows" in str(explain_nonfinite(got, torch.tensor([1.0, 2.0])))
+    assert explain_nonfinite(got, torch.tensor([1.0, 2.0])) == msg("nonfinite.inf", first=(1,))
     assert explain_nonfinite(torch.ones(2), torch.zeros(2)) is None
 
 
@@ -82,10 +88,10 @@ def test_a_mismatch_gives_index_values_and_the_heads_that_differ():
     expected = torch.zeros(1, 3, 2, 2, dtype=torch.float64)
     got = expected.clone()
     got[0, 1, 1, 0] = 0.25
-    text = str(describe_mismatch(got, expected, torch.isclose(got, expected),
-                                 ("B", "H", "T", "D")))
-    assert "at index (0, 1, 1, 0) expected 0, got 0.25" in text
-    assert "(max abs error 0.25); heads [1] of 3 differ" in text
+    described = describe_mismatch(got, expected, torch.isclose(got, expected),
+                                  ("B", "H", "T", "D"))
+    assert described == msg("values.wrong_heads", index=(0, 1, 1, 0), expected=0.0, got=0.25,
+                            error=0.25, heads="[1]", count=3)
 
 
 def test_every_known_mistake_has_a_chinese_sentence():
@@ -114,10 +120,10 @@ def test_a_wrong_mask_is_drawn_in_the_message_and_pictured(tmp_path):
         "def causal_mask(seq_len, device=None):\n"
         "    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(0)\n"))
     assert result.score == 0
-    message = render(result.message, "en")
     # At seq_len=1 inverting and shifting agree; the fixed cases tell them apart.
-    assert "This matches a causal mask shifted by one diagonal" in message
-    assert f"(seq_len=1; {SEARCHED})" in message
+    assert named_in(result.message) == ["mask_shifted"]
+    assert searched(result.message, "seq_len=1")
+    message = render(result.message, "en")
     yours_then_expected = message.splitlines()[-1].split()
     assert yours_then_expected == ["x", "."]
     # In Chinese the named mistake and its hint are Chinese too; the drawn masks stay.
@@ -137,8 +143,9 @@ def test_memorised_answers_are_caught_by_the_search(tmp_path):
         "    known = {n: torch.ones(n, n, dtype=torch.bool).triu(1) for n in (1, 2, 5, 16)}\n"
         "    return known[seq_len].to(device)\n"))
     assert result.score == 0
-    message = str(result.message)
-    assert "KeyError" in message and f"(seq_len=3; {SEARCHED})" in message
+    raised = messages_with(result.message, "runner.raised_text")
+    assert [r.params["type"] for r in raised] == ["KeyError"], result.message
+    assert searched(result.message, "seq_len=3")
 
 
 def test_square_only_code_gets_the_smallest_counterexample(tmp_path):
@@ -149,8 +156,9 @@ def test_square_only_code_gets_the_smallest_counterexample(tmp_path):
         "    return scores.expand(*scores.shape[:-1], t)\n")
     first = grade_one(tmp_path, "scaled_scores", source)
     assert first.score == 0
-    assert f"(B=1, T=1, Tk=2, H=1, D=1; {SEARCHED})" in str(first.message)
-    assert "Tk is 1 instead of 2" in str(first.message)
+    assert searched(first.message, "B=1, T=1, Tk=2, H=1, D=1")
+    assert msg("shape.size", dim="Tk", got=1, expected=2) in messages_with(first.message,
+                                                                         "shape.size")
     assert grade_one(tmp_path, "scaled_scores", source).message == first.message  # derandomised
 
 
@@ -160,7 +168,7 @@ def test_a_wrong_module_shows_heatmaps_per_head_and_hypothesis_prints_nothing(tm
         "self.dropout(F.softmax(scores, dim=-1))", "self.dropout(F.softmax(scores, dim=-2))"))
     result = run_check("fused_mha", InProcessSubmission.from_path(template), Context())
     assert capfd.readouterr().out == ""
-    assert "This matches a softmax over the wrong dim" in str(result.message)
+    assert "mistake.softmax_wrong_dim" in ids_in(result.message), result.message
     picture = result.picture
     assert picture.expected.shape == picture.got.shape and picture.expected.dim() == 4
     pictures.show(picture)
@@ -229,9 +237,8 @@ def test_dropout_left_on_in_eval_mode_is_told_so(tmp_path):
                             "self.dropout(F.softmax(scores, dim=-1))",
                             "F.dropout(F.softmax(scores, dim=-1), self.dropout.p)")
     assert not result.passed
-    assert render(result.message, "en").startswith(
-        "`MultiHeadAttention` drops attention weights in eval mode (dropout=0.5): dropout acts "
-        "in training mode only: use nn.Dropout, or pass training=self.training to F.dropout")
+    assert result.message.params["text"] == msg("dropout.in_eval", name="MultiHeadAttention",
+                                                p=0.5), result.message
 
 
 def test_a_dropout_that_drops_nothing_is_told_so(tmp_path):
@@ -241,8 +248,7 @@ def test_a_dropout_that_drops_nothing_is_told_so(tmp_path):
                                                  "self.dropout = nn.Dropout(0.0)"))
     result = run_check("fused_mha_contract", InProcessSubmission.from_path(path), Context())
     assert result.score == 0
-    assert str(result.message).startswith(
-        "dropout=0.5 in training mode dropped no attention weight")
+    assert result.message.params["text"] == msg("dropout.none_dropped", p=0.5), result.message
 
 
 def test_a_float32_output_with_the_right_values_names_no_mistake(tmp_path):
@@ -254,7 +260,9 @@ def test_a_float32_output_with_the_right_values_names_no_mistake(tmp_path):
                                    ".float()"))
     result = run_check("fused_mha_contract", InProcessSubmission.from_path(path), Context())
     assert result.score == 0
-    assert str(result.message).startswith("MultiHeadAttention output: has dtype torch.float32"), \
+    assert result.message.params["text"] == msg(
+        "check.what", what=msg("what.output", name="MultiHeadAttention"),
+        detail=msg("tensor.dtype", dtype="torch.float32", expected="torch.float64")), \
         result.message
 
 
@@ -267,19 +275,18 @@ _DROPPED_OUT = "out = self.dropout(self.out_proj(merge_heads(torch.matmul(weight
     # d2l's MultiHeadAttention: it keeps the weights from before its dropout
     ([(_SOFTMAX, "weights = F.softmax(scores, dim=-1)"),
       (_MIX, "out = self.out_proj(merge_heads(torch.matmul(self.dropout(weights), v)))")],
-     "dropout=0.5 in training mode changed the output, but not through the weights you return"),
+     "dropout.weights_not_returned"),
     # dropout on the values: the weights returned are the softmax, and rightly so
     ([(_MIX, "out = self.out_proj(merge_heads(torch.matmul(weights, self.dropout(v))))"),
       (_SOFTMAX, "weights = F.softmax(scores, dim=-1)")],
-     "dropout=0.5 in training mode changed the output, but not through the weights you return"),
+     "dropout.weights_not_returned"),
     # dropout on the scores before the softmax: no weight is 0, and none is the softmax's
-    ([(_SOFTMAX, "weights = F.softmax(self.dropout(scores), dim=-1)")],
-     "dropout=0.5 in training mode dropped no attention weight"),
+    ([(_SOFTMAX, "weights = F.softmax(self.dropout(scores), dim=-1)")], "dropout.none_dropped"),
     # nanoGPT's CausalSelfAttention: resid_dropout after c_proj as well
-    ([(_MIX, _DROPPED_OUT)], "dropout=0.5 in training mode drops entries of the output"),
+    ([(_MIX, _DROPPED_OUT)], "dropout.on_output"),
     # ViT-CIFAR's MultiHeadSelfAttention: dropout after the projection only
     ([(_SOFTMAX, "weights = F.softmax(scores, dim=-1)"), (_MIX, _DROPPED_OUT)],
-     "dropout=0.5 in training mode drops entries of the output"),
+     "dropout.on_output"),
 ], ids=["weights from before dropout", "values dropped", "scores dropped", "output dropped too",
         "output dropped instead"])
 def test_dropout_in_the_wrong_place_is_told_where(tmp_path, edits, told):
@@ -292,7 +299,7 @@ def test_dropout_in_the_wrong_place_is_told_where(tmp_path, edits, told):
     path.write_text(text)
     result = run_check("fused_mha_contract", InProcessSubmission.from_path(path), Context())
     assert result.score == 0
-    assert str(result.message).startswith(told), result.message
+    assert result.message.params["text"] == msg(told, p=0.5), result.message
 
 
 # --------------------------------------------------------------------------- one explanation
@@ -316,30 +323,34 @@ TRIL = ("torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool, device=device
 
 @pytest.mark.parametrize("check_id", ["causal_mask", "fused_mha_masks"])
 def test_a_tril_causal_mask_is_told_the_fix_in_causal_mask(tmp_path, check_id):
-    message = render(grade_template(tmp_path, check_id, *TRIL).message, "en")
-    assert "in causal_mask True marks a *blocked* pair" in message
-    assert "torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)" in message
-    assert "masked_fill(mask, float('-inf')), not ~mask" not in message  # the attend-side fix
+    found = ids_in(grade_template(tmp_path, check_id, *TRIL).message)
+    assert "mistake.mask_inverted_causal_mask" in found  # True marks a blocked pair: torch.triu
+    assert "mistake.mask_inverted" not in found  # the attend-side fix (not ~mask)
 
 
 def test_an_ambiguous_shape_gets_no_guess():
     dims = ("B", "H", "Tq", "Tk")
     # (1, 1, 1) is any dim missing, or any two flattened: no guess, only the shapes.
-    assert str(describe_shape((1, 1, 1), (1, 1, 1, 1), dims)) == (
-        "got shape (1, 1, 1), expected (1, 1, 1, 1) = (B, H, Tq, Tk)")
-    # Repeated sizes: several orders fit, so no "did you forget to transpose".
-    assert "transpose" not in str(describe_shape((1, 2, 1, 1), (1, 1, 1, 2), dims))
-    assert str(describe_shape((2, 5, 5), (2, 4, 5, 5))).endswith(": dim 1 is missing")
+    assert describe_shape((1, 1, 1), (1, 1, 1, 1), dims) == msg(
+        "shape.wrong_named_bare", got=(1, 1, 1), expected=(1, 1, 1, 1),
+        dims=msg("shape.dims", dims="B, H, Tq, Tk"))
+    # Repeated sizes: several orders fit, so no "did you forget to transpose": no cause at all.
+    assert describe_shape((1, 2, 1, 1), (1, 1, 1, 2), dims).id == "shape.wrong_named_bare"
+    assert describe_shape((2, 5, 5), (2, 4, 5, 5)).params["cause"] == msg(
+        "shape.missing_index", dim=msg("shape.dim", i=1))
 
 
 def test_weights_averaged_over_heads_get_one_explanation(tmp_path):
     averaged = ("return out, weights if need_weights else None",
                 "return out, weights.mean(dim=1) if need_weights else None")
     for check_id in ("fused_mha", "fused_mha_contract"):
-        message = str(grade_template(tmp_path, check_id, *averaged).message)
-        assert message.startswith("This matches the attention weights averaged over the heads")
-        assert "flattened" not in message and "dim 1 dim" not in message, message
-    assert "the H dim is missing (dropout=0.5 in eval mode)" in message
+        message = grade_template(tmp_path, check_id, *averaged).message
+        assert named_in(message) == ["weights_averaged"], message
+        # one explanation: no two dims flattened, no dim missing but H (not "the dim 1 dim")
+        assert "shape.flattened" not in ids_in(message), message
+        assert all(m.params["dim"] == "H" for m in messages_with(message, "shape.missing"))
+    assert messages_with(message, "shape.missing") == [msg("shape.missing", dim="H")]
+    assert message.params["case"] == msg("case.eval_dropout", p=0.5)
 
 
 def test_k_dot_T_on_4d_tensors_is_explained_by_torchs_warning(tmp_path):
@@ -347,11 +358,11 @@ def test_k_dot_T_on_4d_tensors_is_explained_by_torchs_warning(tmp_path):
         warnings.simplefilter("always")
         result = grade_template(tmp_path, "scaled_scores", "k.transpose(-2, -1)) / math",
                                 "k.T) / math")
-    message = str(result.message)
-    assert message.startswith("PyTorch warned at your line 21 (`return torch.matmul(q, "
-                              "k.T) / math.sqrt(q.shape[-1])`): x.T on a tensor of more than 2 "
-                              "dims reverses all its dims"), message
-    assert "did you forget to transpose" not in message
+    assert result.message.id == "check.warned", result.message  # the warning comes first
+    assert result.message.params["warned"] == msg(
+        "runner.warned_code", line=21, cell="",
+        code="return torch.matmul(q, k.T) / math.sqrt(q.shape[-1])", warning=msg("warning.x_t"))
+    assert "shape.transposed" not in ids_in(result.message)  # no "did you forget to transpose"
     assert not [w for w in shown if "autograder" in w.filename]  # none blamed on the kit
 
 
@@ -365,16 +376,18 @@ def test_a_warning_in_a_notebook_names_the_cell_its_line_counts_from(tmp_path):
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells]),
                    str(path))
     result = run_check("scaled_scores", InProcessSubmission.from_path(path))
-    assert render(result.message, "en").startswith(
-        "PyTorch warned at your line 2 of the cell that defines `scaled_scores` (`return q @ "
-        "k.T / math.sqrt(q.shape[-1])`)"), render(result.message, "en")
+    assert result.message.id == "check.warned", result.message  # the warning comes first
+    assert result.message.params["warned"] == msg(
+        "runner.warned_code", line=2, cell=msg("line.cell", function="scaled_scores"),
+        code="return q @ k.T / math.sqrt(q.shape[-1])", warning=msg("warning.x_t"))
 
 
 def test_the_missing_bias_names_its_projection(tmp_path):
     result = grade_template(tmp_path, "fused_mha",
                             "self.out_proj(merge_heads(torch.matmul(weights, v)))",
                             "merge_heads(torch.matmul(weights, v)) @ self.out_proj.weight.t()")
-    assert str(result.message).startswith("This matches out_proj without its bias")
+    assert named_in(result.message) == ["bias_ignored"]
+    assert "mistake.bias_ignored_o" in ids_in(result.message)  # out_proj's, by name
     assert render(result.message, "zh").startswith("这与“out_proj 漏掉了偏置”的结果一致")
 
 
@@ -387,12 +400,15 @@ def test_each_cause_is_told_the_most_informative_first(tmp_path):
         "        if key.shape[1] != query.shape[1] or key.shape[2] != query.shape[2]:\n"
         "            raise NotImplementedError('self-attention only')\n"
         "        scores = q @ k.transpose(-2, -1) / math.sqrt(query.shape[-1])\n")
-    message = str(result.message)
-    assert message.startswith("2 different problems: (1) on cross-attention (key and value "
-                              "other than the query): `MultiHeadAttention.forward` raises "
-                              "NotImplementedError"), message
-    assert ("(2) on self-attention (key = value = query): This matches scaling by √embed_dim "
-            "instead of √d_head") in message
+    several = result.message
+    assert several.id == "cause.several" and several.params["count"] == 2, several
+    first, second = messages_with(several, "cause.item_on")
+    assert (first.params["n"], first.params["where"]) == (1, msg("trait.cross"))
+    assert first.params["text"].params["text"] == msg("cause.not_implemented",
+                                                      name="MultiHeadAttention.forward")
+    assert (second.params["n"], second.params["where"]) == (2, msg("trait.self"))
+    assert second.params["text"].params["text"].params["mistake"] == msg(
+        "mistake.scale_by_embed_dim")  # scaling by √embed_dim instead of √d_head
     assert "runner.not_implemented" not in ids_in(result.message)
     assert result.picture is not None  # the wrong values, pictured
 
@@ -430,7 +446,7 @@ def test_a_mask_ignored_is_pictured_as_masks_on_eight_tokens(tmp_path, check_id)
     else:
         old = '            scores = scores.masked_fill(mask, float("-inf"))\n        weights'
     result = grade_template(tmp_path, check_id, old, old.replace("scores = scores.", "scores."))
-    assert "the mask ignored (the result of masked_fill is never assigned)" in str(result.message)
+    assert "mistake.mask_ignored" in ids_in(result.message), result.message
     picture = result.picture
     assert picture.expected.dtype == torch.bool and picture.expected.shape == (8, 8)
     assert torch.equal(picture.expected, torch.ones(8, 8, dtype=torch.bool).triu(1))

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import CORPUS, DETERMINISTIC, TEMPLATE
+from conftest import CORPUS, DETERMINISTIC, TEMPLATE, messages_with
 from test_messages import english_prose
 
 from autograder.checks.core import CheckResult
 from autograder.grading.registry import run_check, run_checks
-from autograder.messages import Message, render
+from autograder.messages import ids_in, msg, render
 from autograder.runner.backward import InPlace, _match, out_of_place
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.policy import Limits
@@ -35,15 +35,6 @@ from training_mutants import DEVICES, IN_PLACE, TRAINING, Broken  # noqa: E402
 
 ALL = TRAINING + DEVICES + IN_PLACE
 PREFIX = {"gradient": "grad.", "device": "device.", "in_place": "check.in_place"}
-
-
-def ids(message: Any) -> set[str]:
-    """Every message id in a message and the messages nested in its parameters."""
-    if isinstance(message, list):
-        return set().union(*map(ids, message)) if message else set()
-    if not isinstance(message, Message):
-        return set()
-    return {message.id}.union(*map(ids, message.params.values()))
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +66,7 @@ def test_each_fails_exactly_its_checks_with_a_message_naming_the_cause(broken: B
     shown = "\n".join(f"{k}: {m}" for k, m in failed.items())
     assert set(failed) == broken.fails, f"{broken.label}\n{shown}"
     for check_id, message in failed.items():
-        found = ids(message)
+        found = ids_in(message)
         assert any(i.startswith(PREFIX[broken.kind]) for i in found), (check_id, shown)
         # the forward values were right: no message about them, no known mistake named
         assert not any(i.startswith(("what.", "mistake.", "values.")) for i in found), shown
@@ -85,26 +76,26 @@ def test_each_fails_exactly_its_checks_with_a_message_naming_the_cause(broken: B
 def test_the_in_place_op_is_named_with_what_to_write_instead(folder: Path):
     broken = next(b for b in TRAINING if "masked_fill_" in b.label)
     attend = next(r for r in graded(broken, folder) if r.id == "attend")
-    text = render(attend.message, "en")
-    assert "`weights.masked_fill_(mask, 0.0)`" in text
-    assert "Write `weights = weights.masked_fill(mask, 0.0)` instead" in text
+    (told,) = messages_with(attend.message, "grad.inplace")
+    assert told.params["code"] == "weights.masked_fill_(mask, 0.0)"
+    assert told.params["fix"] == "weights = weights.masked_fill(mask, 0.0)"  # write it instead
 
 
 def test_the_device_message_says_where_the_cpu_tensor_is_made(folder: Path):
     broken = next(b for b in DEVICES if "causal mask on the CPU" in b.label)
     masks = next(r for r in graded(broken, folder) if r.id == "fused_mha_masks")
-    text = render(masks.message, "en")
-    assert ("`MultiHeadAttention.forward` creates a tensor on cpu while the input is on meta "
-            "(a GPU in real use)") in text
-    assert "`causal = causal_mask(tq)`: create it with device=x.device" in text
+    (told,) = messages_with(masks.message, "device.cpu_tensor")
+    assert told.params["name"] == "MultiHeadAttention.forward"
+    assert told.params["where"].id == "device.where_code"
+    assert told.params["where"].params["code"] == "causal = causal_mask(tq)"
 
 
 def test_causal_mask_on_the_wrong_device_is_told_to_use_its_device_argument(folder: Path):
     broken = next(b for b in DEVICES if "ignores its device argument" in b.label)
     mask = next(r for r in graded(broken, folder) if r.id == "causal_mask")
-    text = render(mask.message, "en")
-    assert "`causal_mask` returns a tensor on cpu when called with device=meta" in text
-    assert "(device=device)" in text and "x.device" not in text
+    # use the device it is given (device=device), not x.device (device.output, cpu_tensor)
+    assert mask.message.params["text"] == msg("device.output_argument", name="causal_mask",
+                                              device="cpu"), mask.message
 
 
 @pytest.mark.parametrize("out, fix", [
@@ -168,7 +159,7 @@ def test_a_cpu_tensor_beside_a_meta_one_is_a_device_mix(code: str):
     with pytest.raises(StudentCodeError) as raised:
         _meta_call(code, META)
     assert raised.value.kind == "device"
-    assert "creates a tensor on cpu while the input is on meta" in str(raised.value)
+    assert raised.value.message.id == "device.cpu_tensor", raised.value.message
 
 
 # --------------------------------------------------------------------------- the worker
@@ -209,7 +200,7 @@ def test_a_hanging_backward_loses_only_its_check(tmp_path: Path):
     with WorkerSubmission(path, limits=Limits(call_s=1, check_s=20)) as sub:
         merge = run_check("merge_heads", sub)
         split = run_check("split_heads", sub)
-    assert merge.score == 0 and "timed out" in str(merge.message), merge.message
+    assert merge.score == 0 and "worker.timeout" in ids_in(merge.message), merge.message
     assert split.passed, split.message
 
 
@@ -238,5 +229,5 @@ def test_a_backward_out_of_memory_loses_only_its_check(tmp_path: Path):
     with WorkerSubmission(path) as sub:
         merge = run_check("merge_heads", sub)
         split = run_check("split_heads", sub)
-    assert merge.score == 0 and "ran out of memory" in str(merge.message), merge.message
+    assert merge.score == 0 and "runner.out_of_memory" in ids_in(merge.message), merge.message
     assert split.passed, split.message

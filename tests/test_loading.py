@@ -9,6 +9,7 @@ import pytest
 from conftest import ROOT, TEMPLATE
 
 from autograder.grading.registry import run_check
+from autograder.messages import msg
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.loading import PICTURE_TAG, SKIP_TAG, load_source, pictures_needed
 
@@ -32,8 +33,10 @@ def test_magics_and_shell_lines_are_tolerated_and_a_failing_cell_is_reported(tmp
     )
     loaded = load_source(path)
     assert callable(loaded.namespace["split_heads"])  # the cells after the failure still ran
-    assert [str(p) for p in loaded.problems] == [
-        "cell 2, line 1 raised NameError: name 'undefined_name' is not defined"]
+    assert loaded.problems == [msg(
+        "load.raised", where=msg("load.cell", number=2),
+        line=msg("runner.at_line", line=1, cell=""), type="NameError",
+        error="name 'undefined_name' is not defined")]  # Python's own words
 
 
 def test_test_cells_demos_and_pictures_are_not_run(tmp_path):

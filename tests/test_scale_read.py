@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TEMPLATE
+from conftest import TEMPLATE, messages_with
 
 from autograder.checks.core import tolerance
 from autograder.checks.diagnosis import named_in
@@ -19,7 +19,7 @@ from autograder.checks.scale import (
     scale_sentence,
 )
 from autograder.grading.registry import run_checks
-from autograder.messages import ids_in
+from autograder.messages import ids_in, msg
 from autograder.runner.inprocess import InProcessSubmission
 
 B, H, T, D = 2, 4, 5, 8
@@ -67,7 +67,8 @@ def test_the_names_of_the_divisor_and_the_hint_about_k_dim():
     assert sentence.params["named"].params["expression"] == "√3"
     assert "mistake.scale_dims" in ids_in(sentence)  # k.dim() taken for k.size(-1)
     assert scale_sentence([scale_reading(0.1, D, E)]).params["named"] == ""  # by its value
-    assert "√32" in str(scale_sentence([scale_reading(1 / math.sqrt(E), D, E)]))
+    assert scale_sentence([scale_reading(1 / math.sqrt(E), D, E)]).params["named"] == msg(
+        "mistake.scale_named", expression="2·√8 = √32")
 
 
 def test_a_scale_is_said_only_when_every_failing_case_follows_one_rule():
@@ -87,5 +88,6 @@ def test_a_module_scaled_by_a_constant_is_told_the_constant(tmp_path: Path):
                              only=["scaled_scores", "looped_mha", "fused_mha"]):
         assert not result.passed
         assert named_in(result.message) == ["scale_read"], result.message
-        assert "divided by 10 " in result.message.render("en")
+        said = messages_with(result.message, "mistake.scale_read")
+        assert [m.params["divisor"] for m in said] == [pytest.approx(10, rel=1e-4)]  # {:.4g}
         assert "除以 10" in result.message.render("zh")

@@ -14,6 +14,7 @@ from test_timing import KIT_TIMES, fake_timer
 
 from autograder.checks.core import CheckFailed, Context
 from autograder.grading.registry import run_check
+from autograder.messages import ids_in, msg
 from autograder.oracle import causal_mask, multi_head_attention, torch_mha
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.speed import check as speed_check
@@ -102,12 +103,13 @@ def test_the_timing_run_counts_the_calls(tiny, name: str, loops: list, moves: li
     assert sorted(op for op, _, _ in judged.loops) == loops
     assert [op for op, _, _ in judged.moves] == moves
     fraction, message = speed_score.decide([judged], "cpu")
-    text = str(message)
-    if loops:  # 8× faster than looped, yet nothing: the count decides
-        assert fraction == 0 and "loops over heads" in text and "however fast" in text
-        assert f"{TINY.H} calls in one forward with {TINY.H} heads, {TINY.H // 2} with" in text
+    if loops:  # 8× faster than looped, yet nothing, however fast: the count decides
+        assert fraction == 0 and message.id == "speed.loops", message
+        counted = {k: message.params[k] for k in ("count", "heads", "half_count", "half")}
+        assert counted == {"count": TINY.H, "heads": TINY.H, "half_count": TINY.H // 2,
+                           "half": TINY.H // 2}
     else:
-        assert fraction == 1 and ("Per-head Python work" in text) == bool(moves)
+        assert fraction == 1 and (message.id == "speed.per_head") == bool(moves), message
 
 
 def test_malformed_counts_are_not_scored(tiny) -> None:
@@ -117,7 +119,7 @@ def test_malformed_counts_are_not_scored(tiny) -> None:
                 {"heads": [TINY.H, TINY.H // 2], "counts": [{"x": -1}, {}]},
                 {"heads": [TINY.H, TINY.H // 2], "counts": [{"x": 1.5}, {}]}):
         fraction, message = score_once({**measurement, "ops": bad}, "cpu", 4)
-        assert fraction == 0 and "malformed operation counts" in str(message)
+        assert fraction == 0 and "speed.malformed_ops" in ids_in(message), message
 
 
 # --------------------------------------------------------------------------- the decision
@@ -142,8 +144,10 @@ def test_the_median_run_decides(speedups: list, fraction: float) -> None:
     got, message = speed_score.decide([verdict(s) for s in speedups], "cpu")
     assert got == fraction
     median = sorted(speedups)[len(speedups) // 2]
-    assert str(message).startswith(f"measured: {median:.1f}× faster than the kit's looped "
-                                   f"version, the median of {len(speedups)} measurements (")
+    assert message.id in ("speed.passed", "speed.too_slow"), message  # what was measured first
+    measured = message.params["measured"]
+    assert measured.params["speedup"] == pytest.approx(median)
+    assert measured.params["runs"] == msg("speed.median_of", runs=len(speedups))
 
 
 def test_a_problem_in_any_run_decides() -> None:

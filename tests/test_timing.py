@@ -13,7 +13,7 @@ from autograder.assignments.mha.modules import LONGEST_TIMED_T
 from autograder.checks.core import CheckResult, Context
 from autograder.grading.batch import grade_submission
 from autograder.grading.registry import POINTS, WAITING_MESSAGES, run_check
-from autograder.messages import msg
+from autograder.messages import ids_in, msg
 from autograder.oracle import causal_mask, multi_head_attention, torch_mha
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.loading import load_source
@@ -159,10 +159,12 @@ def test_measured_and_scored_with_a_fake_timer(tiny) -> None:
         (8e-3 + 1e-3 + 1.6e-3) * TINY.rounds * TINY.calls)
     fraction, message = score_once(measurement, "cpu", seed)
     assert fraction == 1.0
-    assert str(message) == (  # the test config is named: this is not a grade
-        "measured: 5.0× faster than the kit's looped version (per call: yours 1.60 ms, looped "
-        "8.00 ms, the kit's fused 1.00 ms; on cpu, at the kit's test config "
-        f"`MHA_KIT_SPEED_CONFIG=tiny`); needed: at least {NEEDED:g}×")
+    assert message == msg("speed.passed", measured=message.params["measured"], needed=NEEDED)
+    assert message.params["measured"].params == {
+        "speedup": pytest.approx(5.0), "student": pytest.approx(1.6),  # ms per call
+        "looped": pytest.approx(8.0), "fused": pytest.approx(1.0), "device": "cpu",
+        "runs": msg("speed.one_run"),  # the test config is named: this is not a grade
+        "config": msg("speed.test_config", variable="MHA_KIT_SPEED_CONFIG", name="tiny")}
 
 
 def test_too_slow_scores_nothing_and_says_what_was_measured_and_needed(tiny) -> None:
@@ -170,10 +172,9 @@ def test_too_slow_scores_nothing_and_says_what_was_measured_and_needed(tiny) -> 
     measurement = speed_measure.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 6e-3))
     fraction, message = score_once(measurement, "cpu", seed)
     assert fraction == 0.0
-    text = str(message)
-    assert text.startswith("measured: 1.3× faster than the kit's looped version")
-    assert f"needed: at least {NEEDED:g}× for the speed points, which are all or nothing" in text
-    assert "To change:" in text and "No faster" not in text
+    # all or nothing, and what to change (not the old "No faster", speed.no_faster)
+    assert message.id == "speed.too_slow" and message.params["needed"] == NEEDED, message
+    assert message.params["measured"].params["speedup"] == pytest.approx(8 / 6)
 
 
 def test_a_threads_setting_is_restored(tiny) -> None:
@@ -205,7 +206,7 @@ def test_spot_check_rejects_wrong_outputs(tiny, cls: type[nn.Module]) -> None:
     measurement = speed_measure.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 1e-4))
     fraction, message = score_once(measurement, "cpu", seed)
     assert fraction == 0.0
-    assert "is not the right answer" in str(message)
+    assert "speed.wrong_output" in ids_in(message), message
 
 
 def test_kit_modules_pass_the_spot_check_as_students(tiny) -> None:
@@ -218,12 +219,12 @@ def test_kit_modules_pass_the_spot_check_as_students(tiny) -> None:
 @pytest.mark.parametrize(
     ("tamper", "problem"),
     [
-        (lambda m: m.update(seed=m["seed"] + 1), "another config or seed"),
-        (lambda m: m["config"].update(calls=1), "another config or seed"),
-        (lambda m: m["times"]["student"].__setitem__(0, math.nan), "malformed times"),
-        (lambda m: m["times"]["student"].pop(), "malformed times"),
-        (lambda m: m["times"].pop("looped"), "malformed times"),
-        (lambda m: m.update(outputs=None), "no outputs"),
+        (lambda m: m.update(seed=m["seed"] + 1), "speed.other_config"),
+        (lambda m: m["config"].update(calls=1), "speed.other_config"),
+        (lambda m: m["times"]["student"].__setitem__(0, math.nan), "speed.malformed_times"),
+        (lambda m: m["times"]["student"].pop(), "speed.malformed_times"),
+        (lambda m: m["times"].pop("looped"), "speed.malformed_times"),
+        (lambda m: m.update(outputs=None), "speed.no_outputs"),
     ],
 )
 def test_malformed_measurements_score_nothing(tiny, tamper, problem: str) -> None:
@@ -231,7 +232,7 @@ def test_malformed_measurements_score_nothing(tiny, tamper, problem: str) -> Non
                                        timer=fake_timer(KIT_TIMES, 1e-3))
     tamper(measurement)
     fraction, message = score_once(measurement, "cpu", 4)
-    assert fraction == 0.0 and problem in str(message)
+    assert fraction == 0.0 and problem in ids_in(message), message
 
 
 # --------------------------------------------------------------------------- the graded check
@@ -281,9 +282,11 @@ def test_graded_check_measures_again_near_the_threshold(tiny, monkeypatch, stude
     passed = CheckResult("fused_mha", POINTS["fused_mha"], POINTS["fused_mha"], "ok")
     result = run_check("speed_fused_vs_looped", sub, Context(results={"fused_mha": passed}))
     assert result.score == POINTS["speed_fused_vs_looped"] and len(jobs) == runs
-    median = f", the median of {runs} measurements" if runs > 1 else ""
-    assert str(result.message).startswith(
-        f"measured: {8e-6 / student:.1f}× faster than the kit's looped version{median} (")
+    median = msg("speed.median_of", runs=runs) if runs > 1 else msg("speed.one_run")
+    assert result.message.id == "speed.passed", result.message  # it starts with what was measured
+    measured = result.message.params["measured"]
+    assert measured.params["speedup"] == pytest.approx(8e-6 / student, abs=0.05)  # as shown
+    assert measured.params["runs"] == median
 
 
 # --------------------------------------------------------------------------- one timing per GPU
