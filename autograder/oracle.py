@@ -151,15 +151,16 @@ def multi_head_attention(
 # --------------------------------------------------------------------------- gradients
 
 
-def _vjp(outputs: tuple[Tensor, ...], cotangents: tuple[Tensor, ...],
+def _vjp(outputs: tuple[Tensor, ...], cotangents: tuple[Tensor | None, ...],
          wrt: list[Tensor]) -> tuple[Tensor | None, ...]:
-    """The gradients of Σ_i (outputs[i] · cotangents[i]).sum() with respect to `wrt`."""
-    loss = sum((o * c).sum() for o, c in zip(outputs, cotangents))
+    """The gradients of Σ_i (outputs[i] · cotangents[i]).sum() with respect to `wrt` (an
+    output whose cotangent is None left out)."""
+    loss = sum((o * c).sum() for o, c in zip(outputs, cotangents) if c is not None)
     return torch.autograd.grad(loss, wrt, allow_unused=True)
 
 
 def gradients(fn, args: tuple, wrt: dict[int, str],
-              cotangents: tuple[Tensor, ...]) -> dict[str, Tensor | None]:
+              cotangents: tuple[Tensor | None, ...]) -> dict[str, Tensor | None]:
     """Autograd through `fn(*args)` (one output or a tuple): the gradients of
     Σ_i (output_i · cotangents[i]).sum() with respect to the positional args named in `wrt`."""
     leaves = _leaves(args, wrt)

@@ -24,6 +24,7 @@ STUBS = CORPUS / "stubs.py"
 HOSTILE = ROOT / "tests" / "hostile"
 KERNEL_TIMEOUT_S = 15  # nbgrader's Execute.timeout in the course of the `course` fixture
 SPEED = "speed_fused_vs_looped"
+TIMED = (SPEED, "llm_decode_speed")  # the checks that time: their message is not "ok"
 # Every check but the speed check: what a submission gets the same way on any machine.
 DETERMINISTIC = [c.id for c in ASSIGNMENTS["mha"] if c.id != SPEED]
 # The speed check at a size that takes milliseconds (18 timed calls, 8 of them spot-checked).

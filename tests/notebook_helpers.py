@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import nbformat
-from conftest import ROOT, SPEED
+from conftest import ROOT
 from nbclient import NotebookClient
 
 from autograder import editions
@@ -105,10 +105,11 @@ def errors(cell) -> list[dict]:
 
 
 def unexpected_errors(cell, lang: str | None = None) -> list[str]:
-    """A cell's errors other than "not implemented" (for the speed check, the message of what
-    it waits for), those messages in `lang` (English when None)."""
-    if nbgrader_meta(cell).get("grade_id") == SPEED:
-        expected = WAITING_MESSAGES["speed_fused_vs_looped"].render(lang or "en")
+    """A cell's errors other than "not implemented" (for a check that waits for others, the
+    message of what it waits for), those messages in `lang` (English when None)."""
+    check_id = nbgrader_meta(cell).get("grade_id")
+    if check_id in WAITING_MESSAGES:
+        expected = WAITING_MESSAGES[check_id].render(lang or "en")
     else:
         stub = msg("runner.not_implemented", name="name").render(lang or "en")
         expected = stub.replace("`name`", "").strip()

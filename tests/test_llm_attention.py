@@ -20,9 +20,11 @@ from conftest import CORPUS
 from test_messages import assert_chinese  # noqa: E402
 
 from autograder.assignments.llm_attention import oracle
+from autograder.assignments.llm_attention.decode_speed import DECODE_SPEED_CHECK
 from autograder.assignments.llm_attention.jobs import MEMORY_JOB
 from autograder.assignments.llm_attention.mistakes import CATALOGUE
 from autograder.checks.core import CheckResult, Context
+from autograder.checks.diagnosis import named_in
 from autograder.grading.registry import ASSIGNMENTS, run_checks
 from autograder.messages import TEMPLATES, ids_in, msg
 from autograder.runner.inprocess import InProcessSubmission
@@ -32,12 +34,14 @@ sys.path.insert(0, str(LLM))
 from llm_mutants import MUTANTS, REFERENCE, Mutant  # noqa: E402
 
 ALTERNATIVES = sorted((LLM / "alternatives").glob("*.py"))
-CHECK_IDS = [c.id for c in ASSIGNMENTS["llm_attention"]]
+# Every check but the timed one (test_decode_speed.py times): the same results every run.
+CHECK_IDS = [c.id for c in ASSIGNMENTS["llm_attention"] if c.id != DECODE_SPEED_CHECK]
 RATE_NEEDED = 0.9
 
 
 def grade(path: Path) -> list[CheckResult]:
-    return run_checks(InProcessSubmission.from_path(path), assignment="llm_attention")
+    return run_checks(InProcessSubmission.from_path(path), assignment="llm_attention",
+                      only=CHECK_IDS)
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +126,25 @@ def test_words_change_no_data(folder: Path, monkeypatch):
     for message_id, template in TEMPLATES["en"].items():
         monkeypatch.setitem(TEMPLATES["en"], message_id, template + " ~")
     assert decided() == before and before[0]
+
+
+# Published code through thin adapters (tests/corpus/llm/public): the checks each passes, and
+# the mistake named where it follows another convention than the kit's.
+PUBLIC = {
+    "hf_transformers_llama.py": ({"llm_rope", "llm_repeat_kv", "llm_gqa", "llm_kv_cache"}, {}),
+    "litgpt.py": ({"llm_rope", "llm_repeat_kv", "llm_sliding_window"}, {}),
+    "mistral_one_file_ref.py": ({"llm_repeat_kv", "llm_sliding_window"},
+                                {"llm_rope": ["rope_interleaved"]}),
+}
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_published_code_gets_what_it_earns(name: str):
+    results = grade(LLM / "public" / name)
+    passes, named = PUBLIC[name]
+    assert {r.id for r in results if r.passed} == passes
+    assert {r.id: named_in(r.message) for r in results
+            if not r.passed and named_in(r.message)} == named
 
 
 def test_the_memory_watch_sees_a_full_matrix_and_passes_a_tiled_loop(folder: Path):

@@ -74,15 +74,18 @@ def connect(name: str, value: Any, backward: Backward) -> tuple[Tensor | None, M
     none: (None, a message) when an output is not connected to the graph, (None, None) when
     the outputs are not what was asked for (the forward comparison says what is wrong)."""
     outputs = value if type(value) is tuple else (value,)
-    if len(outputs) != len(backward.cotangents) or any(
-            type(o) not in (Tensor, nn.Parameter) or o.shape != c.shape or o.dtype != c.dtype
-            or o.device != c.device for o, c in zip(outputs, backward.cotangents)):
+    if len(outputs) != len(backward.cotangents):
         return None, None
-    detached = [n for o, n in zip(outputs, backward.outputs) if not o.requires_grad]
+    taken = [(o, c, n) for o, c, n in zip(outputs, backward.cotangents, backward.outputs)
+             if c is not None]
+    if any(type(o) not in (Tensor, nn.Parameter) or o.shape != c.shape or o.dtype != c.dtype
+           or o.device != c.device for o, c, _ in taken):
+        return None, None
+    detached = [n for o, _, n in taken if not o.requires_grad]
     if detached:
         return None, (msg("grad.detached", name=name) if len(outputs) == 1 else
                       msg("grad.detached_part", name=name, output=detached[0]))
-    return sum((o * c).sum() for o, c in zip(outputs, backward.cotangents)), None
+    return sum((o * c).sum() for o, c, _ in taken), None
 
 
 def parameters(module: nn.Module | None, names: tuple[str, ...]) -> dict[str, Tensor | None]:

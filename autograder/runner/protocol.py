@@ -35,11 +35,12 @@ class StudentCodeError(Exception):
 
 @dataclass
 class Backward:
-    """After the forward, backward of loss = Σ_i (output_i · cotangents[i]).sum(): the
+    """After the forward, backward of loss = Σ_i (output_i · cotangents[i]).sum() (an output whose
+    cotangent is None is left out: it need not be differentiable): the
     gradients of the positional inputs named in `inputs` (position → name) and of the module
     parameters named in `params` (dotted). `outputs` names the outputs, for messages."""
 
-    cotangents: tuple[torch.Tensor, ...]
+    cotangents: tuple[torch.Tensor | None, ...]
     outputs: tuple[str, ...]
     inputs: dict[int, str] = field(default_factory=dict)
     params: tuple[str, ...] = ()

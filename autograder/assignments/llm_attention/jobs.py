@@ -5,18 +5,25 @@ watch of FlashAttention on the `meta` device. What these return is untrusted dat
 
 from __future__ import annotations
 
-from typing import Any
+import weakref
+from dataclasses import asdict
+from typing import Any, Callable
 
 import torch
+from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from ...runner.inprocess import load_weights, vetted
 from ...runner.protocol import LocalSubmission, StudentCodeError
+from ...speed.measure import CPU_CLOCK, timing_conditions
+from .decode_config import DecodeConfig, decode_config, decode_input, decode_params
 
 Tensor = torch.Tensor
 DECODE_JOB = "autograder.assignments.llm_attention.jobs:decode"
 MEMORY_JOB = "autograder.assignments.llm_attention.jobs:memory"
+PREPARE_TIMING_JOB = "autograder.assignments.llm_attention.jobs:prepare_timing"
+TIMING_JOB = "autograder.assignments.llm_attention.jobs:time_decoding"
 MODULE = "GroupedQueryAttention"
 # Ops that read a tensor's values into Python (`.item()`, `int(t)`, `if t:`): meta tensors
 # have none, so code that does cannot be measured there.
@@ -114,3 +121,85 @@ def memory(sub: LocalSubmission, *, name: str, q_shape: tuple[int, ...],
         sub.guard(f"{name} (backward)", run_backward)
         result["backward"] = watch.report()
     return result
+
+
+# --------------------------------------------------------------------------- decoding speed
+
+
+# The module prepare_timing built and warmed up for the next time_decoding, by submission.
+_PREPARED: weakref.WeakKeyDictionary[Any, tuple[int, nn.Module]] = weakref.WeakKeyDictionary()
+
+
+def _decoding_module(sub: LocalSubmission, cfg: DecodeConfig, seed: int) -> nn.Module:
+    module = sub.construct(MODULE, cfg.E, cfg.H, cfg.Hkv)
+    params = decode_params(cfg, seed)
+
+    def prepare() -> None:
+        with torch.no_grad():
+            module.to(device="cpu", dtype=torch.float32)
+            load_weights(module, MODULE, params)
+        module.eval()
+
+    sub.guard(MODULE, prepare, watch=False)
+    return module
+
+
+def _candidates(sub: LocalSubmission, module: nn.Module, x: Tensor, cfg: DecodeConfig
+                ) -> dict[str, Callable[[], tuple[float, list[Tensor]]]]:
+    """The two ways of decoding N tokens after the prefill, each timed (CPU seconds) with its
+    outputs: through a KVCache (its prefill untimed), and the whole prefix again each time."""
+    cache_class = sub.lookup("KVCache")
+
+    def cached() -> tuple[float, list[Tensor]]:
+        cache = cache_class()
+        module(x[:, :cfg.P], cache=cache)
+        start = CPU_CLOCK()
+        outs = [module(x[:, cfg.P + n:cfg.P + n + 1], cache=cache) for n in range(cfg.N)]
+        return CPU_CLOCK() - start, outs
+
+    def recomputed() -> tuple[float, list[Tensor]]:
+        start = CPU_CLOCK()
+        outs = [module(x[:, :cfg.P + n + 1])[:, -1:] for n in range(cfg.N)]
+        return CPU_CLOCK() - start, outs
+
+    return {"cached": cached, "recomputed": recomputed}
+
+
+def prepare_timing(sub: LocalSubmission, *, seed: int) -> None:
+    """Build the module and decode once each way: a slow constructor or first call then costs
+    nothing in the run whose CPU time the grader compares with the reported times."""
+    cfg = decode_config()
+    module = _decoding_module(sub, cfg, seed)
+    candidates = _candidates(sub, module, decode_input(cfg, seed), cfg)
+    with timing_conditions():
+        for _ in range(max(cfg.warmup, 1)):
+            for run in candidates.values():
+                sub.guard(f"{MODULE}.forward", run, watch=False)
+    _PREPARED[sub] = (seed, module)
+
+
+def time_decoding(sub: LocalSubmission, *, seed: int) -> dict[str, Any]:
+    """Decode N tokens with the cache and by recomputing, on the CPU, in interleaved rounds
+    (who goes first alternates): the CPU seconds of each round, the cached outputs of the
+    first."""
+    cfg = decode_config()
+    found = _PREPARED.pop(sub, None)
+    module = found[1] if found is not None and found[0] == seed else _decoding_module(
+        sub, cfg, seed)
+    candidates = _candidates(sub, module, decode_input(cfg, seed), cfg)  # x (B, P + N, E)
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    kept: list[Tensor] = []
+
+    def run() -> None:
+        for r in range(cfg.rounds):
+            for name in (("cached", "recomputed") if r % 2 == 0 else ("recomputed", "cached")):
+                seconds, outs = candidates[name]()
+                times[name].append(seconds)
+                if name == "cached" and r == 0:
+                    kept.extend(outs)
+
+    forward = f"{MODULE}.forward"
+    with timing_conditions():
+        sub.guard(forward, run, watch=False)
+    outputs = [vetted(out, forward) for out in kept]
+    return {"config": asdict(cfg), "seed": seed, "times": times, "outputs": outputs}

@@ -22,7 +22,7 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "llm.cached_output": "{name} outputs of the calls with the cache, one after the other "
                              "(each must equal the matching rows of attention over the whole "
                              "sequence)",
-        "llm.bad_decoding_reply": "decoding with {name} and a KVCache gave back something else "
+        "llm.bad_decoding_reply": "decoding with {name} and a KVCache gave back something other "
                                   "than outputs and lengths",
         "case.llm_large_scores": "scores around 1e3",
         "llm.flash_pair": "{name} must return a pair (out, logsumexp), not a {type}",
@@ -36,6 +36,10 @@ TEMPLATES: dict[str, dict[str, str]] = {
                             "meta device, where tensors have shapes and no values. Compute the "
                             "block bounds from shapes (q.shape, range(0, Tk, block_size)) "
                             "and keep the arithmetic in tensors",
+        "llm.memory_too_slow": "{name} did not finish within the time limit at T={T} on the "
+                               "meta device: the memory check calls it with block_size={block}, "
+                               "so a loop over blocks of that size takes {blocks} steps. Use "
+                               "the block_size you are given for your blocks",
         "llm.bad_memory_reply": "the memory watch of {name} gave back no sizes",
         "llm.full_matrix_forward": "{name} made a tensor of {elements} elements (shape "
                                    "{shape}, by {op}): the full (Tq, Tk) matrix of one head "
@@ -53,6 +57,19 @@ TEMPLATES: dict[str, dict[str, str]] = {
                               "({limit}): autograd through the block loop saves every block's "
                               "scores. Write an autograd.Function that saves q, k, v, out and "
                               "the logsumexp only",
+        "llm.timing_decoding": "{name} (timing the decoding)",
+        "llm.speed_malformed": "the timing run gave back something other than its times",
+        "llm.speed_spot": "{name} decoded other values while timed than the oracle's",
+        "llm.speed_measured": "decoding {N} tokens after a prefill of {P}: {cached:.2f} ms per "
+                              "token with your cache, {recomputed:.2f} ms recomputing the "
+                              "prefix: {speedup:.1f}× faster{runs} (on {device}{config})",
+        "llm.speed_passed": "{measured}; needed: at least {needed:g}×",
+        "llm.speed_too_slow": "{measured}; a cache is at least {needed:g}× faster here. Keep "
+                              "the keys and values of past tokens in the KVCache and compute "
+                              "them for the new token only: q, k and v of one token, then "
+                              "attention over the cache",
+        "waiting.llm_kv_cache": "timed only once decoding with the KVCache gives the right "
+                                "outputs",
         "waiting.llm_rope": "run once apply_rope passes its check: the module uses it",
         "waiting.llm_gqa": "run once GroupedQueryAttention passes its check without a cache",
         "mistake.rope_interleaved": (
@@ -169,6 +186,9 @@ TEMPLATES: dict[str, dict[str, str]] = {
                             "用 if）：内存检查在 meta 设备上运行它，那里的张量只有形状没有值。"
                             "请用形状计算分块边界（q.shape、range(0, Tk, block_size)），算术"
                             "留在张量里",
+        "llm.memory_too_slow": "{name} 在 meta 设备上、T={T} 时没有在时限内完成：内存检查以 "
+                               "block_size={block} 调用它，按这个大小分块只需 {blocks} 步。请用传入"
+                               "的 block_size 作为块的大小",
         "llm.bad_memory_reply": "{name} 的内存监测没有返回大小",
         "llm.full_matrix_forward": "{name} 创建了一个 {elements} 个元素的张量（形状 {shape}，"
                                    "由 {op} 产生）：一个头完整的 (Tq, Tk) 矩阵有 {limit} 个元素。"
@@ -184,82 +204,97 @@ TEMPLATES: dict[str, dict[str, str]] = {
                               "头完整的 (Tq, Tk) 矩阵（{limit}）一样多：对分块循环直接求导会保存"
                               "每一块的分数。请写一个 autograd.Function，只保存 q、k、v、out 和 "
                               "logsumexp",
+        "llm.timing_decoding": "{name}（解码计时）",
+        "llm.speed_malformed": "计时运行返回的不是计时结果",
+        "llm.speed_spot": "{name} 计时时解码出的值与标准答案不同",
+        "llm.speed_measured": "预填 {P} 个词元后解码 {N} 个：用你的缓存每个词元 {cached:.2f} "
+                              "ms，重算整个前缀 {recomputed:.2f} ms：快 {speedup:.1f} 倍{runs}"
+                              "（在 {device} 上{config}）",
+        "llm.speed_passed": "{measured}；要求：至少 {needed:g} 倍",
+        "llm.speed_too_slow": "{measured}；在这里缓存至少应快 {needed:g} 倍。请把过去词元的键和值"
+                              "保存在 KVCache 里，只为新词元计算：一个词元的 q、k、v，再对缓存做"
+                              "注意力",
+        "waiting.llm_kv_cache": "用 KVCache 解码的输出正确之后才计时",
         "waiting.llm_rope": "apply_rope 通过检查后才运行：模块要用到它",
         "waiting.llm_gqa": "GroupedQueryAttention 不带缓存通过检查后才运行",
         "mistake.rope_interleaved": (
-            "这与交错配对一致：特征 (2i, 2i + 1) 一起旋转，即 Meta 原版 Llama 代码的配对方式。"
-            "本套件把特征 i 与 i + D/2 配对（rotate-half，即 `transformers` 库中 Llama 的写法）："
-            "x1 = x[..., :D/2]，x2 = x[..., D/2:]。"),
+            "这与“交错配对”的结果一致：特征 (2i, 2i + 1) 一起旋转，即 Meta 原版 Llama 代码的配对"
+            "方式。本套件把特征 i 与 i + D/2 配对（rotate-half，即 `transformers` 库中 Llama 的写"
+            "法）：x1 = x[..., :D/2]，x2 = x[..., D/2:]。"),
         "mistake.rope_base_ignored": (
-            "这与无论传入什么 base 都用 10000 一致：频率 base^(-2i/D) 中请使用参数 `base`。"),
+            "这与“无论传入什么 base 都用 10000”的结果一致：频率 base^(-2i/D) 中请使用参数 `base`"
+            "。"),
         "mistake.rope_positions_ignored": (
-            "这与用 0, 1, ..., T-1 代替传入的位置一致：第 t 个词元的角度是 positions[t] × θ_i。"),
+            "这与“用 0, 1, ..., T-1 代替传入的位置”的结果一致：第 t 个词元的角度是 positions[t] ×"
+            " θ_i。"),
         "mistake.rope_reversed": (
-            "这与旋转了 -θ 一致：前一半应为 x1 cos θ - x2 sin θ，后一半为 x1 sin θ + x2 cos θ。"),
+            "这与“旋转了 -θ”的结果一致：前一半应为 x1 cos θ - x2 sin θ，后一半为 x1 sin θ + x2 co"
+            "s θ。"),
         "mistake.rope_exponent_halved": (
-            "这与频率取 base^(-i/D)（i = 0 .. D/2 - 1）一致：指数应为 2i/D，即 "
-            "torch.arange(0, D, 2) / D。"),
+            "这与“频率取 base^(-i/D)（i = 0 .. D/2 - 1）”的结果一致：指数应为 2i/D，即 torch.aran"
+            "ge(0, D, 2) / D。"),
         "mistake.rope_mixed_pairing": (
-            "这与两种约定混用一致：角度逐个重复（repeat_interleave，交错约定的写法），配对却是 "
-            "rotate-half。在 rotate-half 中特征 i 与 i + D/2 共用角度 θ_i："
-            "torch.cat([angles, angles], dim=-1)。"),
+            "这与“两种约定混用”的结果一致：角度逐个重复（repeat_interleave，交错约定的写法），配"
+            "对却是 rotate-half。在 rotate-half 中特征 i 与 i + D/2 共用角度 θ_i：torch.cat([angl"
+            "es, angles], dim=-1)。"),
         "mistake.kv_heads_tiled": (
-            "这与把头整体平铺一致（x.repeat(1, n_rep, 1, 1)：头 0, 1, 0, 1），而应让每个头连续"
-            "重复（0, 0, 1, 1）：torch.repeat_interleave(x, n_rep, dim=1)，或 "
-            "x[:, :, None].expand(...).reshape(...)。"),
+            "这与“把头整体平铺（x.repeat(1, n_rep, 1, 1)：头 0, 1, 0, 1）”的结果一致：应让每个头"
+            "连续重复（0, 0, 1, 1）：torch.repeat_interleave(x, n_rep, dim=1)，或 x[:, :, None].e"
+            "xpand(...).reshape(...)。"),
         "mistake.gqa_heads_tiled": (
-            "这与把键/值头整体平铺一致：查询头 h·n_rep .. (h+1)·n_rep - 1 共用键/值头 h，所以应"
-            "让每个头连续重复（repeat_kv），而不是重复整组（repeat）。"),
+            "这与“把键/值头整体平铺”的结果一致：查询头 h·n_rep .. (h+1)·n_rep - 1 共用键/值头 h，"
+            "所以应让每个头连续重复（repeat_kv），而不是重复整组（repeat）。"),
         "mistake.gqa_rope_missing": (
-            "这与没有使用 RoPE 的注意力一致：除非 rope_base 为 None，请用 apply_rope 在各自的"
-            "位置上旋转 q 和 k（不旋转 v）。"),
+            "这与“没有使用 RoPE 的注意力”的结果一致：除非 rope_base 为 None，请用 apply_rope 在各"
+            "自的位置上旋转 q 和 k（不旋转 v）。"),
         "mistake.gqa_rope_on_values": (
-            "这与对值也做了 RoPE 一致：只旋转 q 和 k；值携带内容，不携带位置。"),
+            "这与“对值也做了 RoPE”的结果一致：只旋转 q 和 k；值携带内容，不携带位置。"),
         "mistake.gqa_not_causal": (
-            "这与没有因果掩码的注意力一致：词元 t 只能看到词元 0 .. t。"),
+            "这与“没有因果掩码的注意力”的结果一致：词元 t 只能看到词元 0 .. t。"),
         "mistake.cache_positions_restart": (
-            "这与每次调用 RoPE 位置都从 0 重新开始一致：带缓存的调用应从位置 len(cache) 开始"
-            "（在更新之前读取）。"),
+            "这与“每次调用 RoPE 位置都从 0 重新开始”的结果一致：带缓存的调用应从位置 len(cache) "
+            "开始（在更新之前读取）。"),
         "mistake.cache_mask_top_left": (
-            "这与因果掩码左上对齐一致（查询比键少时 SDPA 的 is_causal=True 就是这样）：位置 p "
-            "上的新词元能看到全部键 0 .. p，所以一次调用中的第 i 个查询能看到 j <= len(cache) "
-            "+ i 的键。"),
+            "这与“因果掩码左上对齐（查询比键少时 SDPA 的 is_causal=True 就是这样）”的结果一致：位"
+            "置 p 上的新词元能看到全部键 0 .. p，所以一次调用中的第 i 个查询能看到 j <= len(cache"
+            ") + i 的键。"),
         "mistake.cache_attend_before_update": (
-            "这与先做注意力、后更新缓存一致：新词元看不到自己。请先调用 cache.update(k, v)，再"
-            "对它返回的键和值做注意力。"),
+            "这与“先做注意力、后更新缓存”的结果一致：新词元看不到自己。请先调用 cache.update(k, v"
+            ")，再对它返回的键和值做注意力。"),
         "mistake.cache_chunk_not_causal": (
-            "这与一次调用多个词元时不加掩码一致：每个词元都看到了它后面的词元。对第 i 个查询，"
-            "请屏蔽 j > len(cache) + i 的键。"),
+            "这与“一次调用多个词元时不加掩码”的结果一致：每个词元都看到了它后面的词元。对第 i 个"
+            "查询，请屏蔽 j > len(cache) + i 的键。"),
         "mistake.window_one_too_many": (
-            "这与窗口多了一个键一致：查询 i 看到满足 i - window < j <= i 的 j，即它自己和它之前"
-            "的 window - 1 个键。"),
+            "这与“窗口多了一个键”的结果一致：查询 i 看到满足 i - window < j <= i 的 j，即它自己和"
+            "它之前的 window - 1 个键。"),
         "mistake.window_one_too_few": (
-            "这与窗口少了一个键一致：查询 i 看到满足 i - window < j <= i 的 j，即它自己和它之前"
-            "的 window - 1 个键。"),
+            "这与“窗口少了一个键”的结果一致：查询 i 看到满足 i - window < j <= i 的 j，即它自己和"
+            "它之前的 window - 1 个键。"),
         "mistake.window_two_sided": (
-            "这与双向窗口一致：掩码同时也是因果的，j <= i。"),
+            "这与“双向窗口”的结果一致：掩码同时也是因果的，j <= i。"),
         "mistake.window_inverted": (
-            "这与掩码取反一致：True 表示查询可以关注（SDPA 的约定），所以对角线及其下方、窗口"
-            "之内为 True。"),
+            "这与“掩码取反”的结果一致：True 表示查询可以关注（SDPA 的约定），所以对角线及其下方、"
+            "窗口之内为 True。"),
         "mistake.flash_acc_not_rescaled": (
-            "这与最大值增大时没有重新缩放输出累加器一致：加上新块的 p @ v 之前，先把它乘以 "
-            "exp(old_max - new_max)。"),
+            "这与“最大值增大时没有重新缩放输出累加器”的结果一致：加上新块的 p @ v 之前，先把它乘"
+            "以 exp(old_max - new_max)。"),
         "mistake.flash_sum_not_rescaled": (
-            "这与最大值增大时没有重新缩放运行和一致：加上新块的和之前，先把它乘以 "
-            "exp(old_max - new_max)。"),
+            "这与“最大值增大时没有重新缩放运行和”的结果一致：加上新块的和之前，先把它乘以 exp(old"
+            "_max - new_max)。"),
         "mistake.flash_softmax_per_block": (
-            "这与在每个块内各做 softmax 再把各块相加一致：归一化项是所有键的和，所以要维护运行"
-            "和，最后只除一次。"),
+            "这与“在每个块内各做 softmax 再把各块相加”的结果一致：归一化项是所有键的和，所以要维"
+            "护运行和，最后只除一次。"),
         "mistake.flash_no_running_max": (
-            "这与对原始分数直接取 exp()、没有减去运行最大值一致：大的分数会溢出为 inf。请维护"
-            "该行到目前为止的最大值并减去它。"),
+            "这与“对原始分数直接取 exp()、没有减去运行最大值”的结果一致：大的分数会溢出为 inf。请"
+            "维护该行到目前为止的最大值并减去它。"),
         "mistake.flash_logsumexp_without_max": (
-            "这与 logsumexp 漏掉了最大值一致：它等于 max + log(sum)，其中 sum 是 exp(score - "
-            "max) 的和。"),
+            "这与“logsumexp 漏掉了最大值”的结果一致：它等于 max + log(sum)，其中 sum 是 exp(score"
+            " - max) 的和。"),
         "mistake.flash_causal_off_by_one": (
-            "这与因果边界差一一致：Tq 个查询中的第 i 个看到 j <= i + Tk - Tq 的键，包括它自己。"),
+            "这与“因果边界差一”的结果一致：Tq 个查询中的第 i 个看到 j <= i + Tk - Tq 的键，包括它"
+            "自己。"),
         "mistake.flash_causal_top_left": (
-            "这与因果掩码左上对齐一致：查询比键少时，查询是最后 Tq 个词元，所以查询 i 看到 "
-            "j <= i + Tk - Tq 的键。"),
+            "这与“因果掩码左上对齐”的结果一致：查询比键少时，查询是最后 Tq 个词元，所以查询 i 看"
+            "到 j <= i + Tk - Tq 的键。"),
     },
 }

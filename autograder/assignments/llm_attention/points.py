@@ -1,7 +1,7 @@
-"""The points table of llm_attention: 100 points over eight checks."""
+"""The points table of llm_attention: 100 points over nine checks."""
 
 from ...checks.spec import CheckSpec
-from . import flash, gqa, pieces
+from . import decode_speed, flash, gqa, pieces
 
 _MODULE = ("GroupedQueryAttention",)
 CHECKS: tuple[CheckSpec, ...] = (
@@ -9,9 +9,14 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("llm_repeat_kv", 5, ("repeat_kv",), pieces.check_repeat_kv),
     CheckSpec("llm_gqa", 15, _MODULE, gqa.check_gqa, needs=("llm_rope",),
               waiting="waiting.llm_rope"),
-    CheckSpec("llm_kv_cache", 20, (*_MODULE, "KVCache"), gqa.check_kv_cache,
+    CheckSpec("llm_kv_cache", 15, (*_MODULE, "KVCache"), gqa.check_kv_cache,
               needs=("llm_gqa",), waiting="waiting.llm_gqa"),
-    CheckSpec("llm_sliding_window", 10, ("sliding_window_mask",), pieces.check_sliding_window),
+    # The timing decodes through the cache: its outputs must be right first, or a wrong one
+    # would read as a timing that skips work.
+    CheckSpec(decode_speed.DECODE_SPEED_CHECK, 10, (*_MODULE, "KVCache"),
+              decode_speed.check_decode_speed, needs=("llm_kv_cache",),
+              waiting="waiting.llm_kv_cache"),
+    CheckSpec("llm_sliding_window", 5, ("sliding_window_mask",), pieces.check_sliding_window),
     CheckSpec("llm_flash_forward", 15, ("flash_attention",), flash.check_flash_forward),
     CheckSpec("llm_flash_memory", 10, ("flash_attention",), flash.check_flash_memory),
     CheckSpec("llm_flash_backward", 10, ("flash_attention_autograd",),

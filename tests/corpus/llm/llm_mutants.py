@@ -89,6 +89,8 @@ MUTANTS: tuple[Mutant, ...] = (
          GQA, "gqa_rope_on_values"),
     _one("the module is not causal", _MASKED, "weights = scores.softmax(dim=-1)", GQA,
          "gqa_not_causal"),
+    _one("the module cuts the graph before out_proj", "return self.out_proj(out)  # (B, T, E)",
+         "return self.out_proj(out.detach())  # (B, T, E)", GQA, "grad.none"),
     # the KV cache
     _one("decoding restarts the positions at 0",
          "positions = torch.arange(start, start + T, device=x.device)  # (T,)",
@@ -150,6 +152,11 @@ MUTANTS: tuple[Mutant, ...] = (
          "acc = q.new_zeros((B, H, Tq, D))  # (B, H, Tq, D)\n"
          "    query_pos = torch.arange(Tq, device=q.device)[:, None]", FLASH,
          "flash_causal_top_left"),
+    _one("FlashAttention makes its positions on the CPU",
+         "acc = q.new_zeros((B, H, Tq, D))  # (B, H, Tq, D)\n"
+         "    query_pos = torch.arange(Tq, device=q.device)[:, None]",
+         "acc = q.new_zeros((B, H, Tq, D))  # (B, H, Tq, D)\n"
+         "    query_pos = torch.arange(Tq)[:, None]", FLASH | MEMORY, "device.cpu_tensor"),
     # memory: right values, the wrong cost
     _one("the full score matrix, once, for the maximum",
          'row_max = q.new_full((B, H, Tq, 1), float("-inf"))',
@@ -158,14 +165,14 @@ MUTANTS: tuple[Mutant, ...] = (
          # on large scores: its values are wrong there as well
          FLASH | MEMORY, "llm.full_matrix_forward"),
     _one("a full causal mask, sliced per block",
-         "    for start in range(0, Tk, block_size):\n        kb, vb = k[:, :, start:start",
+         "    for start in range(0, Tk, block_size):\n        end = start + block_size",
          "    allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(Tk - Tq)\n"
-         "    for start in range(0, Tk, block_size):\n        kb, vb = k[:, :, start:start",
+         "    for start in range(0, Tk, block_size):\n        end = start + block_size",
          MEMORY | BACKWARD, "llm.full_matrix_forward"),
     _one("a block count read from a tensor", "for start in range(0, Tk, block_size):\n"
-         "        kb, vb = k[:, :, start:start + block_size], v[:, :, start:start + block_size]",
+         "        end = start + block_size",
          "for start in range(0, int(k.new_tensor(Tk)), block_size):\n"
-         "        kb, vb = k[:, :, start:start + block_size], v[:, :, start:start + block_size]",
+         "        end = start + block_size",
          MEMORY | BACKWARD, "llm.reads_values"),
     _one("autograd through the block loop", _AUTOGRAD,
          "return flash_attention(q, k, v, is_causal=is_causal, block_size=block_size)[0]",

@@ -3,7 +3,6 @@
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 
@@ -57,9 +56,10 @@ class GroupedQueryAttention(nn.Module):
     def forward(self, x, cache=None):
         B, T, E = x.shape
         start = 0 if cache is None else len(cache)
-        q = self.q_proj(x).view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, D)
-        k = self.k_proj(x).view(B, T, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
-        v = self.v_proj(x).view(B, T, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
+        H, Hkv, D = self.num_heads, self.num_kv_heads, self.head_dim
+        q = self.q_proj(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+        k = self.k_proj(x).view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
+        v = self.v_proj(x).view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
         if self.rope_base is not None:
             positions = torch.arange(start, start + T, device=x.device)  # (T,)
             q = apply_rope(q, positions, self.rope_base)  # (B, H, T, D)
@@ -97,7 +97,8 @@ def flash_attention(q, k, v, *, is_causal=False, block_size=64):
     acc = q.new_zeros((B, H, Tq, D))  # (B, H, Tq, D)
     query_pos = torch.arange(Tq, device=q.device)[:, None] + (Tk - Tq)  # (Tq, 1)
     for start in range(0, Tk, block_size):
-        kb, vb = k[:, :, start:start + block_size], v[:, :, start:start + block_size]  # (B, H, b, D)
+        end = start + block_size
+        kb, vb = k[:, :, start:end], v[:, :, start:end]  # (B, H, b, D)
         scores = q @ kb.transpose(-2, -1) * scale  # (B, H, Tq, b)
         if is_causal:
             key_pos = torch.arange(start, start + kb.shape[2], device=q.device)[None, :]  # (1, b)

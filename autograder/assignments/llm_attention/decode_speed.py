@@ -1,0 +1,133 @@
+"""The decoding speed check: N tokens decoded one at a time through the student's KVCache,
+against the same module recomputing the whole prefix for each token. A cache does O(T) work
+per token, recomputing O(T^2): a correct cache is many times faster, a module that keeps its
+cache but recomputes keys and values (or everything) is not (docs/speed.md, the dead band).
+
+Measured beside the student's code (`jobs.time_decoding`), on the CPU whatever device grades
+(`decode_config`), judged here: the outputs of the cached decoding are spot-checked against
+the oracle, the reported times against what the grader saw from outside (the wall clock, and
+the worker's CPU time), as in `speed.check`.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ...checks.core import CheckFailed, Context
+from ...messages import Message, msg
+from ...runner.inprocess import vetted
+from ...speed.check import BUDGET_S, MIN_TIMED_SHARE
+from ...speed.config import SPEED_CONFIG_ENV, chosen_test_config
+from ...speed.score import MAX_RUNS, NEAR, paired_ratio
+from . import oracle
+from .decode_config import SPOT_TOLERANCE, decode_config, decode_input, decode_params
+from .jobs import MODULE, PREPARE_TIMING_JOB, TIMING_JOB
+
+Tensor = torch.Tensor
+DECODE_SPEED_CHECK = "llm_decode_speed"
+# All the points from this speedup of the cache over recomputing, else none: near the
+# geometric middle of the dead band measured on the graded config, between 4.3x (a module
+# that recomputes every token's keys and values) and 16.1x (the slowest correct cache), 40
+# checks per style alone and beside a busy core (docs/speed.md,
+# scripts/decode_speed_reliability.py).
+SPEEDUP_NEEDED = 8.0
+
+
+@dataclass(frozen=True)
+class Run:
+    """One timing run, judged: why it cannot be scored, or its speedup and times per token."""
+
+    problem: Message | None = None
+    speedup: float = math.nan
+    per_token: dict[str, float] = field(default_factory=dict)  # median seconds, by way
+
+
+def _malformed(report: Any, rounds: int) -> bool:
+    if not isinstance(report, dict) or not isinstance(report.get("times"), dict):
+        return True
+    times = report["times"]
+    return (set(times) != {"cached", "recomputed"} or not all(
+        isinstance(ts, list) and len(ts) == rounds
+        and all(type(t) is float and math.isfinite(t) and t > 0 for t in ts)
+        for ts in times.values()) or not isinstance(report.get("outputs"), list))
+
+
+def judge(report: Any, seed: int, wall: float, cpu: float | None) -> Run:
+    """What one run of `jobs.time_decoding` shows, checked against what the grader saw."""
+    cfg = decode_config()
+    if _malformed(report, cfg.rounds):
+        return Run(msg("speed.not_scored", reason=msg("llm.speed_malformed")))
+    outputs = [vetted(o, MODULE) for o in report["outputs"]]
+    params = {k: v.double() for k, v in decode_params(cfg, seed).items()}
+    x = decode_input(cfg, seed).double()
+    want = oracle.gqa(params, x, cfg.H, cfg.Hkv, 10000.0)[:, cfg.P:]  # (B, N, E)
+    if (len(outputs) != cfg.N or any(type(o) is not Tensor or o.shape != (cfg.B, 1, cfg.E)
+                                     for o in outputs)
+            or not torch.allclose(torch.cat(outputs, 1).double(), want, **SPOT_TOLERANCE)):
+        return Run(msg("speed.not_scored_spot", reason=msg("llm.speed_spot", name=MODULE)))
+    times = report["times"]
+    reported = math.fsum(sum(ts) for ts in times.values())
+    if reported > wall * 1.05:
+        return Run(msg("speed.not_scored", reason=msg("speed.over_wall", wall=float(wall))))
+    if cpu is not None and reported < MIN_TIMED_SHARE * cpu:
+        return Run(msg("speed.not_scored", reason=msg("speed.under_cpu",
+                                                      reported=float(reported), cpu=cpu)))
+    return Run(None, paired_ratio(times["recomputed"], times["cached"]),
+               {name: statistics.median(ts) / cfg.N for name, ts in times.items()})
+
+
+def timed_run(sub, seed: int) -> Run:
+    sub.ensure_loaded()
+    what = msg("llm.timing_decoding", name=MODULE)
+    sub.run_job(PREPARE_TIMING_JOB, what, seed=seed)
+    cpu_before = sub.cpu_seconds()
+    started = time.perf_counter()
+    report = sub.run_job(TIMING_JOB, what, seed=seed)
+    wall = time.perf_counter() - started
+    cpu_after = sub.cpu_seconds()
+    cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+    return judge(report, seed, wall, cpu)
+
+
+def decide(runs: list[Run]) -> tuple[float, Message]:
+    problem = next((r.problem for r in runs if r.problem is not None), None)
+    if problem is not None:
+        return 0.0, problem
+    median = sorted(runs, key=lambda r: r.speedup)[len(runs) // 2]
+    cfg = decode_config()
+    name = chosen_test_config()
+    measured = msg("llm.speed_measured", N=cfg.N, P=cfg.P, speedup=float(median.speedup),
+                   cached=median.per_token["cached"] * 1e3,
+                   recomputed=median.per_token["recomputed"] * 1e3, device="cpu",
+                   config=msg("speed.test_config", variable=SPEED_CONFIG_ENV, name=name)
+                   if name else msg("speed.graded_config"),
+                   runs=msg("speed.one_run") if len(runs) == 1
+                   else msg("speed.median_of", runs=len(runs)))
+    if median.speedup >= SPEEDUP_NEEDED:
+        return 1.0, msg("llm.speed_passed", measured=measured, needed=SPEEDUP_NEEDED)
+    return 0.0, msg("llm.speed_too_slow", measured=measured, needed=SPEEDUP_NEEDED)
+
+
+def check_decode_speed(sub, ctx: Context) -> float:
+    """Run once llm_kv_cache has passed: time, judge; again while the result is near the
+    threshold (up to MAX_RUNS runs within BUDGET_S); decide."""
+    started = time.perf_counter()
+    runs: list[Run] = []
+    while not runs or (len(runs) < MAX_RUNS and runs[0].problem is None
+                       and SPEEDUP_NEEDED / NEAR < runs[0].speedup < SPEEDUP_NEEDED * NEAR):
+        elapsed = time.perf_counter() - started
+        if runs and elapsed * (len(runs) + 1) / len(runs) > BUDGET_S:
+            break
+        runs.append(timed_run(sub, secrets.randbelow(2**31)))
+    fraction, message = decide(runs)
+    if fraction <= 0:
+        raise CheckFailed(message)
+    ctx.notes = message
+    return fraction

@@ -1,0 +1,113 @@
+"""Styles of decoding with a KVCache, for the decoding speed check's dead band: each is
+reference.py with classes redefined at its end. Every one decodes the right values (it passes
+llm_kv_cache); the correct ones do O(T) work per new token, the others recompute.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REFERENCE = Path(__file__).with_name("reference.py")
+
+_TOKENS_CACHE = '''
+
+class KVCache:
+    """Keeps the tokens themselves, not their keys and values."""
+
+    def __init__(self):
+        self.x = None
+
+    def update(self, x):
+        self.x = x if self.x is None else torch.cat([self.x, x], dim=1)  # (B, L, E)
+        return self.x
+
+    def __len__(self):
+        return 0 if self.x is None else self.x.shape[1]
+'''
+
+STYLES: dict[str, tuple[bool, str]] = {
+    "a growing cache (torch.cat)": (True, ""),
+    "a preallocated cache, doubled when full": (True, '''
+
+class KVCache:
+    def __init__(self):
+        self.k = self.v = None
+        self.length = 0
+
+    def update(self, k, v):
+        t = k.shape[2]
+        if self.k is None or self.length + t > self.k.shape[2]:
+            size = max(2 * (self.length + t), 16)
+            grown_k = k.new_empty(k.shape[0], k.shape[1], size, k.shape[3])  # (B, Hkv, S, D)
+            grown_v = v.new_empty(v.shape[0], v.shape[1], size, v.shape[3])  # (B, Hkv, S, D)
+            if self.k is not None:
+                grown_k[:, :, :self.length] = self.k[:, :, :self.length]
+                grown_v[:, :, :self.length] = self.v[:, :, :self.length]
+            self.k, self.v = grown_k, grown_v
+        self.k[:, :, self.length:self.length + t] = k
+        self.v[:, :, self.length:self.length + t] = v
+        self.length += t
+        return self.k[:, :, :self.length], self.v[:, :, :self.length]
+
+    def __len__(self):
+        return self.length
+'''),
+    "a cache copied whole at every update": (True, '''
+
+class KVCache:
+    def __init__(self):
+        self.k = self.v = None
+
+    def update(self, k, v):
+        self.k = k.clone() if self.k is None else torch.cat([self.k, k], dim=2).clone()
+        self.v = v.clone() if self.v is None else torch.cat([self.v, v], dim=2).clone()
+        return self.k, self.v
+
+    def __len__(self):
+        return 0 if self.k is None else self.k.shape[2]
+'''),
+    "recomputes everything, keeps the new rows": (False, _TOKENS_CACHE + '''
+
+_whole = GroupedQueryAttention.forward
+
+
+def _recomputed(self, x, cache=None):
+    if cache is None:
+        return _whole(self, x)
+    return _whole(self, cache.update(x))[:, -x.shape[1]:]  # (B, T, E)
+
+
+GroupedQueryAttention.forward = _recomputed
+'''),
+    "recomputes the keys and values of every token": (False, _TOKENS_CACHE + '''
+
+_whole = GroupedQueryAttention.forward
+
+
+def _keys_recomputed(self, x, cache=None):
+    if cache is None:
+        return _whole(self, x)
+    B, T, E = x.shape
+    start = len(cache)
+    tokens = cache.update(x)  # (B, L, E)
+    L, D = tokens.shape[1], self.head_dim
+    q = self.q_proj(x).view(B, T, self.num_heads, D).transpose(1, 2)  # (B, H, T, D)
+    k = self.k_proj(tokens).view(B, L, self.num_kv_heads, D).transpose(1, 2)  # (B, Hkv, L, D)
+    v = self.v_proj(tokens).view(B, L, self.num_kv_heads, D).transpose(1, 2)  # (B, Hkv, L, D)
+    q = apply_rope(q, torch.arange(start, start + T), self.rope_base)
+    k = apply_rope(k, torch.arange(L), self.rope_base)
+    n_rep = self.num_heads // self.num_kv_heads
+    k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # (B, H, L, D)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, L)
+    blocked = torch.arange(L)[None, :] > torch.arange(start, start + T)[:, None]  # (T, L)
+    weights = scores.masked_fill(blocked, float("-inf")).softmax(dim=-1)
+    return self.out_proj((weights @ v).transpose(1, 2).reshape(B, T, E))  # (B, T, E)
+
+
+GroupedQueryAttention.forward = _keys_recomputed
+'''),
+}
+
+
+def source(style: str) -> str:
+    return REFERENCE.read_text() + STYLES[style][1]
