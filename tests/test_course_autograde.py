@@ -17,12 +17,12 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import SPEED
 from nbgrader.api import Gradebook
 from notebook_helpers import (
     MHA_CHECK_IDS,
     MHA_STUDENTS,
     SOLUTION,
-    SPEED,
     autograde,
     errors,
     is_test_cell,

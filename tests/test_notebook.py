@@ -5,13 +5,12 @@ import re
 
 import nbformat
 import pytest
-from conftest import ROOT, STUBS, TEMPLATE, assert_full_marks, run_cli
+from conftest import ROOT, SPEED, STUBS, TEMPLATE, assert_full_marks, run_cli
 from nbgrader.utils import determine_grade
 from notebook_helpers import (
     PARTIAL,
     RELEASE,
     SOLUTION,
-    SPEED,
     errors,
     execute,
     is_test_cell,

@@ -44,7 +44,7 @@ class Flash:
     D: int
     block: int
     causal: bool = False
-    logit_scale: float = 1.0  # q multiplied by it: scores around logit_scale * sqrt(D)
+    logit_scale: float = 1.0  # q multiplied by it: scores spread as far as logit_scale
     dtype: torch.dtype = torch.float64
 
     @property
@@ -76,8 +76,8 @@ FLASH_CASES = (
     Flash(1, 2, 12, 12, 8, 4, causal=True, logit_scale=100.0, dtype=torch.float32),
     Flash(1, 2, 12, 12, 8, 4, dtype=torch.bfloat16),
 )
-# The memory check's size: a (Tq, Tk) matrix of one head has 16.7 M elements, a block of the
-# scores at most H * Tq * block = 2 M.
+# The memory check's size: a (Tq, Tk) matrix of one head has 16.8 M elements, a block of the
+# scores at most H * Tq * block = 2.1 M.
 MEMORY_SHAPE = {"B": 1, "H": 2, "T": 4096, "D": 64, "block": 256}
 
 
@@ -149,7 +149,7 @@ def _measure(sub, name: str, causal: bool, backward: bool) -> dict[str, Any]:
 
 def _expect_no_full_matrix(name: str, part: Any, causal: bool, stage: str) -> None:
     """No tensor made while `name` ran (`part`, a SizeWatch report) as large as one head's
-    (Tq, Tk) scores."""
+    (Tq, Tk) scores, and none that many elements alive at once."""
     limit = MEMORY_SHAPE["T"] ** 2
     if not isinstance(part, dict) or not isinstance(part.get("largest"), int):
         raise CheckFailed(msg("llm.bad_memory_reply", name=name))
@@ -157,6 +157,10 @@ def _expect_no_full_matrix(name: str, part: Any, causal: bool, stage: str) -> No
         raise CheckFailed(msg(f"llm.full_matrix_{stage}", name=name, elements=part["largest"],
                               shape=tuple(part.get("shape", ())), op=str(part.get("op", ""))[:80],
                               limit=limit), case=_memory_case(causal))
+    peak = part.get("peak")
+    if not isinstance(peak, int) or peak >= limit:
+        raise CheckFailed(msg("llm.blocks_kept", name=name, elements=peak, limit=limit),
+                          case=_memory_case(causal))
 
 
 def check_flash_memory(sub, ctx: Context) -> float:
@@ -188,12 +192,12 @@ def check_flash_backward(sub, ctx: Context) -> float:
     limit = MEMORY_SHAPE["T"] ** 2
     for causal in (False, True):
         report = _measure(sub, AUTOGRAD, causal, backward=True)
+        saved = report.get("saved")  # first: what autograd keeps is also alive at once
+        if not isinstance(saved, int) or saved >= limit:
+            raise CheckFailed(msg("llm.saves_too_much", name=AUTOGRAD, elements=saved,
+                                  limit=limit), case=_memory_case(causal))
         _expect_no_full_matrix(AUTOGRAD, report.get("forward"), causal, "forward")
         if report.get("backward") is None:
             raise CheckFailed(msg("llm.no_graph", name=AUTOGRAD), case=_memory_case(causal))
         _expect_no_full_matrix(AUTOGRAD, report.get("backward"), causal, "backward")
-        saved = report.get("saved")
-        if not isinstance(saved, int) or saved >= limit:
-            raise CheckFailed(msg("llm.saves_too_much", name=AUTOGRAD, elements=saved,
-                                  limit=limit), case=_memory_case(causal))
     return 1.0

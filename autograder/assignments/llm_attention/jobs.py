@@ -60,25 +60,36 @@ def decode(sub: LocalSubmission, *, init: tuple, params: dict[str, Tensor],
 
 class SizeWatch(TorchDispatchMode):
     """The largest tensor any op makes, counted by the memory it owns (its storage's
-    elements: an expanded view costs what it expands), and whether values were read."""
+    elements: an expanded view costs what it expands); the most elements the tensors it made
+    held at once (blocks kept in a list add up); and whether values were read."""
 
     def __init__(self) -> None:
         super().__init__()
         self.largest, self.shape, self.op, self.reads_values = 0, (), "", False
+        self.live = self.peak = 0
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
         if func._schema.name in READS_VALUES:
             self.reads_values = True
         out = func(*args, **(kwargs or {}))
-        for t in tree_leaves(out):
-            if type(t) is Tensor and t.element_size():
+        given = {t.untyped_storage()._cdata for t in tree_leaves((args, kwargs))
+                 if type(t) is Tensor}
+        for t in tree_leaves(out):  # new memory: not a view, alias or in-place result
+            if (type(t) is Tensor and t.element_size()
+                    and t.untyped_storage()._cdata not in given):
                 owned = t.untyped_storage().nbytes() // t.element_size()
                 if owned > self.largest:
                     self.largest, self.shape, self.op = owned, tuple(t.shape), func._schema.name
+                self.live += owned
+                self.peak = max(self.peak, self.live)
+                weakref.finalize(t, self._freed, owned)
         return out
 
+    def _freed(self, owned: int) -> None:
+        self.live -= owned
+
     def report(self) -> dict[str, Any]:
-        return {"largest": self.largest, "shape": self.shape, "op": self.op}
+        return {"largest": self.largest, "shape": self.shape, "op": self.op, "peak": self.peak}
 
 
 def memory(sub: LocalSubmission, *, name: str, q_shape: tuple[int, ...],

@@ -24,7 +24,7 @@ TEMPLATES: dict[str, dict[str, str]] = {
                              "sequence)",
         "llm.bad_decoding_reply": "decoding with {name} and a KVCache gave back something other "
                                   "than outputs and lengths",
-        "case.llm_large_scores": "scores around 1e3",
+        "case.llm_large_scores": "scores in the hundreds",
         "llm.flash_pair": "{name} must return a pair (out, logsumexp), not a {type}",
         "llm.flash_out": "{name} output",
         "llm.flash_lse": "{name} logsumexp",
@@ -40,6 +40,9 @@ TEMPLATES: dict[str, dict[str, str]] = {
                                "meta device: the memory check calls it with block_size={block}, "
                                "so a loop over blocks of that size takes {blocks} steps. Use "
                                "the block_size you are given for your blocks",
+        "llm.blocks_kept": "the tensors {name} made held {elements} elements at once, as many as "
+                           "the full (Tq, Tk) matrix of one head ({limit}): blocks kept (in a "
+                           "list, say) add up to the matrix. Keep a block only while you use it",
         "llm.bad_memory_reply": "the memory watch of {name} gave back no sizes",
         "llm.full_matrix_forward": "{name} made a tensor of {elements} elements (shape "
                                    "{shape}, by {op}): the full (Tq, Tk) matrix of one head "
@@ -175,7 +178,7 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "llm.cached_output": "{name} 带缓存的各次调用依次拼接的输出（每一步都应等于对整个序列做"
                              "注意力时对应的那几行）",
         "llm.bad_decoding_reply": "用 {name} 和 KVCache 解码时返回的不是输出和长度",
-        "case.llm_large_scores": "分数约为 1e3",
+        "case.llm_large_scores": "分数达到数百",
         "llm.flash_pair": "{name} 应返回一对 (out, logsumexp)，而不是 {type}",
         "llm.flash_out": "{name} 的输出",
         "llm.flash_lse": "{name} 的 logsumexp",
@@ -189,6 +192,9 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "llm.memory_too_slow": "{name} 在 meta 设备上、T={T} 时没有在时限内完成：内存检查以 "
                                "block_size={block} 调用它，按这个大小分块只需 {blocks} 步。请用传入"
                                "的 block_size 作为块的大小",
+        "llm.blocks_kept": "{name} 创建的张量同时占有 {elements} 个元素，和一个头完整的 (Tq, Tk) "
+                           "矩阵（{limit}）一样多：保留下来的块（比如存在列表里）加起来就是整个矩阵。"
+                           "每个块只在用到时保留",
         "llm.bad_memory_reply": "{name} 的内存监测没有返回大小",
         "llm.full_matrix_forward": "{name} 创建了一个 {elements} 个元素的张量（形状 {shape}，"
                                    "由 {op} 产生）：一个头完整的 (Tq, Tk) 矩阵有 {limit} 个元素。"

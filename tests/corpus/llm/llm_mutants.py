@@ -169,6 +169,12 @@ MUTANTS: tuple[Mutant, ...] = (
          "    allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(Tk - Tq)\n"
          "    for start in range(0, Tk, block_size):\n        end = start + block_size",
          MEMORY | BACKWARD, "llm.full_matrix_forward"),
+    Mutant("every block's probabilities kept in a list", (
+        ("    for start in range(0, Tk, block_size):\n",
+         "    kept = []\n    for start in range(0, Tk, block_size):\n"),
+        ("        p = torch.exp(scores - safe_max)  # (B, H, Tq, b)",
+         "        p = torch.exp(scores - safe_max)  # (B, H, Tq, b)\n        kept.append(p)")),
+        MEMORY | BACKWARD, frozenset({"llm.blocks_kept"})),
     _one("a block count read from a tensor", "for start in range(0, Tk, block_size):\n"
          "        end = start + block_size",
          "for start in range(0, int(k.new_tensor(Tk)), block_size):\n"
