@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import HOSTILE, ROOT, SPEED, TEMPLATE, run_cli
+from conftest import CORPUS, HOSTILE, ROOT, SPEED, TEMPLATE, run_cli
 
 from autograder.cli import main
 from autograder.grading.batch import in_parallel
@@ -29,6 +30,9 @@ from autograder.grading.registry import ASSIGNMENTS, POINTS, WAITING_MESSAGES
 from autograder.messages import msg, render
 from autograder.runner import sandbox
 from autograder.runner.policy import WORKER_USER_ENV, worker_user
+
+sys.path.insert(0, str(CORPUS))
+from mutants import MUTANTS  # noqa: E402
 
 STEPS = ("split_heads", "scaled_scores", "causal_mask", "attend", "merge_heads",
          "output_projection")
@@ -311,7 +315,9 @@ def test_gradescope_entry_point_writes_the_graders_results(tmp_path):
     payload = json.loads(results.read_text())
     assert payload["score"] == 0
     assert payload["max_score"] == sum(c.points for c in ASSIGNMENTS["mha"])
-    assert [t["name"] for t in payload["tests"]] == [c.id for c in ASSIGNMENTS["mha"]]
+    assert tests_by_visibility(payload) == {
+        "visible": [c.id for c in ASSIGNMENTS["mha"]],
+        "after_published": [f"{c.id} (hidden inputs)" for c in ASSIGNMENTS["mha"] if not c.timed]}
     assert "is not implemented yet" in payload["tests"][0]["output"]
     assert payload["execution_time"] > 0
     unprotected = sandbox.unprotected()  # the instructor's log says what nothing protects
@@ -348,8 +354,53 @@ def test_an_upload_of_another_assignment_is_graded_as_the_instructors(tmp_path):
     run = run_autograder(upload, results, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     payload = json.loads(results.read_text())
-    assert [t["name"] for t in payload["tests"]] == [c.id for c in ASSIGNMENTS["mha"]]
+    assert tests_by_visibility(payload)["visible"] == [c.id for c in ASSIGNMENTS["mha"]]
     assert payload["score"] == 0
+
+
+def tests_by_visibility(payload: dict) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for test in payload["tests"]:
+        found.setdefault(test["visibility"], []).append(test["name"])
+    return found
+
+
+def test_hidden_input_tests_name_the_mistake_and_never_the_inputs(tmp_path):
+    """A file that scales by √embed_dim: the hidden-input tests, hidden from the student as the
+    instructor chose, name the mistake but no case, no index and no number; a check earns the
+    lower of its two scores."""
+    upload = tmp_path / "submission"
+    upload.mkdir()
+    mutant = next(m for m in MUTANTS if m.mistake == "scale_by_embed_dim")
+    (upload / "answer.py").write_text(mutant.source())
+    results = tmp_path / "results.json"
+    run = run_autograder(upload, results, cwd=tmp_path, MHA_KIT_HIDDEN_VISIBILITY="hidden")
+    assert run.returncode == 0, run.stderr
+    payload = json.loads(results.read_text())
+    tests = {t["name"]: t for t in payload["tests"]}
+    visible, hidden = tests["fused_mha"], tests["fused_mha (hidden inputs)"]
+    assert hidden["visibility"] == "hidden" and hidden["status"] == "failed"
+    assert hidden["extra_data"]["mistakes"] == visible["extra_data"]["mistakes"] == [
+        "scale_by_embed_dim"]
+    assert "B=" not in hidden["output"] and "index" not in hidden["output"]
+    assert not re.search(r"\d\.\d", hidden["output"])  # no value, expected or got
+    assert "B=" in visible["output"]  # the visible inputs are told as before
+    earned = sum(min(t["score"], tests.get(f"{name} (hidden inputs)", t)["score"])
+                 for name, t in tests.items() if not name.endswith("(hidden inputs)"))
+    assert payload["score"] == round(earned, 2)
+
+
+def test_hidden_input_tests_can_be_left_out(tmp_path):
+    upload = tmp_path / "submission"
+    upload.mkdir()
+    (upload / "answer.py").write_text(TEMPLATE.read_text())
+    results = tmp_path / "results.json"
+    run = run_autograder(upload, results, cwd=tmp_path, MHA_KIT_HIDDEN_VISIBILITY="none",
+                         MHA_KIT_SPEED_CONFIG="tiny")
+    assert run.returncode == 0, run.stderr
+    assert set(tests_by_visibility(json.loads(results.read_text()))) == {"visible"}
+    bad = run_autograder(upload, results, cwd=tmp_path, MHA_KIT_HIDDEN_VISIBILITY="soon")
+    assert bad.returncode != 0 and "soon" in bad.stderr
 
 
 def make_zip(out: Path, *assignment: str) -> subprocess.CompletedProcess:
@@ -367,12 +418,17 @@ def test_gradescope_zip_holds_the_entry_point_the_kit_and_the_assignment(tmp_pat
             "mha-kit/autograder/runner/worker.py"} <= names
     assert not any("__pycache__" in n for n in names)
     assert archive.read("assignment").decode().strip() == "mha"
+    assert archive.read("hidden_visibility").decode().strip() == "after_published"
     assert make_zip(tmp_path / "shapes.zip", "shapes").returncode == 0
     assert zipfile.ZipFile(tmp_path / "shapes.zip").read("assignment").decode().strip() == "shapes"
     assert make_zip(tmp_path / "zh.zip", "mha_zh").returncode == 0  # the Chinese edition's
     assert zipfile.ZipFile(tmp_path / "zh.zip").read("assignment").decode().strip() == "mha_zh"
     run = make_zip(tmp_path / "wrong.zip", "nope")
     assert run.returncode == 2 and "nope" in run.stderr
+    assert make_zip(tmp_path / "due.zip", "mha", "after_due_date").returncode == 0
+    assert zipfile.ZipFile(tmp_path / "due.zip").read("hidden_visibility").decode().strip() == (
+        "after_due_date")
+    assert make_zip(tmp_path / "soon.zip", "mha", "soon").returncode == 2
 
 
 def _returned_or_died(item: str) -> str:

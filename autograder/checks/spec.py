@@ -15,7 +15,8 @@ CheckFunction = Callable[[Submission, Context], float]
 class CheckSpec:
     """A graded check: its stable id, its points, the contract names it exercises, the function
     that grades it, and the checks it relies on (it is not run until they pass), with the id of
-    the message that says what waits for them."""
+    the message that says what waits for them. A `timed` check measures speed on fresh inputs
+    every run: it has no hidden variant."""
 
     id: str
     points: int
@@ -23,3 +24,4 @@ class CheckSpec:
     function: CheckFunction
     needs: tuple[str, ...] = ()
     waiting: str = ""
+    timed: bool = False

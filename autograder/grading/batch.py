@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from ..checks import search
-from ..checks.core import CheckResult
+from ..checks.core import HIDDEN_SALT, CheckResult
 from ..messages import Message, msg, render
 from ..runner.policy import Limits
 from ..runner.worker import WorkerStartError, WorkerSubmission
@@ -80,15 +80,25 @@ def not_graded(assignment: str, message: Message | str) -> dict:
     return gradescope_results(results, [message])
 
 
-def grade_entry(entry: StudentFile, device: str, assignment: str, limits: Limits) -> dict:
-    """Gradescope's results for one student, whatever their submission does."""
+def grade_entry(entry: StudentFile, device: str, assignment: str, limits: Limits,
+                hidden_visibility: str = "none") -> dict:
+    """Gradescope's results for one student, whatever their submission does; unless
+    `hidden_visibility` is "none", with every untimed check also on the hidden inputs."""
 
     problem = entry.problem or readable_submission(entry.path)
     if problem:
         return not_graded(assignment, problem)
     try:
-        return gradescope_results(*grade_submission(entry.path, device, assignment=assignment,
-                                                    limits=limits))
+        if hidden_visibility == "none":
+            return gradescope_results(*grade_submission(entry.path, device,
+                                                        assignment=assignment, limits=limits))
+        with loaded_worker(entry.path, device, limits) as sub:
+            results = run_checks(sub, device=device, assignment=assignment)
+            sub.restart_clock()  # each run gets the whole cap
+            hidden = run_checks(sub, device=device, assignment=assignment, salt=HIDDEN_SALT,
+                                only=[c.id for c in ASSIGNMENTS[assignment] if not c.timed])
+            problems = worker_problems(sub)
+        return gradescope_results(results, problems, hidden, hidden_visibility)
     except WorkerStartError:  # the grader's setup: no submission can be graded, stop
         raise
     except Exception as err:  # the grader's own failure: this row says so, the batch goes on

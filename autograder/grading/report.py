@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..checks.core import CheckResult
-from ..checks.diagnosis import named_in
-from ..messages import Message, display_width, msg, pad, render
+from ..checks.diagnosis import MISTAKES, mistake_of, named_in
+from ..messages import Message, display_width, joined, msg, pad, render
 
 
 def score_line(result: CheckResult) -> str:
@@ -39,24 +39,26 @@ def format_table(results: Iterable[CheckResult], problems: Iterable[Message | st
     return "\n".join(lines)
 
 
+# Gradescope's visibilities of a test, and "none": no hidden-input tests at all.
+HIDDEN_VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible", "none")
+HIDDEN_NAME = "{id} (hidden inputs)"
+
+
 def gradescope_results(results: Iterable[CheckResult],
-                       problems: Iterable[Message | str] = ()) -> dict:
-    """Gradescope's format: score, max_score and one test per check, named by its id."""
-    results = list(results)
-    tests = [
-        {
-            "name": r.id,
-            "score": r.score,
-            "max_score": r.max_score,
-            "status": "passed" if r.passed else "failed",
-            "output": render(r.message),
-            "visibility": "visible",
-            "extra_data": {"mistakes": named_in(r.message) if not r.passed else []},
-        }
-        for r in results
-    ]
+                       problems: Iterable[Message | str] = (),
+                       hidden: Iterable[CheckResult] = (),
+                       hidden_visibility: str = "after_published") -> dict:
+    """Gradescope's format: score, max_score and one test per check, named by its id; with
+    `hidden` (the checks on the hidden inputs), one more test per check, shown as
+    `hidden_visibility` says, whose output names the mistake found and never the inputs or the
+    numbers. A check earns the lower of its two scores, as a notebook's test cell does."""
+    results, hidden = list(results), {r.id: r for r in hidden}
+    tests = [_test(r.id, r, "visible") for r in results]
+    tests += [_test(HIDDEN_NAME.format(id=r.id), _told_without_inputs(h), hidden_visibility)
+              for r in results if (h := hidden.get(r.id)) is not None]
+    earned = [min(r.score, hidden[r.id].score) if r.id in hidden else r.score for r in results]
     payload = {
-        "score": round(sum(r.score for r in results), 2),
+        "score": round(sum(earned), 2),
         "max_score": sum(r.max_score for r in results),
         "tests": tests,
     }
@@ -65,6 +67,29 @@ def gradescope_results(results: Iterable[CheckResult],
         payload["output"] = "\n".join([render(msg("report.while_loading")),
                                        *(render(p) for p in problems)])
     return payload
+
+
+def _test(name: str, r: CheckResult, visibility: str) -> dict:
+    return {
+        "name": name,
+        "score": r.score,
+        "max_score": r.max_score,
+        "status": "passed" if r.passed else "failed",
+        "output": render(r.message),
+        "visibility": visibility,
+        "extra_data": {"mistakes": named_in(r.message) if not r.passed else []},
+    }
+
+
+def _told_without_inputs(r: CheckResult) -> CheckResult:
+    """A hidden-input result as a student may read it: passed, or failed with the known
+    mistakes it names; its cases, values and pictures left out."""
+    if r.passed:
+        return r
+    named = [mistake_of(m).sentence() for m in named_in(r.message)
+             if m in MISTAKES]
+    return CheckResult(r.id, r.score, r.max_score, msg(
+        "report.hidden_failed", mistakes=joined(named) if named else msg("report.no_mistake")))
 
 
 def write_results(path: str | Path, payload: dict) -> None:

@@ -56,6 +56,10 @@ TEMPLATES: dict[str, str] = {
     "report.points": "points",
     "report.message": "message",
     "report.total": "total",
+    "report.hidden_failed": "fails on the hidden inputs (other sizes and values than the visible "
+                            "ones; they are not shown): {mistakes}",
+    "report.no_mistake": "no known mistake explains it; the visible checks and the notebook's "
+                         "own test cells try the same properties on inputs you can see",
     "report.while_loading": "While loading your file:",
     "report.printed": "your code printed: {printed}",
     "batch.grader_failed": "the grader failed: {type}: {error}",

@@ -54,6 +54,10 @@ TEMPLATES: dict[str, str] = {
     "report.points": "得分",
     "report.message": "说明",
     "report.total": "总分",
+    "report.hidden_failed": "在隐藏输入上未通过（与可见输入的大小和数值不同，不予显示）："
+                            "{mistakes}",
+    "report.no_mistake": "没有已知的错误能解释它；可见的检查和笔记本自己的测试单元会在你能看到"
+                         "的输入上检验同样的性质",
     "report.while_loading": "加载文件时：",
     "report.printed": "你的代码打印了：{printed}",
     "batch.grader_failed": "评分程序出错：{type}：`{error}`",

@@ -15,7 +15,7 @@ CHECKS: tuple[CheckSpec, ...] = (
     # would read as a timing that skips work.
     CheckSpec(decode_speed.DECODE_SPEED_CHECK, 10, (*_MODULE, "KVCache"),
               decode_speed.check_decode_speed, needs=("llm_kv_cache",),
-              waiting="waiting.llm_kv_cache"),
+              waiting="waiting.llm_kv_cache", timed=True),
     CheckSpec("llm_sliding_window", 5, ("sliding_window_mask",), pieces.check_sliding_window),
     CheckSpec("llm_flash_forward", 15, ("flash_attention",), flash.check_flash_forward),
     CheckSpec("llm_flash_memory", 10, ("flash_attention",), flash.check_flash_memory),

@@ -20,5 +20,5 @@ CHECKS: tuple[CheckSpec, ...] = (
     # The timing calls forward(x, is_causal=True, need_weights=False): its values must be
     # right first, or a wrong output would read as a timing that skips work.
     CheckSpec(SPEED_CHECK, 10, _FUSED, check_speed, needs=("fused_mha", "fused_mha_masks"),
-              waiting="waiting.speed"),
+              waiting="waiting.speed", timed=True),
 )
