@@ -182,6 +182,18 @@ def test_a_mask_picture_has_two_panels():
                                                       "expected (black = blocked)"]
 
 
+def test_a_batch_of_outputs_is_drawn_by_batch_element_not_by_head():
+    """A (B, T, E) output's heatmaps are one row per batch element, and say so; a (B, H, T, T)
+    tensor's, one row per head of the first batch element."""
+    def titles(dims: tuple[str, ...], *shape: int) -> list[str]:
+        fig = pictures.draw(Picture("out", torch.zeros(*shape), torch.ones(*shape), dims=dims))
+        return [ax.get_title() for ax in fig.axes]
+
+    assert {"expected, B=1", "yours, B=1"} <= set(titles(("B", "T", "E"), 2, 3, 4))
+    assert not any("head" in t for t in titles(("B", "T", "E"), 2, 3, 4))
+    assert "expected, head 1" in titles(("B", "H", "Tq", "Tk"), 1, 2, 3, 3)
+
+
 def _drawn_in_chinese(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
     """A mask picture drawn under MHA_KIT_LANG=zh: its panels' titles, and the warnings that
     rendering it gave."""

@@ -24,6 +24,8 @@ class Picture:
 
     With `cells`, each number is a label, token·100 + head·10 + feature (`grading.pictures`
     writes "t2 h1 f0" in its cell), and `source` is the labelled input: how numbers moved.
+    `dims` names the tensors' dims, when known: a heatmap per index of the third dim from the
+    end says which dim it is (a head, or a batch element).
     """
 
     title: Message | str
@@ -31,6 +33,7 @@ class Picture:
     got: Tensor
     cells: bool = False
     source: Tensor | None = None
+    dims: tuple[str, ...] = ()
 
 
 class CheckFailed(AssertionError):

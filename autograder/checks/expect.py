@@ -83,7 +83,8 @@ def expect_close(what: Label, got: Any, expected: Tensor, case: Label, tol: dict
     expected_64, got_64 = expected.double(), got.double()
     close = torch.isclose(got_64, expected_64, equal_nan=True, **tol)
     if not bool(close.all()):
-        picture = Picture(msg("check.case", text=what, case=case), expected, got)
+        picture = Picture(msg("check.case", text=what, case=case), expected, got,
+                          dims=tuple(dims or ()))
         raise CheckFailed(
             msg("check.what", what=what, detail=describe_mismatch(got_64, expected_64, close,
                                                                   dims)),

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from ..checks.core import Picture
-from ..messages import language, msg, render
+from ..messages import Message, language, msg, render
 
 # Fonts with Chinese characters, by matplotlib's name for them, the first one found is used:
 # Noto and Source Han (most Linux desktops), WenQuanYi (Debian's fonts-wqy-*), then those
@@ -141,7 +141,7 @@ def _heatmaps(plt: Any, picture: Picture, lang: str) -> Any:
                 image = ax.imshow(data.numpy(), cmap="RdBu_r", vmin=-limit, vmax=limit)
             else:  # the same colour scale for both, so equal values look equal
                 image = ax.imshow(data.numpy(), cmap="viridis", vmin=low, vmax=high)
-            title = msg("picture.head", name=msg(name), head=h) if heads > 1 else msg(name)
+            title = _panel_title(msg(name), picture.dims, h) if heads > 1 else msg(name)
             ax.set_title(render(title, lang), fontsize=9)
             ax.set_xticks([])
             ax.set_yticks([])
@@ -149,6 +149,14 @@ def _heatmaps(plt: Any, picture: Picture, lang: str) -> Any:
     fig.suptitle(_title(picture, fig, lang), fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _panel_title(name: Message, dims: tuple[str, ...], index: int) -> Message:
+    """"expected, head 1" for a head (or dims unknown: attention's tensors are (B, H, ...)),
+    "expected, B=1" for another dim, such as the batch of a (B, T, E) output."""
+    first = dims[-3] if len(dims) >= 3 else "H"
+    return (msg("picture.head", name=name, head=index) if first == "H"
+            else msg("picture.index", name=name, dim=first, index=index))
 
 
 def _blocks(tensor: torch.Tensor) -> tuple[torch.Tensor, int]:

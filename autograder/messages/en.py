@@ -89,6 +89,7 @@ TEMPLATES: dict[str, str] = {
     "picture.wrong": "wrong",
     "picture.difference": "yours - expected",
     "picture.head": "{name}, head {head}",
+    "picture.index": "{name}, {dim}={index}",
 
     # The command line (cli) and the notebook API (notebook)
     "cli.grading": "Grading {path} as {assignment} on {device} ...",

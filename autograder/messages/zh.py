@@ -86,6 +86,7 @@ TEMPLATES: dict[str, str] = {
     "picture.wrong": "错误",
     "picture.difference": "你的 - 应当是",
     "picture.head": "{name}，头 {head}",
+    "picture.index": "{name}，{dim}={index}",
 
     # The command line and the notebook API
     "cli.grading": "正在 {device} 上按 {assignment} 评分 {path} ……",

@@ -34,7 +34,7 @@ Tensor = torch.Tensor
 DECODE_SPEED_CHECK = "llm_decode_speed"
 # All the points from this speedup of the cache over recomputing, else none: near the
 # geometric middle of the dead band measured on the graded config, between 4.3x (a module
-# that recomputes every token's keys and values) and 16.1x (the slowest correct cache), 40
+# that recomputes every token's keys and values) and 15.1x (the slowest correct cache), 100
 # checks per style alone and beside a busy core (docs/speed.md,
 # scripts/decode_speed_reliability.py).
 SPEEDUP_NEEDED = 8.0
