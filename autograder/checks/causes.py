@@ -9,6 +9,7 @@ it reproduces every failing case it is named for.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any, Union
 
 from ..messages import Message, joined, msg
@@ -17,6 +18,9 @@ from .core import CheckFailed
 
 Failure = tuple[Any, Union[CheckFailed, StudentCodeError]]  # a case, and how it failed
 MAX_LABELS = 3  # the cases an error is told on by name; past that, the first (the smallest)
+# The contract names that ran in an earlier check of this grading (`grading.registry` sets it):
+# one that raises NotImplementedError on every case of a check is half finished, not a stub.
+ANSWERED: ContextVar[frozenset[str]] = ContextVar("answered", default=frozenset())
 
 
 def verdict(failures: list[Failure], passed: bool) -> CheckFailed | StudentCodeError:
@@ -24,6 +28,11 @@ def verdict(failures: list[Failure], passed: bool) -> CheckFailed | StudentCodeE
     smallest first); `passed` says whether any case passed."""
     first = failures[0][1]
     if not passed and all(isinstance(err, StudentCodeError) for _, err in failures):
+        if runs_elsewhere(first):  # half finished: say which kinds of case it leaves out
+            labels = _distinct([label(case) for case, _ in failures])
+            return CheckFailed(msg("cause.not_implemented_here",
+                                   name=first.message.params["name"],
+                                   cases=joined(labels[:MAX_LABELS])))
         return first  # a stub: not implemented for any case
     failed = [(case, _as_check_failed(case, err)) for case, err in failures]
     diagnosed = [(case, f) for case, f in failed if f.diagnosis is not None]
@@ -42,10 +51,7 @@ def verdict(failures: list[Failure], passed: bool) -> CheckFailed | StudentCodeE
     if len(groups) == 1:
         (key, members), = groups.items()
         first = members[0][1]
-        labels: list[Message | str] = []
-        for named in (label(case) for case, _ in members):
-            if named not in labels:  # a Message is not hashable
-                labels.append(named)
+        labels = _distinct([label(case) for case, _ in members])
         if key[0] == "raised" and 1 < len(labels) <= MAX_LABELS:  # each case it raises on
             first.case = joined(labels)
         return first
@@ -64,6 +70,20 @@ def verdict(failures: list[Failure], passed: bool) -> CheckFailed | StudentCodeE
     return CheckFailed(msg("cause.several", count=len(parts), causes=causes),
                        next((r.picture for r in reps if r.picture is not None), None),
                        drawing=next((r.drawing for r in reps if r.drawing is not None), None))
+
+
+def _distinct(labels: list[Message | str]) -> list[Message | str]:
+    found: list[Message | str] = []
+    for named in labels:
+        if named not in found:  # a Message is not hashable
+            found.append(named)
+    return found
+
+
+def runs_elsewhere(err: StudentCodeError) -> bool:
+    """A NotImplementedError from code that ran in an earlier check (`ANSWERED`)."""
+    name = err.message.params.get("name", "") if err.kind == "not_implemented" else ""
+    return bool(name) and name.split(".")[0] in ANSWERED.get()
 
 
 def label(case: Any) -> Message | str:

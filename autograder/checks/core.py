@@ -110,6 +110,7 @@ class Context:
     salt: str = ""  # another fixed set of inputs: HIDDEN_SALT for nbgrader's hidden tests
     results: dict[str, CheckResult] = field(default_factory=dict)
     notes: Message | None = None  # a passing check's message, when it has more than "ok"
+    answered: set[str] = field(default_factory=set)  # contract names seen running, so far
 
     def generator(self, check_id: str, *case: Any) -> torch.Generator:
         """A fixed seed per check and case: the same submission always sees the same inputs.

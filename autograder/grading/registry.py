@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..assignments import modules
+from ..checks.causes import ANSWERED, runs_elsewhere
 from ..checks.core import CheckFailed, CheckResult, Context, with_warnings
 from ..checks.spec import CheckSpec
 from ..messages import LANGUAGES, msg
@@ -61,17 +62,26 @@ def run_check(check_id: str, sub: Submission, ctx: Context | None = None) -> Che
     ctx.notes = None
     sub.start_check(check_id)
     picture = None
+    answered = ANSWERED.set(frozenset(ctx.answered))
     try:
         if failing:
             raise CheckFailed(msg("waiting.failing", what=WAITING_MESSAGES[check_id],
                                   checks=", ".join(failing)))
         fraction = spec.function(sub, ctx)
         message = ctx.notes or msg("ok")
+        ctx.answered |= set(spec.uses)
     except CheckFailed as err:
         err.warnings = list(getattr(sub, "warnings", []))
         fraction, message, picture = 0.0, err.message, err.picture
+        if not failing:  # some case ran, or failed in a way of its own
+            ctx.answered |= set(spec.uses)
     except StudentCodeError as err:
+        if runs_elsewhere(err):  # not a stub: it runs in other checks
+            err = StudentCodeError(err.kind, msg("cause.not_implemented_in_check",
+                                                 name=err.message.params["name"]))
         fraction, message = 0.0, with_warnings(err.message, list(getattr(sub, "warnings", [])))
+    finally:
+        ANSWERED.reset(answered)
     result = CheckResult(check_id, round(spec.points * fraction, 2), spec.points, message,
                          picture)
     ctx.results[check_id] = result

@@ -36,6 +36,10 @@ TEMPLATES: dict[str, str] = {
     "cause.item_on": "({n}) on {where}: {text}",
     "cause.then": "{first} {second}",
     "cause.not_implemented": "`{name}` raises NotImplementedError",
+    "cause.not_implemented_in_check": "`{name}` runs in other checks but raises "
+                                      "NotImplementedError in this one",
+    "cause.not_implemented_here": "`{name}` runs in other checks but raises NotImplementedError "
+                                  "on every case of this one: {cases}",
     "trait.cross": "cross-attention (key and value other than the query)",
     "trait.self": "self-attention (key = value = query)",
     "trait.bias": "with bias",

@@ -35,6 +35,10 @@ TEMPLATES: dict[str, str] = {
     "cause.item_on": "（{n}）在{where}上：{text}",
     "cause.then": "{first}{second}",
     "cause.not_implemented": "`{name}` 抛出 NotImplementedError",
+    "cause.not_implemented_in_check": "`{name}` 在其他检查中能运行，但在本检查中抛出 "
+                                      "NotImplementedError",
+    "cause.not_implemented_here": "`{name}` 在其他检查中能运行，但在本检查的每个用例上都抛出 "
+                                  "NotImplementedError：{cases}",
     "trait.cross": "交叉注意力（键和值不是查询）",
     "trait.self": "自注意力（键 = 值 = 查询）",
     "trait.bias": "有偏置",
