@@ -315,7 +315,7 @@ def test_gradescope_entry_point_writes_the_graders_results(tmp_path):
     payload = json.loads(results.read_text())
     assert payload["score"] == 0
     assert payload["max_score"] == sum(c.points for c in ASSIGNMENTS["mha"])
-    assert tests_by_visibility(payload) == {
+    assert by_visibility(payload) == {
         "visible": [c.id for c in ASSIGNMENTS["mha"]],
         "after_published": [f"{c.id} (hidden inputs)" for c in ASSIGNMENTS["mha"] if not c.timed]}
     assert "is not implemented yet" in payload["tests"][0]["output"]
@@ -354,11 +354,11 @@ def test_an_upload_of_another_assignment_is_graded_as_the_instructors(tmp_path):
     run = run_autograder(upload, results, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     payload = json.loads(results.read_text())
-    assert tests_by_visibility(payload)["visible"] == [c.id for c in ASSIGNMENTS["mha"]]
+    assert by_visibility(payload)["visible"] == [c.id for c in ASSIGNMENTS["mha"]]
     assert payload["score"] == 0
 
 
-def tests_by_visibility(payload: dict) -> dict[str, list[str]]:
+def by_visibility(payload: dict) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for test in payload["tests"]:
         found.setdefault(test["visibility"], []).append(test["name"])
@@ -398,7 +398,7 @@ def test_hidden_input_tests_can_be_left_out(tmp_path):
     run = run_autograder(upload, results, cwd=tmp_path, MHA_KIT_HIDDEN_VISIBILITY="none",
                          MHA_KIT_SPEED_CONFIG="tiny")
     assert run.returncode == 0, run.stderr
-    assert set(tests_by_visibility(json.loads(results.read_text()))) == {"visible"}
+    assert set(by_visibility(json.loads(results.read_text()))) == {"visible"}
     bad = run_autograder(upload, results, cwd=tmp_path, MHA_KIT_HIDDEN_VISIBILITY="soon")
     assert bad.returncode != 0 and "soon" in bad.stderr
 
