@@ -149,7 +149,7 @@ def _measure(sub, name: str, causal: bool, backward: bool) -> dict[str, Any]:
 
 def _expect_no_full_matrix(name: str, part: Any, causal: bool, stage: str) -> None:
     """No tensor made while `name` ran (`part`, a SizeWatch report) as large as one head's
-    (Tq, Tk) scores, and none that many elements alive at once."""
+    (Tq, Tk) scores, and not as many elements alive at once as the scores of every head."""
     limit = MEMORY_SHAPE["T"] ** 2
     if not isinstance(part, dict) or not isinstance(part.get("largest"), int):
         raise CheckFailed(msg("llm.bad_memory_reply", name=name))
@@ -157,9 +157,13 @@ def _expect_no_full_matrix(name: str, part: Any, causal: bool, stage: str) -> No
         raise CheckFailed(msg(f"llm.full_matrix_{stage}", name=name, elements=part["largest"],
                               shape=tuple(part.get("shape", ())), op=str(part.get("op", ""))[:80],
                               limit=limit), case=_memory_case(causal))
+    # Alive at once: the scores of every head. A loop's temporaries stay far below it (the
+    # reference peaks at 9 M: a few blocks of 2 M while the next ones are made); blocks kept
+    # in a list reach it.
+    every_head = MEMORY_SHAPE["H"] * limit
     peak = part.get("peak")
-    if not isinstance(peak, int) or peak >= limit:
-        raise CheckFailed(msg("llm.blocks_kept", name=name, elements=peak, limit=limit),
+    if not isinstance(peak, int) or peak >= every_head:
+        raise CheckFailed(msg("llm.blocks_kept", name=name, elements=peak, limit=every_head),
                           case=_memory_case(causal))
 
 

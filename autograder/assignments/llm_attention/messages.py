@@ -41,7 +41,7 @@ TEMPLATES: dict[str, dict[str, str]] = {
                                "so a loop over blocks of that size takes {blocks} steps. Use "
                                "the block_size you are given for your blocks",
         "llm.blocks_kept": "the tensors {name} made held {elements} elements at once, as many as "
-                           "the full (Tq, Tk) matrix of one head ({limit}): blocks kept (in a "
+                           "the scores of every head, H × Tq × Tk ({limit}): blocks kept (in a "
                            "list, say) add up to the matrix. Keep a block only while you use it",
         "llm.bad_memory_reply": "the memory watch of {name} gave back no sizes",
         "llm.full_matrix_forward": "{name} made a tensor of {elements} elements (shape "
@@ -192,8 +192,8 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "llm.memory_too_slow": "{name} 在 meta 设备上、T={T} 时没有在时限内完成：内存检查以 "
                                "block_size={block} 调用它，按这个大小分块只需 {blocks} 步。请用传入"
                                "的 block_size 作为块的大小",
-        "llm.blocks_kept": "{name} 创建的张量同时占有 {elements} 个元素，和一个头完整的 (Tq, Tk) "
-                           "矩阵（{limit}）一样多：保留下来的块（比如存在列表里）加起来就是整个矩阵。"
+        "llm.blocks_kept": "{name} 创建的张量同时占有 {elements} 个元素，和所有头的分数 H × Tq × Tk"
+                           "（{limit}）一样多：保留下来的块（比如存在列表里）加起来就是整个矩阵。"
                            "每个块只在用到时保留",
         "llm.bad_memory_reply": "{name} 的内存监测没有返回大小",
         "llm.full_matrix_forward": "{name} 创建了一个 {elements} 个元素的张量（形状 {shape}，"
