@@ -17,13 +17,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import CORPUS
-from test_messages import assert_chinese  # noqa: E402
+from test_messages import assert_chinese, graded_as_data  # noqa: E402
 
 from autograder.assignments.llm_attention import oracle
 from autograder.assignments.llm_attention.decode_speed import DECODE_SPEED_CHECK
 from autograder.assignments.llm_attention.jobs import MEMORY_JOB
 from autograder.assignments.llm_attention.mistakes import CATALOGUE
-from autograder.checks.core import CheckResult, Context
+from autograder.checks.core import CheckResult
 from autograder.checks.diagnosis import named_in
 from autograder.grading.registry import ASSIGNMENTS, run_checks
 from autograder.messages import TEMPLATES, ids_in, msg
@@ -102,30 +102,15 @@ def test_mutant_messages_are_chinese(mutant: Mutant, folder: Path, monkeypatch):
 
 
 def test_words_change_no_data(folder: Path, monkeypatch):
-    """Reword every English template: the same inputs, points and message ids."""
+    """Reword every English template: the same inputs, points and mistakes named."""
     paths = [REFERENCE]
     for n, mutant in enumerate(MUTANTS[::4]):
         paths.append(folder / f"reworded_{n}.py")
         paths[-1].write_text(mutant.source())
-    seeds: list[int] = []
-    draw = Context.generator
-
-    def recorded(self: Context, *key: object):
-        gen = draw(self, *key)
-        seeds.append(gen.initial_seed())
-        return gen
-
-    def decided() -> list:
-        seeds.clear()
-        results = [[(r.id, r.score, sorted(ids_in(r.message))) for r in grade(p)]
-                   for p in paths]
-        return [list(seeds), results]
-
-    monkeypatch.setattr(Context, "generator", recorded)
-    before = decided()
+    before = graded_as_data(paths, monkeypatch, grade)
     for message_id, template in TEMPLATES["en"].items():
         monkeypatch.setitem(TEMPLATES["en"], message_id, template + " ~")
-    assert decided() == before and before[0]
+    assert graded_as_data(paths, monkeypatch, grade) == before and before[0]
 
 
 # Published code through thin adapters (tests/corpus/llm/public): the checks each passes, and

@@ -8,6 +8,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import torch
@@ -107,9 +108,13 @@ def test_mutant_messages_are_chinese(mutant, tmp_path: Path, monkeypatch):
     assert_chinese(results, sub.problems, monkeypatch)
 
 
-def _graded_as_data(paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> list:
-    """What grading these files decides, as data: every seed drawn, each check's points, the
-    mistakes named (by id) and the ids of every message."""
+def graded_as_data(paths: list[Path], monkeypatch: pytest.MonkeyPatch,
+                   grade: Callable[[Path], list[CheckResult]] | None = None) -> list:
+    """What grading these files decides (`grade`: the core assignment's untimed checks), as
+    data: every seed drawn, each check's points, the mistakes named (by id) and the ids of
+    every message."""
+    grade = grade or (lambda path: run_checks(InProcessSubmission.from_path(path),
+                                              only=DETERMINISTIC))
     seeds: list[int] = []
     draw = Context.generator
 
@@ -122,7 +127,7 @@ def _graded_as_data(paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> list:
     with monkeypatch.context() as patch:
         patch.setattr(Context, "generator", recorded)
         for path in paths:
-            results = run_checks(InProcessSubmission.from_path(path), only=DETERMINISTIC)
+            results = grade(path)
             decided.append([(r.id, r.score, named_in(r.message), sorted(ids_in(r.message)))
                             for r in results])
     return [seeds, decided]
@@ -135,10 +140,10 @@ def test_words_change_no_data(tmp_path: Path, monkeypatch):
     for mutant in {m.mistake: m for m in MUTANTS}.values():  # one mutant per mistake
         paths.append(tmp_path / f"{mutant.mistake}.py")
         paths[-1].write_text(mutant.source())
-    before = _graded_as_data(paths, monkeypatch)
+    before = graded_as_data(paths, monkeypatch)
     for message_id, template in TEMPLATES["en"].items():
         monkeypatch.setitem(TEMPLATES["en"], message_id, template + " ~")
-    after = _graded_as_data(paths, monkeypatch)
+    after = graded_as_data(paths, monkeypatch)
     assert after == before
     assert any(named for file in before[1] for _, _, named, _ in file)  # mistakes were named
 
