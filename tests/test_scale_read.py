@@ -85,7 +85,7 @@ def test_a_module_scaled_by_a_constant_is_told_the_constant(tmp_path: Path):
         "torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])",
         "torch.matmul(q, k.transpose(-2, -1)) * 0.1"))
     for result in run_checks(InProcessSubmission.from_path(path),
-                             only=["scaled_scores", "looped_mha", "fused_mha"]):
+                             only=["scaled_scores", "attention_head", "looped_mha", "fused_mha"]):
         assert not result.passed
         assert named_in(result.message) == ["scale_read"], result.message
         said = messages_with(result.message, "mistake.scale_read")

@@ -130,8 +130,11 @@ def check_attention_head(sub, ctx: Context) -> float:
         got_out, got_w = expect_output_pair("AttentionHead.forward", call)
         expect_unchanged("AttentionHead.forward", call, _passed(inp), case)
         what = msg("what.weights", name="AttentionHead")
+        raw = scale.raw_scores(p64, *args64[:2], 1)[:, 0]  # (B, Tq, Tk): q @ k^T, unscaled
         expect_close(what, got_w, weights.to(c.dtype), case,
-                     c.tol, dims=("B", "Tq", "Tk"), mistakes=mistakes, part=1, beside=got_out)
+                     c.tol, dims=("B", "Tq", "Tk"), mistakes=mistakes, part=1, beside=got_out,
+                     read=lambda got: scale.scale_reading(
+                         scale.scale_of_weights(got, raw, c.tol), head_dim, c.E))
         expect_blocked_zero(what, got_w, inp.mask, case)
         expect_close(msg("what.output", name="AttentionHead"), got_out, out.to(c.dtype), case,
                      c.tol,
