@@ -36,7 +36,6 @@ from notebook_helpers import (  # noqa: E402
     MHA_CHECK_IDS,
     PARTIAL,
     SOLUTION,
-    SPEED,
     read,
     recorded_grades,
     solved,
@@ -45,6 +44,7 @@ from notebook_helpers import (  # noqa: E402
 
 from autograder.release import with_interpreter_on_path  # noqa: E402
 from autograder.speed import config as speed_config  # noqa: E402
+from autograder.speed.check import SPEED_CHECK as SPEED  # noqa: E402
 
 VARIANTS = ("complete", "partial", "complete", "empty", "complete", "tampered")
 # nbgrader's own autograde preprocessors: the stock Execute, points from the kernel's outputs.
