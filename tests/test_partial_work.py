@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import TEMPLATE
+from conftest import TEMPLATE, messages_with
 
 from autograder.checks.diagnosis import named_in
+from autograder.grading.batch import grade_submission
 from autograder.grading.registry import run_checks
 from autograder.messages import ids_in
 from autograder.runner.inprocess import InProcessSubmission
+from autograder.runner.policy import Limits
 
 # As a real tutorial writes it: the output projection built inside forward, on every call.
 LINEAR_IN_FORWARD = ("        out = self.out_proj(merge_heads(torch.matmul(weights, v)))",
@@ -89,3 +91,20 @@ def test_a_half_finished_module_is_graded_on_what_runs(kind: str, tmp_path: Path
         assert "runner.not_implemented" not in ids_in(result.message), result.message
     said = results["fused_mha_contract"]
     assert contract in ids_in(said.message) | set(named_in(said.message)), said.message
+
+
+def test_a_module_that_hangs_on_one_kind_of_case_is_told_the_case(tmp_path: Path):
+    """An infinite loop for cross-attention only: the time limit names the case it met (key
+    and query of other lengths), and the checks that never meet it are earned."""
+    path = tmp_path / "hangs.py"
+    hang = ("        if key is not None and key.shape != query.shape:\n"
+            "            while True:\n"
+            "                pass\n")
+    path.write_text(TEMPLATE.read_text().replace(_FORWARD_START, hang + _FORWARD_START))
+    results, _ = grade_submission(path, only=["fused_mha", "fused_mha_masks"],
+                                  limits=Limits(call_s=1))
+    hung, masks = results
+    assert not hung.passed and masks.passed
+    assert [m.params["limit"] for m in messages_with(hung.message, "worker.timeout")] == [1]
+    case = messages_with(hung.message, "check.case")[0].params["case"]
+    assert "Tk=" in str(case), case  # the cross-attention case, by its sizes

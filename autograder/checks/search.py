@@ -65,8 +65,18 @@ def search_shapes(one_case: Callable[[Any], None], shapes: Any,
     except NoSuchExample:
         found = None
     if fatal and fatal[0][1].kind != "not_implemented":
-        raise fatal[0][1]
+        raise on_case(*fatal[0])
     return found, fatal[0] if fatal else None
+
+
+def on_case(case: Any, err: StudentCodeError) -> StudentCodeError:
+    """A fatal error of the student's code; one call past its time limit told with the case it
+    met (code that hangs on cross-attention only says so), any other as it is (a check's or a
+    submission's overall cap is not the case's)."""
+    if err.message.id != "worker.timeout":
+        return err
+    return StudentCodeError(err.kind, msg("check.case", text=err.message, case=label(case)),
+                            err.exc_type)
 
 
 def warm_up() -> None:
@@ -113,7 +123,7 @@ def _run_cases(one_case: Callable[[Any], None], fixed: Any, shapes: Any, example
             failures.append((case, err))
         except StudentCodeError as err:
             if err.kind != "not_implemented" and not failures:
-                raise
+                raise on_case(case, err) from None
             failures.append((case, err))
             if err.kind != "not_implemented":  # a timeout, a crash: the cases end here
                 break
