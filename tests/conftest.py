@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from autograder.grading.registry import ASSIGNMENTS, POINTS
+from autograder.grading.registry import ASSIGNMENTS, POINTS, SPECS
 from autograder.messages import Message
 from autograder.speed import config as speed_config
 from autograder.speed import score as speed_score
@@ -24,7 +24,7 @@ STUBS = CORPUS / "stubs.py"
 HOSTILE = ROOT / "tests" / "hostile"
 KERNEL_TIMEOUT_S = 15  # nbgrader's Execute.timeout in the course of the `course` fixture
 SPEED = "speed_fused_vs_looped"
-TIMED = (SPEED, "llm_decode_speed")  # the checks that time: their message is not "ok"
+TIMED = {s.id for s in SPECS.values() if s.timed}  # the checks that time: not "ok" but times
 # Every check but the speed check: what a submission gets the same way on any machine.
 DETERMINISTIC = [c.id for c in ASSIGNMENTS["mha"] if c.id != SPEED]
 # The speed check at a size that takes milliseconds (18 timed calls, 8 of them spot-checked).

@@ -19,6 +19,7 @@ from autograder.assignments.llm_attention.decode_config import (
 from autograder.assignments.llm_attention.decode_speed import DECODE_SPEED_CHECK, judge
 from autograder.grading.batch import grade_submission
 from autograder.messages import ids_in
+from autograder.speed.check import TimedRun
 
 sys.path.insert(0, str(CORPUS / "llm"))
 from decode_styles import STYLES, source  # noqa: E402
@@ -53,7 +54,7 @@ def test_recomputing_everything_loses_them_though_its_values_are_right(tmp_path:
 def test_a_report_that_is_not_times_is_not_scored():
     for junk in (None, {"times": {"cached": [1.0]}}, {"times": {"cached": "x", "recomputed": []},
                                                        "outputs": []}):
-        run = judge(junk, seed=1, wall=1.0, cpu=None)
+        run = judge(TimedRun(junk, 1.0, None), 1)
         assert run.problem is not None and "llm.speed_malformed" in ids_in(run.problem)
 
 
@@ -69,11 +70,11 @@ def _right_report(seed: int, cached: float, recomputed: float) -> dict:
 def test_reported_times_are_checked_against_what_the_grader_saw():
     report = _right_report(7, 0.01, 0.2)
     reported = 0.21 * decode_config().rounds
-    run = judge(report, seed=7, wall=reported * 2, cpu=reported)
+    run = judge(TimedRun(report, reported * 2, reported), 7)
     assert run.problem is None and abs(run.speedup - 20) < 1e-9
-    over_wall = judge(report, seed=7, wall=reported / 2, cpu=None)
+    over_wall = judge(TimedRun(report, reported / 2, None), 7)
     assert "speed.over_wall" in ids_in(over_wall.problem)
-    under_cpu = judge(report, seed=7, wall=reported * 2, cpu=reported * 3)
+    under_cpu = judge(TimedRun(report, reported * 2, reported * 3), 7)
     assert "speed.under_cpu" in ids_in(under_cpu.problem)
-    wrong = judge(report, seed=8, wall=reported * 2, cpu=None)  # another seed's outputs
+    wrong = judge(TimedRun(report, reported * 2, None), 8)  # another seed's outputs
     assert "llm.speed_spot" in ids_in(wrong.problem)

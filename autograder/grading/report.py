@@ -87,7 +87,7 @@ def _told_without_inputs(r: CheckResult) -> CheckResult:
     if r.passed:
         return r
     named = [mistake_of(m).sentence() for m in named_in(r.message)
-             if m in MISTAKES]
+             if m in MISTAKES]  # a scale read off the answer says its numbers: left out
     return CheckResult(r.id, r.score, r.max_score, msg(
         "report.hidden_failed", mistakes=joined(named) if named else msg("report.no_mistake")))
 

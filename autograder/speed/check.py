@@ -14,7 +14,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from ..checks.core import CheckFailed, Context
 from ..messages import Message, msg
@@ -36,6 +36,7 @@ BUDGET_S = 4.5
 # this one's events. Seen on an H100: a correct file lost its speed points under --jobs 4.
 GPU_TURN_LOCK = "mha-kit-gpu-timing.lock"
 GPU_TURN_WAIT_S = 120.0  # past this the run is timed anyway: a stuck holder never stalls a class
+V = TypeVar("V")  # one timing run's judgement
 
 
 @dataclass
@@ -75,28 +76,42 @@ def gpu_turn(device: str, wait_s: float = GPU_TURN_WAIT_S) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def timed_run(sub: Submission, device: str, seed: int) -> TimedRun:
+def timed_job(sub: Submission, what: Message, device: str, prepare: str, job: str,
+              **kwargs: Any) -> TimedRun:
+    """A timing job (`job`, with `device` and `kwargs`) run beside the student's code, after its
+    `prepare` job (with `device`: construction and first calls, not part of the cross-checked
+    run), with the wall clock and the worker's CPU time the grader saw meanwhile. Any speed
+    check times this way."""
     sub.ensure_loaded()  # a worker restarted after an earlier check: not part of the timing
-    # Construction and first calls, in a job of their own: not part of the cross-checked run.
-    sub.run_job(measure.PREPARE_JOB, msg("worker.timing", name="MultiHeadAttention"),
-                device=device)
+    sub.run_job(prepare, what, device=device)
     with gpu_turn(device):
         cpu_before = sub.cpu_seconds()
         started = time.perf_counter()
-        measurement = sub.run_job(measure.JOB, msg("worker.timing", name="MultiHeadAttention"),
-                                  device=device, seed=seed)
+        measurement = sub.run_job(job, what, device=device, **kwargs)
         wall = time.perf_counter() - started
     cpu_after = sub.cpu_seconds()
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+    return TimedRun(measurement, wall, cpu)
+
+
+def timed_run(sub: Submission, device: str, seed: int) -> TimedRun:
+    run = timed_job(sub, msg("worker.timing", name="MultiHeadAttention"), device,
+                    measure.PREPARE_JOB, measure.JOB, seed=seed)
+    measurement = run.measurement
     if isinstance(measurement, dict) and isinstance(measurement.get("outputs"), dict):
         outputs = measurement["outputs"].items()
         measurement["outputs"] = {i: vetted(o, "MultiHeadAttention.forward") for i, o in outputs}
-    return TimedRun(measurement, wall, cpu)
+    return run
 
 
 def implausible(run: TimedRun, device: str) -> Message | None:
     """Why the reported times cannot be right, from what the grader saw outside: or None."""
-    reported = total_measured(run.measurement)
+    return implausible_times(total_measured(run.measurement), run, device)
+
+
+def implausible_times(reported: float, run: TimedRun, device: str) -> Message | None:
+    """Why `reported` seconds of timed calls cannot be right: more than the wall clock the
+    grader waited, or (on the CPU) too small a share of the worker's CPU time; or None."""
     if reported > run.wall * 1.05:
         return msg("speed.not_scored", reason=msg("speed.over_wall", wall=float(run.wall)))
     if device == "cpu" and run.cpu is not None and reported < MIN_TIMED_SHARE * run.cpu:
@@ -105,24 +120,34 @@ def implausible(run: TimedRun, device: str) -> Message | None:
     return None
 
 
+def runs_until_decided(run: Callable[[], V], again: Callable[[list[V]], bool]) -> list[V]:
+    """`run()` once, then again while `again(runs)` says the result is undecided (near the
+    threshold), as long as one more run as long as the average so far fits in BUDGET_S."""
+    started = time.perf_counter()
+    runs: list[V] = []
+    while not runs or again(runs):
+        elapsed = time.perf_counter() - started
+        if runs and elapsed * (len(runs) + 1) / len(runs) > BUDGET_S:
+            break
+        runs.append(run())
+    return runs
+
+
 def check_speed(sub: Submission, ctx: Context) -> float:
     """Run after fused_mha and fused_mha_masks have passed (the checks it needs): time, judge,
     sanity-check; again while the result is near the threshold (up to MAX_RUNS runs within
     BUDGET_S); decide."""
-    started = time.perf_counter()
-    verdicts: list[Verdict] = []
-    while not verdicts or wants_another(verdicts):
-        elapsed = time.perf_counter() - started
-        if verdicts and elapsed * (len(verdicts) + 1) / len(verdicts) > BUDGET_S:
-            break
+
+    def run_once() -> Verdict:
         seed = secrets.randbelow(2**31)
         run = timed_run(sub, ctx.device, seed)
         verdict = judge(run.measurement, ctx.device, seed)
         if verdict.problem is None:
             problem = implausible(run, ctx.device)
             verdict = Verdict(problem) if problem else verdict
-        verdicts.append(verdict)
-    fraction, message = decide(verdicts, ctx.device)
+        return verdict
+
+    fraction, message = decide(runs_until_decided(run_once, wants_another), ctx.device)
     if fraction <= 0:
         raise CheckFailed(message)
     ctx.notes = message

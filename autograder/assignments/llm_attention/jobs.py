@@ -5,6 +5,7 @@ watch of FlashAttention on the `meta` device. What these return is untrusted dat
 
 from __future__ import annotations
 
+import time
 import weakref
 from dataclasses import asdict
 from typing import Any, Callable
@@ -138,16 +139,17 @@ def memory(sub: LocalSubmission, *, name: str, q_shape: tuple[int, ...],
 
 
 # The module prepare_timing built and warmed up for the next time_decoding, by submission.
-_PREPARED: weakref.WeakKeyDictionary[Any, tuple[int, nn.Module]] = weakref.WeakKeyDictionary()
+_PREPARED: weakref.WeakKeyDictionary[Any, tuple[str, nn.Module]] = weakref.WeakKeyDictionary()
 
 
-def _decoding_module(sub: LocalSubmission, cfg: DecodeConfig, seed: int) -> nn.Module:
-    module = sub.construct(MODULE, cfg.E, cfg.H, cfg.Hkv)
-    params = decode_params(cfg, seed)
+def _load(sub: LocalSubmission, module: nn.Module, cfg: DecodeConfig, seed: int,
+          device: str) -> nn.Module:
+    """`module`, float32 on `device` in eval mode, holding the weights of `seed`."""
+    params = {k: v.to(device) for k, v in decode_params(cfg, seed).items()}
 
     def prepare() -> None:
         with torch.no_grad():
-            module.to(device="cpu", dtype=torch.float32)
+            module.to(device=device, dtype=torch.float32)
             load_weights(module, MODULE, params)
         module.eval()
 
@@ -155,49 +157,59 @@ def _decoding_module(sub: LocalSubmission, cfg: DecodeConfig, seed: int) -> nn.M
     return module
 
 
-def _candidates(sub: LocalSubmission, module: nn.Module, x: Tensor, cfg: DecodeConfig
-                ) -> dict[str, Callable[[], tuple[float, list[Tensor]]]]:
-    """The two ways of decoding N tokens after the prefill, each timed (CPU seconds) with its
-    outputs: through a KVCache (its prefill untimed), and the whole prefix again each time."""
+def _candidates(sub: LocalSubmission, module: nn.Module, x: Tensor, cfg: DecodeConfig,
+                device: str) -> dict[str, Callable[[], tuple[float, list[Tensor]]]]:
+    """The two ways of decoding N tokens after the prefill, each timed (CPU seconds, or the
+    synchronised wall clock on a GPU) with its outputs: through a KVCache (its prefill
+    untimed), and the whole prefix again for each token."""
     cache_class = sub.lookup("KVCache")
+    cuda = device.startswith("cuda")
+
+    def now() -> float:
+        if cuda:
+            torch.cuda.synchronize()
+            return time.perf_counter()
+        return CPU_CLOCK()
 
     def cached() -> tuple[float, list[Tensor]]:
         cache = cache_class()
         module(x[:, :cfg.P], cache=cache)
-        start = CPU_CLOCK()
+        start = now()
         outs = [module(x[:, cfg.P + n:cfg.P + n + 1], cache=cache) for n in range(cfg.N)]
-        return CPU_CLOCK() - start, outs
+        return now() - start, outs
 
     def recomputed() -> tuple[float, list[Tensor]]:
-        start = CPU_CLOCK()
+        start = now()
         outs = [module(x[:, :cfg.P + n + 1])[:, -1:] for n in range(cfg.N)]
-        return CPU_CLOCK() - start, outs
+        return now() - start, outs
 
     return {"cached": cached, "recomputed": recomputed}
 
 
-def prepare_timing(sub: LocalSubmission, *, seed: int) -> None:
-    """Build the module and decode once each way: a slow constructor or first call then costs
-    nothing in the run whose CPU time the grader compares with the reported times."""
+def prepare_timing(sub: LocalSubmission, *, device: str) -> None:
+    """Build the module and decode once each way (weights and tokens of no seed): a slow
+    constructor or first call then costs nothing in the run whose CPU time the grader compares
+    with the reported times."""
     cfg = decode_config()
-    module = _decoding_module(sub, cfg, seed)
-    candidates = _candidates(sub, module, decode_input(cfg, seed), cfg)
+    module = _load(sub, sub.construct(MODULE, cfg.E, cfg.H, cfg.Hkv), cfg, 0, device)
+    candidates = _candidates(sub, module, decode_input(cfg, 0).to(device), cfg, device)
     with timing_conditions():
         for _ in range(max(cfg.warmup, 1)):
             for run in candidates.values():
                 sub.guard(f"{MODULE}.forward", run, watch=False)
-    _PREPARED[sub] = (seed, module)
+    _PREPARED[sub] = (device, module)
 
 
-def time_decoding(sub: LocalSubmission, *, seed: int) -> dict[str, Any]:
-    """Decode N tokens with the cache and by recomputing, on the CPU, in interleaved rounds
-    (who goes first alternates): the CPU seconds of each round, the cached outputs of the
-    first."""
+def time_decoding(sub: LocalSubmission, *, device: str, seed: int) -> dict[str, Any]:
+    """Decode N tokens with the cache and by recomputing, in interleaved rounds (who goes
+    first alternates): the seconds of each round, the cached outputs of the first."""
     cfg = decode_config()
     found = _PREPARED.pop(sub, None)
-    module = found[1] if found is not None and found[0] == seed else _decoding_module(
-        sub, cfg, seed)
-    candidates = _candidates(sub, module, decode_input(cfg, seed), cfg)  # x (B, P + N, E)
+    module = (found[1] if found is not None and found[0] == device
+              else sub.construct(MODULE, cfg.E, cfg.H, cfg.Hkv))
+    module = _load(sub, module, cfg, seed, device)
+    x = decode_input(cfg, seed).to(device)  # (B, P + N, E)
+    candidates = _candidates(sub, module, x, cfg, device)
     times: dict[str, list[float]] = {name: [] for name in candidates}
     kept: list[Tensor] = []
 
@@ -212,5 +224,5 @@ def time_decoding(sub: LocalSubmission, *, seed: int) -> dict[str, Any]:
     forward = f"{MODULE}.forward"
     with timing_conditions():
         sub.guard(forward, run, watch=False)
-    outputs = [vetted(out, forward) for out in kept]
+    outputs = [vetted(out, forward).cpu() for out in kept]
     return {"config": asdict(cfg), "seed": seed, "times": times, "outputs": outputs}
