@@ -2,14 +2,17 @@
 
 `nbgrader autograde` runs the submitted notebook in a Jupyter kernel, as the account running
 nbgrader. `SandboxedExecute` is nbgrader's `Execute` with a `SandboxedKernelManager`, whose
-kernel runs under bwrap (`runner.sandbox`): the filesystem read-only, no network, and writable
-only a scratch folder: its sockets, its HOME, and a copy of its working folder (the notebook's
-folder), mounted at the folder's own path, so the notebook reads the files beside it and what
-it writes there is thrown away with the copy. When the grader is root and `worker_user` names
-an account (`nobody`), the kernel runs as that account too (`setpriv`, inside the sandbox).
+kernel runs in the sandbox's layers (`runner.sandbox`): confined by Landlock's launcher, and
+under bwrap where it runs. No network, and writable only a scratch folder: its sockets, its
+HOME, and a copy of its working folder (the notebook's folder), so the notebook reads the files
+beside it and what it writes there is thrown away with the copy. bwrap mounts the copy at the
+folder's own path; with Landlock alone the kernel works in the copy. When the grader is root
+and `worker_user` names an account (`nobody`), the kernel runs as that account too
+(`setpriv`, inside the sandbox).
 
-Its network namespace has only its own loopback, so the kernel talks to nbclient over ZMQ's
-`ipc` transport (unix sockets in the scratch folder) instead of TCP. Interrupts go as messages:
+It may open no TCP connection (bwrap's network namespace has only its own loopback, Landlock
+allows unix sockets alone), so the kernel talks to nbclient over ZMQ's `ipc` transport (unix
+sockets in the scratch folder) instead of TCP. Interrupts go as messages:
 a SIGINT to the kernel's process group would reach bwrap, which would die and take the kernel
 with it. Where there is no sandbox, the kernel runs as usual and the log says why.
 
@@ -62,11 +65,13 @@ class SandboxedKernelManager(AsyncKernelManager):
                      "IPYTHONDIR": str(home / ".ipython"),
                      "MPLCONFIGDIR": str(home / ".matplotlib")}
         command, kw = await super()._async_pre_start_kernel(**kw)
-        as_account = self._as_account(scratch)
-        wrapped = sandbox.wrap([*as_account, *command],
-                               [(scratch, scratch), (scratch / "work", cwd)],
-                               setuid=bool(as_account), chdir=cwd)
-        assert wrapped is not None  # the sandbox was there a moment ago
+        kernel = [*self._as_account(scratch), *command]
+        binds = [(scratch, scratch), (scratch / "work", cwd)]
+        wrapped = sandbox.wrap(sandbox.confined(kernel, [dest for _, dest in binds]), binds,
+                               setuid=kernel != command, chdir=cwd)
+        if wrapped is None:  # Landlock alone: the copy cannot stand at the folder's own path
+            kw["cwd"] = str(scratch / "work")
+            return sandbox.confined(kernel, [scratch]), kw
         return wrapped, kw
 
     @staticmethod

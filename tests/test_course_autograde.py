@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import SPEED
+from conftest import KILL_REFUSED, SPEED
 from nbgrader.api import Gradebook
 from notebook_helpers import (
     MHA_CHECK_IDS,
@@ -93,11 +93,13 @@ def test_the_gradebook_holds_what_nbgrader_autograde_recorded(course, kit_course
     speed = kit["complete"].pop(SPEED), nbgrader["complete"].pop(SPEED)
     assert kit == nbgrader
     assert speed == (POINTS[SPEED],) * 2, speed  # timed separately: all or nothing, earned
-    nothing = dict.fromkeys(MHA_CHECK_IDS, 0)
-    assert recorded_grades(copy, ("dies", "kills_grader")) == dict.fromkeys(
-        ("dies", "kills_grader"), nothing)
+    nothing, full = dict.fromkeys(MHA_CHECK_IDS, 0), {i: POINTS[i] for i in MHA_CHECK_IDS}
+    assert recorded_grades(copy, ("dies",)) == {"dies": nothing}
+    # A kill refused (KILL_REFUSED) is an error in one cell of a complete notebook.
+    assert recorded_grades(copy, ("kills_grader",)) == {
+        "kills_grader": full if KILL_REFUSED else nothing}
     # The kit's worker leaves out the cell that never ends: it costs what it defines, nothing.
-    assert recorded_grades(copy, ("loops",)) == {"loops": {i: POINTS[i] for i in MHA_CHECK_IDS}}
+    assert recorded_grades(copy, ("loops",)) == {"loops": full}
 
 
 def test_the_autograded_notebooks_are_nbgrader_s(course, kit_course):
@@ -125,7 +127,7 @@ def test_a_broken_submission_is_recorded_with_a_line_saying_why(kit_course):
     said = {s: " ".join(line for line in lines if line.startswith(f"  {s}: ")) for s in BREAKING}
     assert "the kernel died while running cell" in said["dies"], run.stderr
     assert "ran past Execute.timeout" in said["loops"], run.stderr
-    assert "the grading process died" in said["kills_grader"], run.stderr
+    assert ("the grading process died" in said["kills_grader"]) != KILL_REFUSED, run.stderr
     assert f"autograded {len(MHA_STUDENTS) + len(BREAKING)} submissions of mha" in run.stdout
     assert (copy / "class.csv").is_file() and (copy / "class.png").is_file()
 
@@ -139,7 +141,11 @@ def test_a_broken_submission_is_recorded_with_a_line_saying_why(kit_course):
     killed = read(copy / "autograded" / "kills_grader" / "mha" / SOLUTION.name)
     test_cells = [c for c in killed.cells if is_test_cell(c)]
     assert len(test_cells) == len(MHA_CHECK_IDS)
-    assert all("the grading process died" in errors(c)[0].evalue for c in test_cells)
+    if KILL_REFUSED:
+        assert [e.ename for e in errors(breaking_cell("kills_grader"))] == ["PermissionError"]
+        assert not any(errors(c) for c in test_cells)
+    else:
+        assert all("the grading process died" in errors(c)[0].evalue for c in test_cells)
 
 
 def test_feedback_and_export_then_work_as_usual(kit_course):

@@ -1,6 +1,6 @@
 """The sandbox (autograder/runner/sandbox.py): student code writes only to its own folder and
-connects nowhere, in the worker and in the kernel nbgrader runs; without bubblewrap grading
-still works and says what is not protected."""
+connects nowhere, in the worker and in the kernel nbgrader runs, with each layer alone
+(Landlock, bubblewrap); without any, grading still works and says what is not protected."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from conftest import HOSTILE, ROOT, STUBS, TEMPLATE, check_here, run_cli
 from autograder.grading.batch import grade_submission
 from autograder.grading.registry import ASSIGNMENTS, POINTS, WAITING_MESSAGES
 from autograder.messages import ids_in, msg, render
-from autograder.runner import sandbox, zygote
+from autograder.runner import landlock, sandbox, zygote
 from autograder.runner.worker import WorkerSubmission
 from autograder.sandboxed_kernel import (
     SandboxedExecute,
@@ -31,9 +31,18 @@ from autograder.sandboxed_kernel import (
     SandboxedStudentCells,
 )
 
+needs_sandbox = pytest.mark.skipif(sandbox.unprotected() is not None,
+                                   reason=f"no sandbox here ({sandbox.unprotected()})")
 needs_bwrap = pytest.mark.skipif(
-    sandbox.unprotected() is not None,
-    reason=f"bubblewrap cannot run here ({sandbox.unprotected()}): apt-get install bubblewrap")
+    sandbox.layer_problem(sandbox.BUBBLEWRAP) is not None,
+    reason=f"bubblewrap cannot run here ({sandbox.layer_problem(sandbox.BUBBLEWRAP)}): "
+           "apt-get install bubblewrap")
+EACH_LAYER = [pytest.param(layer, marks=pytest.mark.skipif(
+    sandbox.layer_problem(layer) is not None,
+    reason=f"no {layer} here ({sandbox.layer_problem(layer)})"))
+    for layer in (sandbox.LANDLOCK, sandbox.BUBBLEWRAP)]
+REFUSED_CONNECTION = {sandbox.LANDLOCK: {"EACCES"},  # no socket at all
+                      sandbox.BUBBLEWRAP: {"ECONNREFUSED", "ENETUNREACH"}}  # its own loopback
 STEPS = {"split_heads", "scaled_scores", "causal_mask", "attend", "merge_heads",
          "output_projection"}
 MARK = f"WRITTEN_BY_STUDENT_CODE_{uuid.uuid4().hex[:8]}"
@@ -85,13 +94,19 @@ def assert_untouched(outside: list[Path], course_dir: Path, listener: socket.soc
         listener.accept()
 
 
-@needs_bwrap
+@pytest.mark.parametrize("layer", EACH_LAYER)
 def test_a_hostile_submission_writes_nowhere_and_connects_nowhere_but_is_graded(
-        course_dir, outside, listener, monkeypatch):
+        layer, course_dir, outside, listener, monkeypatch):
+    """Each layer alone; Landlock also keeps another submission and the grade book unread
+    (bubblewrap alone leaves reading to the account's rights, outside /tmp)."""
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, layer)
     path = course_dir / "submitted" / "alice" / "mha" / "writes_outside.py"
     shutil.copy(HOSTILE / "writes_outside.py", path)
+    secret = course_dir / "submitted" / "bob" / "mha" / "answers.py"
+    secret.write_text("bob's answers")
     monkeypatch.setenv("MHA_KIT_HOSTILE_TARGETS", json.dumps(
-        {"files": [str(p) for p in outside], "port": listener.getsockname()[1]}))
+        {"files": [str(p) for p in outside], "port": listener.getsockname()[1],
+         "reads": [str(secret), str(course_dir / "gradebook.db")]}))
     results, problems = grade_submission(path)
     assert_untouched(outside, course_dir, listener)
     for result in results:  # the six steps are right; nothing else is defined
@@ -105,12 +120,15 @@ def test_a_hostile_submission_writes_nowhere_and_connects_nowhere_but_is_graded(
     assert [r.id for r in results] == [c.id for c in ASSIGNMENTS["mha"]]
     assert sum(r.score for r in results) == 43
     printed = str(problems[-1])  # it tried, at import and in its calls, and failed each time
-    tries = dict(re.findall(r"(import|call): ([A-Z ]+)", printed))
-    assert set(tries) == {"import", "call"}, printed
-    for outcomes in tries.values():
-        *files, connection = outcomes.split()
-        assert len(files) == len(outside) and set(files) <= {"EROFS", "EACCES", "ENOENT"}
-        assert connection in ("ECONNREFUSED", "ENETUNREACH"), printed
+    tries = re.findall(r"(import|call): writes ([A-Z ]+) connect ([A-Z]+) reads ([A-Za-z ]+)",
+                       printed)
+    assert {when for when, *_ in tries} == {"import", "call"}, printed
+    for _, writes, connection, reads in tries:
+        assert len(writes.split()) == len(outside), printed
+        assert set(writes.split()) <= {"EROFS", "EACCES", "ENOENT"}, printed
+        assert connection in REFUSED_CONNECTION[layer], printed
+        if layer == sandbox.LANDLOCK:
+            assert reads.split() == ["EACCES", "EACCES"], printed
 
 
 @needs_bwrap
@@ -128,37 +146,50 @@ def test_the_worker_is_in_a_network_namespace_of_its_own_unless_turned_off(tmp_p
 
 @pytest.mark.parametrize("env, reason", [
     ({sandbox.SANDBOX_ENV: "off"}, "MHA_KIT_SANDBOX=off"),
-    ({sandbox.BWRAP_ENV: "/nonexistent/bwrap"}, "/nonexistent/bwrap not found"),
-    ({sandbox.BWRAP_ENV: shutil.which("false") or "/bin/false"}, "cannot build its sandbox"),
+    ({sandbox.SANDBOX_ENV: "bwrap", sandbox.BWRAP_ENV: "/nonexistent/bwrap"},
+     "/nonexistent/bwrap not found"),
+    ({sandbox.SANDBOX_ENV: "bwrap", sandbox.BWRAP_ENV: shutil.which("false") or "/bin/false"},
+     "cannot build its sandbox"),
+    ({sandbox.SANDBOX_ENV: "landlock", "no_landlock": "ENOSYS"},
+     "this kernel offers no Landlock (ENOSYS)"),
+    ({sandbox.BWRAP_ENV: "/nonexistent/bwrap", "no_landlock": "EOPNOTSUPP"},
+     "this kernel offers no Landlock (EOPNOTSUPP); /nonexistent/bwrap not found"),
 ])
 def test_without_the_sandbox_check_works_and_says_what_is_not_protected_when_asked(
         env, reason, capsys, monkeypatch):
-    """A learner's own code: no warning, unless --verbose asks what protects the grading."""
+    """A learner's own code: no warning, unless --verbose asks what protects the grading.
+    A kernel without Landlock (gVisor's ENOSYS, say) is this process's answer replaced."""
+    if (error := env.pop("no_landlock", None)) is not None:
+        monkeypatch.setattr(landlock, "_version", lambda: error)
     run = check_here(capsys, monkeypatch, str(TEMPLATE), "--only", "causal_mask", **env)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "✓ causal_mask" in run.stdout and "sandbox" not in run.stdout + run.stderr
     run = check_here(capsys, monkeypatch, str(TEMPLATE), "--only", "causal_mask", "-v", **env)
     assert run.stdout.count("warning: student code runs without the sandbox") == 1, run.stdout
-    assert reason in run.stdout and "the course folder, your home folder" in run.stdout
+    assert reason in run.stdout and "other submissions, your home folder" in run.stdout
 
 
 def test_the_warning_is_shown_once_by_grade_and_in_chinese(tmp_path):
     for name in ("alice", "bob"):
         shutil.copy(STUBS, tmp_path / f"{name}.py")
     run = run_cli("grade", str(tmp_path), "--csv", str(tmp_path / "grades.csv"),
-                  env={sandbox.BWRAP_ENV: "/nonexistent/bwrap", "MHA_KIT_LANG": "zh"})
+                  env={sandbox.SANDBOX_ENV: "bwrap", sandbox.BWRAP_ENV: "/nonexistent/bwrap",
+                       "MHA_KIT_LANG": "zh"})
     assert run.returncode == 0, run.stdout + run.stderr
-    warning = msg("sandbox.off", reason=msg("sandbox.missing", bwrap="/nonexistent/bwrap"),
+    warning = msg("sandbox.off", reason=[msg("sandbox.missing", bwrap="/nonexistent/bwrap")],
                   variable=sandbox.SANDBOX_ENV).render("zh")
     assert run.stderr.count(warning) == 1, run.stderr
 
 
-@needs_bwrap
-def test_with_the_sandbox_there_is_no_warning(capsys, monkeypatch):
-    monkeypatch.delenv(sandbox.SANDBOX_ENV, raising=False)
+@pytest.mark.parametrize("layer", EACH_LAYER)
+def test_with_the_sandbox_there_is_no_warning_and_verbose_names_the_layer(layer, capsys,
+                                                                          monkeypatch):
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, layer)
     run = check_here(capsys, monkeypatch, str(TEMPLATE), "--only", "causal_mask", "-v")
     assert run.returncode == 0 and "sandbox" not in run.stderr, run.stderr
-    assert render(msg("sandbox.on", bwrap=sandbox._bwrap())) in run.stdout
+    assert sandbox.layers() == (layer,)
+    assert render(sandbox.protection()) in run.stdout
+    assert ("Landlock ABI" in run.stdout) == (layer == sandbox.LANDLOCK), run.stdout
 
 
 # --------------------------------------------------------------------------- the kernel
@@ -177,6 +208,10 @@ try:
     print("connected")
 except OSError as err:
     print("no connection:", err.strerror)
+try:
+    print("read", open(targets["read"]).read())  # another submission
+except OSError as err:
+    print("not read:", err.strerror)
 print(open("data.txt").read())  # beside the notebook
 with open("notes.txt", "w") as notes:  # its working folder: a copy, thrown away
     notes.write("mine")
@@ -210,13 +245,18 @@ def assert_removed(made: list[str]) -> None:
     assert len(kernels) == 1 and not Path(kernels[0]).exists(), kernels
 
 
-@needs_bwrap
+@pytest.mark.parametrize("layer", EACH_LAYER)
 def test_the_kernel_writes_only_to_its_copy_of_its_folder_and_connects_nowhere(
-        course_dir, outside, listener, kernel_scratch):
+        layer, course_dir, outside, listener, kernel_scratch, monkeypatch):
+    """bwrap mounts the copy at the folder's own path; with Landlock alone the kernel works
+    in the copy, and reads no other submission."""
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, layer)
     folder = course_dir / "submitted" / "alice" / "mha"
     (folder / "data.txt").write_text("data beside the notebook")
+    (course_dir / "submitted" / "bob" / "mha" / "answers.py").write_text("bob's answers")
     targets = json.dumps({"files": [str(p) for p in outside],
-                          "port": listener.getsockname()[1]})
+                          "port": listener.getsockname()[1],
+                          "read": str(course_dir / "submitted" / "bob" / "mha" / "answers.py")})
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         KERNEL_CELL.format(targets=targets))])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
@@ -227,16 +267,25 @@ def test_the_kernel_writes_only_to_its_copy_of_its_folder_and_connects_nowhere(
     lines = outputs[0].text.splitlines()
     refused = lines[:len(outside)]  # read-only; as `nobody`, some not even reachable
     assert all(line.startswith("refused ") for line in refused), lines
-    assert lines[len(outside):] == ["no connection: Connection refused",
-                                    "data beside the notebook", f"mine {folder}"], lines
+    *rest, read, data, mine = lines[len(outside):]
+    assert rest == ["no connection: " + ("Connection refused" if layer == sandbox.BUBBLEWRAP
+                                         else "Permission denied")], lines
+    assert data == "data beside the notebook", lines
+    if layer == sandbox.LANDLOCK:
+        assert read == "not read: Permission denied", lines
+        copy = Path(mine.split(" ", 1)[1])
+        assert copy.name == "work" and copy.parent.name.startswith("mha-kit-kernel-"), lines
+    else:
+        assert mine == f"mine {folder}", lines
     assert_untouched(outside, course_dir, listener)
     assert sorted(p.name for p in folder.iterdir()) == ["data.txt"]  # notes.txt: in the copy
     assert_removed(kernel_scratch)
 
 
-@needs_bwrap
+@needs_sandbox
 def test_the_kernel_can_still_be_interrupted(course_dir):
-    """An interrupt is a message: a signal to the process group would reach bwrap."""
+    """An interrupt is a message: a signal to the process group would reach bwrap (or, with
+    Landlock alone, the kernel itself)."""
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("import time\nalive = 'still alive'\ntime.sleep(60)"),
         nbformat.v4.new_code_cell("print(alive)")])  # the same kernel, interrupted
@@ -247,7 +296,7 @@ def test_the_kernel_can_still_be_interrupted(course_dir):
     assert nb.cells[1].outputs[0].text == "still alive\n", nb.cells
 
 
-@needs_bwrap
+@needs_sandbox
 def test_a_kernel_that_kills_itself_leaves_no_scratch_folder(course_dir, kernel_scratch):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")])
@@ -260,7 +309,7 @@ def test_a_kernel_that_kills_itself_leaves_no_scratch_folder(course_dir, kernel_
 
 
 
-@needs_bwrap
+@needs_sandbox
 def test_a_grader_where_torch_set_its_compiler_cache_still_starts_workers():
     """torch sets TORCHINDUCTOR_CACHE_DIR (in /tmp) in a process that used its compiler, and
     children inherit it: the worker must not, or the sandbox's read-only /tmp stops its start."""
@@ -321,22 +370,27 @@ def test_a_zygote_that_cannot_start_says_why(monkeypatch):
         starting.fork((-1, -1, -1), time.monotonic() + 30)
 
 
-def _seen_in_sandbox(tmp_path: Path, import_path: Path, secret: Path,
+def _seen_in_sandbox(tmp_path: Path, layer: str, import_path: Path, secret: Path,
                      writable: Path | None = None) -> list[str]:
-    """Where `autograder` is imported from in the sandbox and whether `secret` exists there,
-    as a grader whose import path starts with `import_path` sandboxes a Python (with the
+    """Where `autograder` is imported from (resolved: Landlock's kernel imports it through a
+    link) in the sandbox's `layer` and whether `secret` can be read there, as a grader whose
+    import path starts with `import_path` sandboxes a Python as it does a kernel (with the
     folder `writable`, as a kernel has its notebook's folder)."""
     binds = f"[({str(writable)!r}, {str(writable)!r})]" if writable else "[]"
     inside = ("import autograder, os, sys\n"
-              "print(autograder.__file__, os.path.exists(sys.argv[1]))")
+              "try:\n    seen = bool(open(sys.argv[1]).read())\n"
+              "except OSError:\n    seen = False\n"
+              "print(os.path.realpath(autograder.__file__), seen)")
     outside = ("import pathlib, subprocess, sys\n"
                "from autograder.runner import sandbox\n"
                f"binds = [tuple(map(pathlib.Path, b)) for b in {binds}]\n"
-               f"argv = sandbox.wrap([sys.executable, '-c', {inside!r}, {str(secret)!r}], binds)\n"
+               f"argv = sandbox.confined([sys.executable, '-c', {inside!r}, {str(secret)!r}],\n"
+               "                         [dest for _, dest in binds])\n"
+               "argv = sandbox.wrap(argv, binds) or argv\n"
                "print(subprocess.run(argv, capture_output=True, text=True).stdout)")
     run = subprocess.run([sys.executable, "-c", outside], capture_output=True, text=True,
-                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(import_path)},
-                         timeout=120)
+                         cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(
+                             import_path), sandbox.SANDBOX_ENV: layer})
     assert run.returncode == 0, run.stderr
     return run.stdout.split()
 
@@ -348,28 +402,27 @@ def _course_with_a_secret(course: Path) -> Path:
     return secret
 
 
-def test_a_course_on_the_import_path_is_hidden_from_its_kernels(tmp_path):
+@pytest.mark.parametrize("layer", EACH_LAYER)
+def test_a_course_on_the_import_path_is_hidden_from_its_kernels(tmp_path, layer):
     """nbgrader puts the folder it starts in on the import path, which the sandbox keeps
     visible in /tmp (which it empties otherwise; tmp_path is there): a kernel of bob's, whose
-    folder is in the course, must not see alice's. Elsewhere, reading is the account's rule
-    (docs/instructor-guide.md)."""
-    if sandbox.unprotected() is not None:
-        pytest.skip("no sandbox here")
+    folder is in the course, must not read alice's. Elsewhere, Landlock keeps it unread, and
+    with bubblewrap alone reading is the account's rule (docs/instructor-guide.md)."""
     course = tmp_path / "course"
     secret = _course_with_a_secret(course)
     bob = course / "submitted" / "bob" / "mha"
     bob.mkdir(parents=True)
-    assert _seen_in_sandbox(tmp_path, course, secret, writable=bob)[1] == "False"
+    assert _seen_in_sandbox(tmp_path, layer, course, secret, writable=bob)[1] == "False"
 
 
-def test_of_a_kit_checkout_in_tmp_only_its_package_is_visible(tmp_path):
+@pytest.mark.parametrize("layer", EACH_LAYER)
+def test_of_a_kit_checkout_in_tmp_only_its_package_is_visible(tmp_path, layer):
     """The checkout is the course folder too: the sandbox shows its `autograder` package, never
     gradebook.db or the submissions beside it."""
-    if sandbox.unprotected() is not None:
-        pytest.skip("no sandbox here")
     checkout = tmp_path / "course"
     shutil.copytree(ROOT / "autograder", checkout / "autograder",
                     ignore=shutil.ignore_patterns("__pycache__"))
     secret = _course_with_a_secret(checkout)
-    assert _seen_in_sandbox(tmp_path, checkout, secret) == [
-        str(checkout / "autograder" / "__init__.py"), "False"]
+    imported, seen = _seen_in_sandbox(tmp_path, layer, checkout, secret)
+    assert imported == str(checkout / "autograder" / "__init__.py")
+    assert seen == "False"

@@ -18,7 +18,7 @@ from autograder.runner.policy import Limits, worker_user
 from autograder.runner.serve import FILE_SIZE_LIMIT
 from autograder.runner.worker import WorkerSubmission
 
-SANDBOXED = sandbox.unprotected() is None  # a new interpreter is then bwrap's child
+SANDBOXED = sandbox.BUBBLEWRAP in sandbox.layers()  # a new interpreter is then bwrap's child
 REPORTS = """
 import os, resource, torch
 

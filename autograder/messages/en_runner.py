@@ -75,15 +75,20 @@ TEMPLATES: dict[str, str] = {
                                 "layer once in __init__ (self.proj = nn.Linear(...)) and only "
                                 "call it in forward",
     "worker.timing": "{name} (timing)",
-    "sandbox.off": "warning: student code runs without the sandbox ({reason}): it can write "
-                   "wherever the account it runs as may (the kit's installation, the course "
-                   "folder, your home folder) and use the network. Bubblewrap protects them "
-                   "(apt-get install bubblewrap; {variable} unset).",
-    "sandbox.on": "student code runs in the bubblewrap sandbox ({bwrap}): it can write only its "
-                  "scratch folder, and has no network",
+    "sandbox.off": "warning: student code runs without the sandbox ({reason}): it can read and "
+                   "write wherever the account it runs as may (the kit's installation, the "
+                   "course folder, other submissions, your home folder) and use the network. "
+                   "Linux's Landlock (kernel 5.13 or later) or bubblewrap (apt-get install "
+                   "bubblewrap) protects them ({variable} unset).",
+    "sandbox.on": "student code runs in the sandbox ({layers}): it can write only its scratch "
+                  "folder, and has no network",
     "sandbox.disabled": "{variable}=off",
     "sandbox.missing": "{bwrap} not found",
     "sandbox.broken": "{bwrap} cannot build its sandbox here: {error}",
+    "sandbox.no_landlock": "this kernel offers no Landlock ({error})",
+    "sandbox.not_linux": "Landlock is Linux's, and this is {platform}",
+    "sandbox.no_network": "Landlock ABI {abi} cannot close the network without seccomp, which "
+                          "the kit does not set up on {machine}",
     "runner.warned": "PyTorch warned at your line {line}{cell}: {warning}",
     "runner.warned_code": "PyTorch warned at your line {line}{cell} (`{code}`): {warning}",
     "warning.x_t": "x.T on a tensor of more than 2 dims reverses all its dims ((B, H, T, D) "

@@ -66,15 +66,18 @@ TEMPLATES: dict[str, str] = {
                                 "__init__ 里把每个层只创建一次（self.proj = nn.Linear(...)），"
                                 "在 forward 里只调用它",
     "worker.timing": "{name}（计时）",
-    "sandbox.off": "警告：学生代码在沙箱之外运行（{reason}）：它运行所用的账户能写的地方它都能写"
-                   "（本工具包的安装目录、课程目录、你的主目录），也能访问网络。"
-                   "bubblewrap 可以保护它们"
-                   "（apt-get install bubblewrap，并且不设置 `{variable}`）。",
-    "sandbox.on": "学生代码在 bubblewrap 沙箱中运行（`{bwrap}`）：它只能写自己的临时目录，"
-                  "也无法访问网络",
+    "sandbox.off": "警告：学生代码在沙箱之外运行（{reason}）：它运行所用的账户能读写的地方它都能"
+                   "读写（本工具包的安装目录、课程目录、其他学生的提交、你的主目录），也能访问网络。"
+                   "Linux 的 Landlock（内核 5.13 或更新）或 bubblewrap"
+                   "（apt-get install bubblewrap）可以保护它们（不设置 `{variable}`）。",
+    "sandbox.on": "学生代码在沙箱中运行（{layers}）：它只能写自己的临时目录，也无法访问网络",
     "sandbox.disabled": "`{variable}=off`",
     "sandbox.missing": "找不到 `{bwrap}`",
     "sandbox.broken": "`{bwrap}` 无法在这里建立沙箱：`{error}`",
+    "sandbox.no_landlock": "这个内核没有 Landlock（{error}）",
+    "sandbox.not_linux": "Landlock 只有 Linux 有，这里是 {platform}",
+    "sandbox.no_network": "Landlock ABI {abi} 没有 seccomp 就无法切断网络，而本工具包在 "
+                          "{machine} 上不设置 seccomp",
     "runner.warned": "PyTorch 在你代码的{cell}第 {line} 行发出警告：{warning}",
     "runner.warned_code": "PyTorch 在你代码的{cell}第 {line} 行（`{code}`）发出警告：{warning}",
     "warning.x_t": "对多于 2 维的张量用 x.T 会把所有维度倒过来（(B, H, T, D) 变成 (D, T, H, B)）："

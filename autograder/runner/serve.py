@@ -3,7 +3,8 @@ requests until the grader closes the pipe.
 
 However the worker started (forked from the zygote, or a new interpreter: see `zygote`),
 `serve` runs before any student code: it asks the kernel to kill it with the grader, limits
-its memory, file sizes and core files, says *ready*, and only then loads the file, with
+its memory, file sizes and core files, confines itself (`landlock`, where the sandbox has that
+layer: a failure there stops the worker), says *ready*, and only then loads the file, with
 stdout and stderr leading nowhere and the student's printing kept in part for the report.
 """
 
@@ -22,7 +23,7 @@ import torch
 
 from ..messages import msg
 from ..runtime import one_thread
-from . import devices
+from . import devices, landlock
 from .framing import backward_from_dict, encode, receive, run_from_dict, write_all
 from .inprocess import InProcessSubmission
 from .policy import forbidden_functions
@@ -90,6 +91,8 @@ def serve(config: dict, request_fd: int, reply_fd: int) -> None:
     """The worker's life after its start: `config` is the grader's setup message."""
     die_with_parent(config["parent"])
     limit_resources(config["device"], config["memory_gib"])
+    if config.get("confine"):  # Landlock: before the student's file, and for good
+        landlock.confine(**config["confine"])
     forbidden = forbidden_functions(tuple(config["forbidden"]))
     if config["path"].endswith(".ipynb"):  # the grader's import, not the student's load time
         import IPython.core.inputtransformer2  # noqa: F401  (the zygote has it already)

@@ -101,7 +101,8 @@ class WorkerSubmission:
         self._request_fd, self._reply_fd = self._proc.request_fd, self._proc.reply_fd
         self._ready({"path": self.path.name, "device": self.device, "parent": self._proc.parent,
                      "memory_gib": self.limits.memory_gib, "forbidden": list(self.forbidden),
-                     "cwd": home, "env": env, "account": account, "skip": self._slow_cells},
+                     "cwd": home, "env": env, "account": account, "skip": self._slow_cells,
+                     "confine": sandbox.confinement([self._workdir])},
                     deadline)
 
     def _account(self) -> tuple[int, int] | None:

@@ -295,8 +295,9 @@ os.register_at_fork(after_in_child=_forget_in_child)
 def _fork(fds: tuple[int, int, int], deadline: float) -> int:
     global _zygote
     with _lock:
+        bwrap = sandbox.BUBBLEWRAP in sandbox.layers()
         if _zygote is not None and (not _zygote.alive()  # killed by student code?
-                                    or _zygote.sandboxed != (sandbox.unprotected() is None)):
+                                    or _zygote.sandboxed != bwrap):
             _zygote.close()
             _zygote = None
         if _zygote is None:

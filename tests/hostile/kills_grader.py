@@ -1,7 +1,8 @@
 """Hostile: tries to kill the grading process that started its worker.
 
-As `nobody` (the grader is root) it is not allowed to. Run as the grader's own account it
-succeeds; `mha-kit grade` then grades everyone else again and gives this student a row of 0.
+As `nobody` (the grader is root), or under Landlock (ABI 6: no signal leaves the worker), it
+is not allowed to. Else it succeeds; `mha-kit grade` then grades everyone else again and gives
+this student a row of 0.
 """
 
 import os

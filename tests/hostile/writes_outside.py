@@ -1,10 +1,11 @@
-"""Hostile: right step functions, but it writes outside its folder and calls the grader's machine.
+"""Hostile: right step functions, but it writes outside its folder, calls the grader's machine
+and reads another submission.
 
 At import and in every call it appends to each file MHA_KIT_HOSTILE_TARGETS names (JSON:
-{"files": [paths], "port": a TCP port on 127.0.0.1}; tests/test_sandbox.py names the kit's
-package, the grader's home, the course folder and /tmp) and connects to the port. It prints
-how each attempt went, once at import and once at the first call. Without the variable it
-tries nothing.
+{"files": [paths], "port": a TCP port on 127.0.0.1, "reads": [paths]}; tests/test_sandbox.py
+names the kit's package, the grader's home, the course folder and /tmp), connects to the port,
+and reads each of "reads". It prints how each attempt went, once at import and once at the
+first call ("import: writes ... connect ... reads ..."). Without the variable it tries nothing.
 """
 
 import errno
@@ -20,24 +21,28 @@ TARGETS = json.loads(os.environ.get("MHA_KIT_HOSTILE_TARGETS", '{"files": []}'))
 reported = set()
 
 
+def _outcome(attempt):
+    try:
+        attempt()
+        return "done"
+    except OSError as err:
+        return errno.errorcode.get(err.errno, "?") if err.errno else "timeout"
+
+
+def _append(path, when):
+    with open(path, "a") as out:
+        out.write(f"written by student code ({when})\n")
+
+
 def escape(when):
-    outcomes = []
-    for path in TARGETS["files"]:
-        try:
-            with open(path, "a") as out:
-                out.write(f"written by student code ({when})\n")
-            outcomes.append("written")
-        except OSError as err:
-            outcomes.append(errno.errorcode.get(err.errno, "?"))
-    if "port" in TARGETS:
-        try:
-            socket.create_connection(("127.0.0.1", TARGETS["port"]), timeout=2).close()
-            outcomes.append("connected")
-        except OSError as err:
-            outcomes.append(errno.errorcode.get(err.errno, "?") if err.errno else "timeout")
+    writes = [_outcome(lambda p=path: _append(p, when)) for path in TARGETS["files"]]
+    connect = _outcome(lambda: socket.create_connection(("127.0.0.1", TARGETS["port"]),
+                                                        timeout=2).close()) \
+        if "port" in TARGETS else "-"
+    reads = [_outcome(lambda p=path: open(p).read()) for path in TARGETS.get("reads", [])]
     if TARGETS["files"] and when not in reported:
         reported.add(when)
-        print(f"{when}: {' '.join(outcomes)}")
+        print(f"{when}: writes {' '.join(writes)} connect {connect} reads {' '.join(reads)}")
 
 
 escape("import")
