@@ -1,6 +1,6 @@
 """Inputs reach the student's code as their case says: a case labelled non-contiguous passes
-non-contiguous tensors, in process and through the worker's pipe, so code that treats them
-differently is caught."""
+non-contiguous tensors, and self-attention one tensor three times, in process and through the
+worker's pipe, so code that treats them differently is caught, or runs as it would."""
 
 from __future__ import annotations
 
@@ -56,3 +56,26 @@ def test_a_copy_keeps_the_strides_it_was_given():
     assert copy.untyped_storage().data_ptr() != gapped.untyped_storage().data_ptr()
     expanded = torch.ones(3).expand(4, 3)  # overlapping: copied contiguous, as clone() does
     assert torch.equal(copy_as_given(expanded), expanded)
+
+
+# The template's fused module finished for self-attention only, told apart by identity, as
+# nn.MultiheadAttention's own fast path tells it (`query is key`).
+SELF_ONLY = ("        key = query if key is None else key\n",
+             "        if key is not None and (key is not query or value is not query):\n"
+             "            raise NotImplementedError('cross-attention: later')\n"
+             "        key = query if key is None else key\n")
+
+
+def test_self_attention_passes_one_tensor_three_times(tmp_path):
+    """`mha(x, x, x)`, in process and through the worker's pipe: a module that asks
+    `key is query` runs its self-attention path, and only the cross-attention cases raise."""
+    text = TEMPLATE.read_text()
+    at = text.rindex(SELF_ONLY[0])  # the fused module: the file's last class
+    path = tmp_path / "self_only.py"
+    path.write_text(text[:at] + SELF_ONLY[1] + text[at + len(SELF_ONLY[0]):])
+    checks = ["fused_mha", "fused_mha_masks", "fused_mha_contract"]
+    for results in (run_checks(InProcessSubmission.from_path(path), only=checks),
+                    grade_submission(path, only=checks)[0]):
+        by_id = {r.id: r for r in results}
+        assert by_id["fused_mha_masks"].passed and by_id["fused_mha_contract"].passed, results
+        assert "cause.not_implemented" in ids_in(by_id["fused_mha"].message)  # cross only

@@ -32,12 +32,12 @@ BOUND_S = 2.0  # far above what any frame takes; a hang would show
 
 
 def _claims(value: object) -> bytes:
-    """A pickle whose ("tensor", ...) tuples are sent as tensor claims, as a worker that wrote
-    its own pickle could."""
+    """A pickle whose ("tensor", ...) and ("same", i) tuples are sent as tensor claims, as a
+    worker that wrote its own pickle could."""
 
     class Claims(pickle.Pickler):
         def persistent_id(self, obj: object) -> object:
-            return obj if isinstance(obj, tuple) and obj[:1] == ("tensor",) else None
+            return obj if isinstance(obj, tuple) and obj[:1] in (("tensor",), ("same",)) else None
 
     buffer = io.BytesIO()
     Claims(buffer, protocol=5).dump(value)
@@ -145,3 +145,18 @@ def test_a_header_claiming_terabytes_of_tensor_is_refused():
     claim = ("tensor", 0, "float64", (2**20, 2**20), (2**20, 1), 0, "cpu", False, False)
     assert isinstance(_decoded_or_refused(frame(_claims(claim), [bytes(8)])[HEADER.size:]),
                       Exception)
+
+
+def test_a_tensor_sent_twice_arrives_as_one_and_a_false_reference_is_refused():
+    x = torch.arange(6.0).view(2, 3)
+    first, second, view = decode(encode((x, x, x.t()))[HEADER.size:])
+    assert first is second and view is not first
+    assert view.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
+    tensor = ("tensor", 0, "float64", (1,), (1,), 0, "cpu", False, False)
+    for claim in ([("same", 0)], [tensor, ("same", 1)], [tensor, ("same", -1)],
+                  [tensor, ("same", "0")], [tensor, ("same", 0, 0)]):
+        body = frame(_claims(claim), [bytes(8)])[HEADER.size:]
+        assert isinstance(_decoded_or_refused(body), Exception), claim
+    body = frame(_claims([tensor, ("same", 0)]), [bytes(8)])[HEADER.size:]
+    same = _decoded_or_refused(body)
+    assert same[0] is same[1], same

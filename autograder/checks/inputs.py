@@ -243,7 +243,10 @@ def draw_inputs(c: Attn, gen: torch.Generator, device: str) -> Inputs:
     if c.strided:
         query, key, value = strided(query), strided(key), strided(value)
     cast = {k: None if v is None else v.to(c.dtype) for k, v in params.items()}
-    return Inputs(query.to(c.dtype), key.to(c.dtype), value.to(c.dtype), mask, cast)
+    query = query.to(c.dtype)
+    if not c.cross:  # one tensor passed three times, as `mha(x, x, x)`: `key is query` holds
+        return Inputs(query, query, query, mask, cast)
+    return Inputs(query, key.to(c.dtype), value.to(c.dtype), mask, cast)
 
 
 def per_head_params(params: dict[str, Tensor | None], num_heads: int) -> dict:

@@ -48,14 +48,16 @@ _AUGMENTED = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.MatMu
 def leaves_for(args: tuple, backward: Backward) -> tuple[dict[str, Tensor], tuple]:
     """A leaf requiring grad for each input name in `backward`, and the arguments to pass: a
     non-leaf copy of its leaf for each input named (in place of the input), the other
-    arguments as they are. Positions with one name share one leaf: self-attention's query,
-    key and value are one tensor, whose gradient sums the three paths, as in real use."""
+    arguments as they are. Positions with one name share one leaf and one copy: self-
+    attention's query, key and value are one tensor (`mha(x, x, x)`), whose gradient sums the
+    three paths, as in real use."""
     leaves: dict[str, Tensor] = {}
     for i, name in backward.inputs.items():
         if name not in leaves and i < len(args) and isinstance(args[i], Tensor):
             leaves[name] = copy_as_given(args[i].detach()).requires_grad_()
-    passed = tuple(copy_as_given(leaves[backward.inputs[i]]) if backward.inputs.get(i) in leaves
-                   else a for i, a in enumerate(args))
+    copies = {name: copy_as_given(leaf) for name, leaf in leaves.items()}
+    passed = tuple(copies[backward.inputs[i]] if backward.inputs.get(i) in leaves else a
+                   for i, a in enumerate(args))
     return leaves, passed
 
 

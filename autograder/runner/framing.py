@@ -5,10 +5,11 @@ lists, tuples, dicts, sets) and tensors, then the bytes of the tensors' storages
 crosses, never code, whichever side wrote it: the writer refuses any other object, and the
 reader's unpickler knows no global but torch's dtypes, `torch.Size` and `torch.device`, and
 rebuilds each tensor itself from its dtype, shape, strides and storage (views of one storage
-stay views of one storage). It is a few times faster than `torch.save` with
-`torch.load(weights_only=True)`, and as strict. Reads and writes are bounded by a deadline; a
-reader that gives up (TimeoutError), meets the end of the pipe or an impossible length
-(EOFError) leaves the pipe out of step, so its worker is not asked again.
+stay views of one storage, and a tensor sent twice arrives as one object: `mha(x, x, x)`). It
+is a few times faster than `torch.save` with `torch.load(weights_only=True)`, and as strict.
+Reads and writes are bounded by a deadline; a reader that gives up (TimeoutError), meets the
+end of the pipe or an impossible length (EOFError) leaves the pipe out of step, so its worker
+is not asked again.
 
 What a hostile writer can make the reader do is bounded too: the pickle is at most
 MAX_PICKLE bytes (a few kilobytes in practice), with no opcode that writes the memo at a
@@ -66,10 +67,15 @@ class _Pickler(pickle.Pickler):
         self.storages: list[bytes] = []
         self._index: dict[tuple, int] = {}
         self._resolved: list[torch.Tensor] = []  # alive while pickling: their storages' keys
+        self._sent: dict[int, int] = {}  # id() of each tensor sent -> its place in the message
 
     def persistent_id(self, obj: Any) -> tuple | None:
         if not isinstance(obj, torch.Tensor):
             return None
+        if id(obj) in self._sent:  # the same tensor again (self-attention's query, key, value)
+            return ("same", self._sent[id(obj)])
+        self._sent[id(obj)] = len(self._sent)
+        self._resolved.append(obj)  # alive while pickling: its id stays its own
         if type(obj) not in (torch.Tensor, torch.nn.Parameter):
             raise pickle.PicklingError(f"a tensor subclass, {type(obj).__name__}")
         if obj.layout != torch.strided or obj.is_quantized or obj.is_nested:
@@ -107,6 +113,7 @@ class _Unpickler(pickle.Unpickler):
         self.storages = storages
         self.room = MAX_MESSAGE  # bytes that the message's tensors may span, all together
         self.moved: dict[tuple[int, str], torch.UntypedStorage] = {}  # (index, device): copy
+        self.made: list[torch.Tensor] = []  # in the message's order: ("same", i) is made[i]
 
     def find_class(self, module: str, name: str) -> Any:
         if module == "torch" and name in _DTYPES:
@@ -116,6 +123,14 @@ class _Unpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"{module}.{name} is not allowed")
 
     def persistent_load(self, pid: Any) -> torch.Tensor:
+        if type(pid) is tuple and len(pid) == 2 and pid[0] == "same":
+            if type(pid[1]) is not int or not 0 <= pid[1] < len(self.made):
+                raise pickle.UnpicklingError("not a tensor sent before")
+            return self.made[pid[1]]
+        self.made.append(self._tensor(pid))
+        return self.made[-1]
+
+    def _tensor(self, pid: Any) -> torch.Tensor:
         kind, index, dtype, shape, stride, offset, device, requires_grad, parameter = pid
         dtype = _DTYPES[dtype]
         if (kind != "tensor" or torch.device(device).type not in _DEVICES
@@ -265,11 +280,16 @@ def clean(text: Any, keep: int = TEXT_KEEP) -> str:
     return "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text)
 
 
+def fields_of(obj: Any) -> dict[str, Any]:
+    """A dataclass's fields, as they are: `dataclasses.asdict` would copy each tensor, and a
+    tensor passed three times (`mha(x, x, x)`) would arrive as three."""
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
 # dtypes travel as names: ModuleRun holds a torch.dtype.
 def run_to_dict(run: ModuleRun) -> dict:
-    fields = dataclasses.asdict(run)
-    fields["dtype"] = str(run.dtype).removeprefix("torch.")
-    return fields
+    return {**fields_of(run), "dtype": str(run.dtype).removeprefix("torch."),
+            "backward": None if run.backward is None else fields_of(run.backward)}
 
 
 def run_from_dict(fields: dict) -> ModuleRun:
@@ -278,5 +298,5 @@ def run_from_dict(fields: dict) -> ModuleRun:
 
 
 def backward_from_dict(fields: dict | None) -> Backward | None:
-    """A `Backward` from `dataclasses.asdict` (the grader's request; None: no backward)."""
+    """A `Backward` from `fields_of` (the grader's request; None: no backward)."""
     return None if fields is None else Backward(**fields)

@@ -85,12 +85,20 @@ def vetted(value: Any, name: str, depth: int = 0, meta: bool = False) -> Any:
                            else msg("runner.bad_type", name=name, type=kind.__name__))
 
 
-def _clone(values: tuple) -> tuple:
-    return tuple(copy_as_given(v) if isinstance(v, torch.Tensor) else v for v in values)
+def _clone(values: tuple, copies: dict[int, torch.Tensor] | None = None) -> tuple:
+    """Copies of the tensors among `values` (`copy_as_given`); a tensor passed twice, here or
+    in the same call's `copies`, is copied once and passed twice: `mha(x, x, x)`."""
+    copies = {} if copies is None else copies
+    for value in values:
+        if isinstance(value, torch.Tensor) and id(value) not in copies:
+            copies[id(value)] = copy_as_given(value)
+    return tuple(copies[id(v)] if isinstance(v, torch.Tensor) else v for v in values)
 
 
-def _clone_kwargs(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: copy_as_given(v) if isinstance(v, torch.Tensor) else v for k, v in values.items()}
+def _clone_call(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    """A call's arguments copied as `_clone` does, one copy per tensor across both."""
+    copies: dict[int, torch.Tensor] = {}
+    return _clone(args, copies), dict(zip(kwargs, _clone(tuple(kwargs.values()), copies)))
 
 
 def _tensors(values: tuple) -> tuple[torch.Tensor, ...]:
@@ -243,14 +251,14 @@ class InProcessSubmission:
     def call(self, name: str, *args: Any, **kwargs: Any) -> Call:
         """Call a contract function on copies of the inputs (on meta inputs: a device check,
         see `devices`)."""
-        fn, kwargs = self.lookup(name), _clone_kwargs(kwargs)
-        return _with_kwargs_after(self._forward(name, lambda a: fn(*a, **kwargs), _clone(args),
+        fn, (passed, kwargs) = self.lookup(name), _clone_call(args, kwargs)
+        return _with_kwargs_after(self._forward(name, lambda a: fn(*a, **kwargs), passed,
                                                 on_meta((args, kwargs))), kwargs)
 
     def call_backward(self, name: str, args: tuple, kwargs: dict, backward: Backward) -> Call:
         """`call` with autograd on, then `backward`: the gradients come back in the Call."""
-        fn, kwargs = self.lookup(name), _clone_kwargs(kwargs)
-        return _with_kwargs_after(self._backward(name, lambda a: fn(*a, **kwargs), _clone(args),
+        fn, (passed, kwargs) = self.lookup(name), _clone_call(args, kwargs)
+        return _with_kwargs_after(self._backward(name, lambda a: fn(*a, **kwargs), passed,
                                                  backward, fn), kwargs)
 
     def _forward(self, name: str, forward: Forward, args: tuple, meta: bool) -> Call:
@@ -341,7 +349,7 @@ class InProcessSubmission:
     def run_module(self, run: ModuleRun) -> Call:
         """Build, load the grader's weights, run forward once."""
         module = self.construct(run.class_name, *run.init_args, **run.init_kwargs)
-        args, kwargs = _clone(run.forward_args), _clone_kwargs(run.forward_kwargs)
+        args, kwargs = _clone_call(run.forward_args, run.forward_kwargs)
         device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
 
         def prepare() -> None:  # student code too: a module may override to() or train()

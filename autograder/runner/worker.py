@@ -16,7 +16,6 @@ restarts included. See docs/trusted-grading.md.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import pwd
@@ -32,7 +31,7 @@ import torch
 from ..messages import Message, msg
 from . import fonts, sandbox
 from .devices import on_meta
-from .framing import TEXT_KEEP, clean, encode, receive, run_to_dict, write_all
+from .framing import TEXT_KEEP, clean, encode, fields_of, receive, run_to_dict, write_all
 from .inprocess import vetted
 from .loading import chunk_place
 from .policy import Limits, forbidden_functions, forbidden_names, worker_user
@@ -343,7 +342,7 @@ class WorkerSubmission:
 
     def call_backward(self, name: str, args: tuple, kwargs: dict, backward: Backward) -> Call:
         return self._call_reply(name, "call", {"name": name, "args": args, "kwargs": kwargs,
-                                               "backward": dataclasses.asdict(backward)},
+                                               "backward": fields_of(backward)},
                                 backward=backward)
 
     def run_module(self, run: ModuleRun) -> Call:
