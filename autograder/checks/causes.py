@@ -4,7 +4,8 @@ After the shape search and the fixed cases a check may have failed in more than 
 that raises on cross-attention and gives wrong values on self-attention, a path left
 unimplemented. `verdict` turns the failing cases into the one failure the student reads:
 each distinct cause once, the most informative first, and a known mistake named only when
-it reproduces every failing case it is named for.
+it reproduces every failing case it is named for. Each cause is told with the kind of case it
+happens on (`_where`): what its cases share, read off their `traits`, and no other case has.
 """
 
 from __future__ import annotations
@@ -23,18 +24,17 @@ MAX_LABELS = 3  # the cases an error is told on by name; past that, the first (t
 ANSWERED: ContextVar[frozenset[str]] = ContextVar("answered", default=frozenset())
 
 
-def verdict(failures: list[Failure], passed: bool) -> CheckFailed | StudentCodeError:
+def verdict(failures: list[Failure], passed: list[Any]) -> CheckFailed | StudentCodeError:
     """The failure to report for a check's failing cases (in the order met: the search's
-    smallest first); `passed` says whether any case passed."""
+    smallest first), beside the cases that `passed`."""
     first = failures[0][1]
     if not passed and all(isinstance(err, StudentCodeError) for _, err in failures):
         if runs_elsewhere(first):  # half finished: say which kinds of case it leaves out
             labels = _distinct([label(case) for case, _ in failures])
-            return CheckFailed(msg("cause.not_implemented_here",
-                                   name=first.message.params["name"],
-                                   cases=joined(labels[:MAX_LABELS])))
+            return CheckFailed(msg("cause.not_implemented_here", raised=raised(first),
+                                   cases=labels[:MAX_LABELS]))
         return first  # a stub: not implemented for any case
-    failed = [(case, _as_check_failed(case, err)) for case, err in failures]
+    failed = [(case, as_check_failed(case, err)) for case, err in failures]
     diagnosed = [(case, f) for case, f in failed if f.diagnosis is not None]
     everywhere = _agreed([f for _, f in diagnosed])
     groups: dict[tuple[str, str], list[tuple[Any, CheckFailed]]] = {}
@@ -43,18 +43,23 @@ def verdict(failures: list[Failure], passed: bool) -> CheckFailed | StudentCodeE
     for case, err in failed:
         if not (everywhere and err.diagnosis is not None):
             groups.setdefault(_cause(err), []).append((case, err))
-    for members in groups.values():
+    for key, members in groups.items():
         if members[0][1].diagnosis is not None:
             members[0][1].diagnosis.agreed = _agreed([f for _, f in members])
             members[0][1].diagnosis.together = [f.diagnosis for _, f in members
                                                 if f.diagnosis is not None]
+        labels = _distinct([label(case) for case, _ in members])
+        if key[0] == "raised" and 1 < len(labels) <= MAX_LABELS:  # each case it raises on
+            members[0][1].case = labels
     if len(groups) == 1:
         (key, members), = groups.items()
         first = members[0][1]
-        labels = _distinct([label(case) for case, _ in members])
-        if key[0] == "raised" and 1 < len(labels) <= MAX_LABELS:  # each case it raises on
-            first.case = joined(labels)
-        return first
+        if key[0] != "raised":
+            return first
+        where = _where([case for case, _ in members], passed)  # the kind of case that raises
+        return first if where is None else CheckFailed(
+            msg("cause.on", where=where, text=first.summary), first.picture,
+            drawing=first.drawing, exc_type=first.exc_type)
     ordered = sorted(groups.items(), key=_rank)
     parts = []
     for n, (key, members) in enumerate(ordered, start=1):
@@ -86,6 +91,12 @@ def runs_elsewhere(err: StudentCodeError) -> bool:
     return bool(name) and name.split(".")[0] in ANSWERED.get()
 
 
+def raised(err: StudentCodeError) -> Message | str:
+    """A NotImplementedError as any other error is told, with its line and text: the runner's
+    sentence (`runner.not_implemented`'s `raised`), else the message itself."""
+    return err.message.params.get("raised") or err.message
+
+
 def label(case: Any) -> Message | str:
     """A case, for a message: its label, or its parts' labels. The data a case carries beside
     its label (the keyword arguments of a call, a mask) is not shown: a tensor's text names
@@ -101,12 +112,14 @@ def _labels(part: Any) -> bool:
     return hasattr(part, "label") or isinstance(part, (Message, str, int, tuple))
 
 
-def _as_check_failed(case: Any, err: CheckFailed | StudentCodeError) -> CheckFailed:
+def as_check_failed(case: Any, err: CheckFailed | StudentCodeError) -> CheckFailed:
+    """A case's failure as a check's: an error of the student's code told with its case (a
+    NotImplementedError with its line and text, as any other error)."""
     if isinstance(err, CheckFailed):
         return err
     text: Message = err.message
     if text.id == "runner.not_implemented":  # some cases work: this one raises
-        text = msg("cause.not_implemented", name=text.params["name"])
+        text = msg("cause.not_implemented", raised=raised(err))
     return CheckFailed(text, case=label(case), exc_type=err.exc_type or err.kind)
 
 
@@ -145,7 +158,7 @@ def _traits(case: Any) -> list[tuple[str, Message | str]]:
 
 
 def _where(cases: list[Any], others: list[Any]) -> Message | str | None:
-    """What these cases share and no other failing case has (cross-attention, a mask, ...)."""
+    """What these cases share and none of `others` has (cross-attention, a mask, ...)."""
     if not others:
         return None
     for key, value in _traits(cases[0]):  # compared as data (ids and values), not as words

@@ -46,7 +46,7 @@ class CheckFailed(AssertionError):
     """
 
     def __init__(self, text: Message | str, picture: Picture | None = None, *,
-                 diagnosis: Diagnosis | None = None, case: Message | str = "",
+                 diagnosis: Diagnosis | None = None, case: Message | str | list = "",
                  drawing: Message | None = None, exc_type: str | None = None):
         super().__init__(text)
         self.text = text

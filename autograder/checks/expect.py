@@ -12,7 +12,7 @@ import torch
 from .. import oracle
 from ..messages import Message, msg
 from ..runner.protocol import Call, StudentCodeError
-from .causes import runs_elsewhere
+from .causes import as_check_failed, runs_elsewhere
 from .core import TIGHT, CheckFailed, Picture
 from .diagnosis import Candidate, Diagnosis
 from .feedback import Dims, describe_mismatch, describe_shape
@@ -136,9 +136,8 @@ def attempt(action: Callable[[], Call], case: Label,
     try:
         return action()
     except StudentCodeError as err:
-        if runs_elsewhere(err):  # half finished: this kind of case is left out
-            raise CheckFailed(msg("cause.not_implemented_here", name=err.message.params["name"],
-                                  cases=case)) from None
+        if runs_elsewhere(err):  # half finished: this kind of case raises, as any error would
+            raise as_check_failed(case, err) from None
         if err.kind != "raised":
             raise
         raise CheckFailed(err.message, diagnosis=Diagnosis(err, mistakes, TIGHT) if mistakes

@@ -154,7 +154,7 @@ class Projection:
 
     def traits(self) -> list[tuple[str, Message | str]]:
         return [("square", msg("trait.square" if self.d_in == self.d_out else "trait.not_square")),
-                ("bias", msg("trait.bias" if self.bias else "case.without_bias")),
+                ("bias", msg("trait.bias" if self.bias else "trait.bias_none")),
                 _contiguity(self.strided), _dtype(self.dtype)]
 
     def label(self) -> Message | str:
@@ -190,10 +190,13 @@ class Attn:
         return tolerance(self.dtype, self.logit_scale)
 
     def traits(self) -> list[tuple[str, Message | str]]:
+        """Its kinds, in the words of the contract; the first that sets failing cases apart
+        is the one told (`causes`): a kind of mask before having one at all."""
         mask = (msg("case.attn_mask_kind", kind=msg(f"case.{self.mask}_kind")) if self.mask
                 else msg("case.no_mask"))
         return [("attention", msg("trait.cross" if self.cross else "trait.self")),
-                ("mask", mask), ("bias", msg("trait.bias" if self.bias else "case.without_bias")),
+                ("mask", mask), ("masked", msg("trait.attn_mask" if self.mask else "case.no_mask")),
+                ("bias", msg("trait.bias" if self.bias else "trait.no_bias")),
                 _logits(self.logit_scale), _contiguity(self.strided), _dtype(self.dtype)]
 
     def label(self) -> Message | str:

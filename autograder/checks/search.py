@@ -104,12 +104,12 @@ def run_cases(one_case: Callable[[Any], None], fixed: Any, shapes: Any = None,
 def _run_cases(one_case: Callable[[Any], None], fixed: Any, shapes: Any, examples: int,
                picture: Callable[[], Picture | None] | None) -> None:
     failures: list[Failure] = []
-    passed = False
+    passed: list[Any] = []  # the cases that pass
     found, stub = (None, None) if shapes is None else search_shapes(one_case, shapes, examples)
     if found is not None:
         try:
             one_case(found)
-            passed = True  # flaky code: the search's failure did not repeat
+            passed.append(found)  # flaky code: the search's failure did not repeat
         except CheckFailed as err:
             err.case = msg("case.searched", case=err.case or label(found))
             failures.append((found, err))
@@ -118,7 +118,7 @@ def _run_cases(one_case: Callable[[Any], None], fixed: Any, shapes: Any, example
     for case in fixed:
         try:
             one_case(case)
-            passed = True
+            passed.append(case)
         except CheckFailed as err:
             failures.append((case, err))
         except StudentCodeError as err:

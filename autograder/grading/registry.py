@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..assignments import modules
-from ..checks.causes import ANSWERED, runs_elsewhere
+from ..checks.causes import ANSWERED, raised, runs_elsewhere
 from ..checks.core import CheckFailed, CheckResult, Context, with_warnings
 from ..checks.spec import CheckSpec
 from ..messages import LANGUAGES, msg
@@ -78,7 +78,7 @@ def run_check(check_id: str, sub: Submission, ctx: Context | None = None) -> Che
     except StudentCodeError as err:
         if runs_elsewhere(err):  # not a stub: it runs in other checks
             err = StudentCodeError(err.kind, msg("cause.not_implemented_in_check",
-                                                 name=err.message.params["name"]))
+                                                 raised=raised(err)))
         fraction, message = 0.0, with_warnings(err.message, list(getattr(sub, "warnings", [])))
     finally:
         ANSWERED.reset(answered)

@@ -60,6 +60,9 @@ def gradescope_results(results: Iterable[CheckResult],
     payload = {
         "score": round(sum(earned), 2),
         "max_score": sum(r.max_score for r in results),
+        # Shown as plain text: no HTML or Markdown of a student's (an error's text) is rendered
+        "output_format": "text",
+        "test_output_format": "text",
         "tests": tests,
     }
     problems = list(problems)

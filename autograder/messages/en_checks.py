@@ -33,16 +33,25 @@ TEMPLATES: dict[str, str] = {
     # Several causes in one check (checks.causes): each told by what its cases share
     "cause.several": "{count} different problems: {causes}",
     "cause.item": "({n}) {text}",
-    "cause.item_on": "({n}) on {where}: {text}",
+    "cause.item_on": "({n}) with {where}: {text}",
+    "cause.on": "With {where}: {text}",  # the one cause, and the kind of case it happens on
     "cause.then": "{first} {second}",
-    "cause.not_implemented": "`{name}` raises NotImplementedError",
-    "cause.not_implemented_in_check": "`{name}` runs in other checks but raises "
-                                      "NotImplementedError in this one",
-    "cause.not_implemented_here": "`{name}` runs in other checks but raises NotImplementedError "
-                                  "on every case of this one: {cases}",
+    # A NotImplementedError where other cases run: told as any error is, with its line and text
+    "cause.not_implemented": "{raised}",
+    "cause.not_implemented_in_check": "{raised} (it runs in other checks, not in this one)",
+    "cause.not_implemented_here": "{raised} (on every case of this check: {cases}; it runs in "
+                                  "other checks)",
+    # The kinds of case, as `with {where}` says them: in the words of the contract
     "trait.cross": "cross-attention (key and value other than the query)",
     "trait.self": "self-attention (key = value = query)",
-    "trait.bias": "with bias",
+    "trait.attn_mask": "`attn_mask`",
+    "trait.no_attn_mask": "attn_mask=None",
+    "trait.is_causal": "`is_causal=True`",
+    "trait.not_causal": "is_causal=False",
+    "trait.masked": "a mask (`attn_mask` or `is_causal=True`)",
+    "trait.bias": "a bias",
+    "trait.no_bias": "`bias=False`",
+    "trait.bias_none": "bias=None",
     "trait.square": "a square weight (in = out features)",
     "trait.not_square": "a non-square weight (in ≠ out features)",
     "trait.contiguous": "contiguous inputs",

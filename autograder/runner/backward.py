@@ -30,7 +30,15 @@ from torch.overrides import TorchFunctionMode
 
 from ..messages import Message, msg
 from .protocol import Backward, copy_as_given
-from .student_code import CODE_KEEP, cell_of, error_text, first_line, frame_line
+from .student_code import (
+    CODE_KEEP,
+    cell_of,
+    error_text,
+    first_line,
+    frame_line,
+    shown,
+    type_name,
+)
 
 Tensor = torch.Tensor
 
@@ -68,7 +76,7 @@ def needs_no_grad(err: BaseException) -> bool:
 
 
 def needs_no_grad_failure(name: str, err: BaseException) -> Message:
-    return msg("grad.needs_no_grad", name=name, error=first_line(err) or type(err).__name__)
+    return msg("grad.needs_no_grad", name=name, error=first_line(err) or type_name(err))
 
 
 def connect(name: str, value: Any, backward: Backward) -> tuple[Tensor | None, Message | None]:
@@ -116,9 +124,9 @@ def differentiate(loss: Tensor, wanted: dict[str, Tensor | None]) -> dict[str, T
 def backward_failure(name: str, err: BaseException, found: list[InPlace],
                      source: Any) -> Message:
     """Why backward() failed, for the student: the in-place op that broke it, if found."""
-    text = first_line(err) or type(err).__name__
+    text = first_line(err) or type_name(err)
     if _IN_PLACE_ERROR not in text:
-        return msg("grad.raised", name=name, type=type(err).__name__, error=text)
+        return msg("grad.raised", name=name, type=type_name(err), error=text)
     culprit = _match(text, found) or next(iter(in_source(source)), None)
     if culprit is None:
         return msg("grad.inplace_unknown", name=name, error=_short(text))
@@ -200,7 +208,7 @@ def in_source(source: Any) -> list[InPlace]:
         for node in ast.walk(tree):
             if _in_place_node(node):
                 line = start + node.lineno - 1
-                found.append(InPlace(lines[node.lineno - 1].strip()[:CODE_KEEP], line,
+                found.append(InPlace(shown(lines[node.lineno - 1], CODE_KEEP), line,
                                      cell=cell_of(fn.__code__)))
     return sorted(found, key=lambda op: op.line or 0)
 

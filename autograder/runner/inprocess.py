@@ -39,7 +39,7 @@ from .loading import load_source
 from .made_in_forward import ParametersMade
 from .policy import forbidden_functions
 from .protocol import Backward, Call, ModuleRun, StudentCodeError, copy_as_given
-from .student_code import at_line, first_line
+from .student_code import at_line, first_line, type_name
 from .warned import capture
 
 # --------------------------------------------------------------------------- calling
@@ -76,13 +76,13 @@ def vetted(value: Any, name: str, depth: int = 0, meta: bool = False) -> Any:
         return value.detach()  # a fresh plain tensor: no subclass, no attributes, no graph
     if issubclass(kind, torch.Tensor):
         raise StudentCodeError("bad_return", msg("runner.subclass", name=name,
-                                                 type=kind.__name__))
+                                                 type=type_name(value)))
     if kind in (tuple, list) and depth < MAX_DEPTH:
         return tuple(vetted(v, name, depth + 1, meta) for v in value)
     if value is None or kind in (bool, int, float, str):
         return value
     raise StudentCodeError("bad_return", msg("runner.too_deep", name=name) if kind in (tuple, list)
-                           else msg("runner.bad_type", name=name, type=kind.__name__))
+                           else msg("runner.bad_type", name=name, type=type_name(value)))
 
 
 def _clone(values: tuple, copies: dict[int, torch.Tensor] | None = None) -> tuple:
@@ -124,25 +124,24 @@ def _out_of_memory(name: str, err: BaseException, limit_gib: float | None) -> St
         size = msg("runner.asked_for", gib=gib)
     limit = msg("runner.memory_limit", gib=float(limit_gib)) if limit_gib else ""
     return StudentCodeError("memory", msg("runner.out_of_memory", name=name, size=size,
-                                          limit=limit), type(err).__name__)
+                                          limit=limit), type_name(err))
 
 
 def _describe_failure(name: str, err: BaseException,
                       memory_limit_gib: float | None = None) -> StudentCodeError:
     if isinstance(err, StudentCodeError):
         return err
-    if isinstance(err, NotImplementedError):
-        return StudentCodeError("not_implemented", msg("runner.not_implemented", name=name),
-                                "NotImplementedError")
-    text = first_line(err)
+    text, exc_type, line = first_line(err), type_name(err), at_line(err)
+    raised = (msg("runner.raised_text", name=name, type=exc_type, line=line, error=text) if text
+              else msg("runner.raised", name=name, type=exc_type, line=line))
+    if isinstance(err, NotImplementedError):  # a stub; `raised` is told where others run
+        return StudentCodeError("not_implemented", msg("runner.not_implemented", name=name,
+                                                       raised=raised), "NotImplementedError")
     if isinstance(err, MemoryError) or "can't allocate memory" in text or (
         "out of memory" in text.lower() and isinstance(err, RuntimeError)
     ):
         return _out_of_memory(name, err, memory_limit_gib)
-    line, exc_type = at_line(err), type(err).__name__
-    message = (msg("runner.raised_text", name=name, type=exc_type, line=line, error=text) if text
-               else msg("runner.raised", name=name, type=exc_type, line=line))
-    return StudentCodeError("raised", message, exc_type)
+    return StudentCodeError("raised", raised, exc_type)
 
 
 def _aten_name(func: Any) -> str | None:

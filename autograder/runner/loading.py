@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from ..contract import ENTRIES
 from ..messages import Message, msg
-from .student_code import CELL_LABEL, at_line, error_text
+from .student_code import CELL_LABEL, at_line, first_line, type_name
 
 SUBMISSION_MODULE = "submission"
 
@@ -210,7 +210,7 @@ def load_source(path: str | Path, skip: Collection[str] = (),
             exec(code, namespace)
         except BaseException as err:  # a failing cell is reported, never fatal
             problems.append(msg("load.raised", where=where, line=at_line(err, label),
-                                type=type(err).__name__, error=error_text(err)))
+                                type=type_name(err), error=first_line(err)))
     namespace["get_ipython"] = _QuietIPython
     return LoadedSource(namespace, problems)
 

@@ -16,6 +16,13 @@ from ..messages import Message, msg
 
 CODE_KEEP = 80  # characters of the student's line quoted in a message
 ERROR_KEEP = 300  # characters of an exception's text kept in a message
+NAME_KEEP = 80  # characters of a class's name (an exception's, a returned value's)
+CUT = "…"  # ends a text cut to its bound
+# A terminal's escape sequences: CSI (colours, cursor moves, clearing), OSC (titles, links),
+# and any other ESC with the character after it. Left out of what a message quotes.
+_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|.?)"
+                      r"|\x9b[0-?]*[ -/]*[@-~]?")
+_NAME = vars(type)["__name__"]  # a class's own name, which no metaclass can replace
 CELL_LABEL = re.compile(r"cell (\d+)")  # a notebook cell's code, compiled under its label
 # How ipykernel names the code of a cell: <temp>/ipykernel_<pid>/<hash>.py.
 _KERNEL_CELL = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")
@@ -40,14 +47,30 @@ def error_text(err: BaseException) -> str:
     """str(err), or "" where a student's exception cannot say it."""
     try:
         return str(err)
-    except BaseException:  # a student's exception whose __str__ fails
+    except BaseException:  # a student's exception whose __str__ fails, or returns no str
         return ""
 
 
+def shown(text: str, keep: int = ERROR_KEEP) -> str:
+    """A student's text as a message quotes it: its first line with any text in it, without a
+    terminal's escape sequences, each other unprintable character written as its escape
+    (`\\x08`), at most `keep` characters (CUT ends a text cut short). Nothing in it can move
+    the cursor, colour a terminal or start a line of its own."""
+    line = next((part for part in _ESCAPES.sub("", text).split("\n") if part.strip()), "")
+    line = "".join(c if c.isprintable() else c.encode("unicode_escape").decode()
+                   for c in line.strip()[:keep + 1])  # one more: a cut is told
+    return line if len(line) <= keep else line[:keep - len(CUT)] + CUT
+
+
 def first_line(err: BaseException) -> str:
-    """The first line of an error's text, at most ERROR_KEEP characters; "" if it has none."""
-    text = error_text(err).strip()
-    return text.splitlines()[0][:ERROR_KEEP] if text else ""
+    """An error's text as a message quotes it (`shown`); "" if it has none."""
+    return shown(error_text(err))
+
+
+def type_name(value: object) -> str:
+    """The name of a value's class (an exception's, a returned value's), as `shown`: read off
+    the class itself, never through code of the student's."""
+    return shown(_NAME.__get__(type(value)), NAME_KEEP)
 
 
 def cell_of(code: CodeType) -> Message | str:
@@ -71,8 +94,8 @@ def frame_line(frame: FrameType | None, passed_on: bool = False) -> StudentLine:
     found: StudentLine = (None, "", "")
     while frame is not None:
         if is_students(frame.f_code.co_filename):
-            code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-            here = (frame.f_lineno, code[:CODE_KEEP], cell_of(frame.f_code))
+            code = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+            here = (frame.f_lineno, shown(code, CODE_KEEP), cell_of(frame.f_code))
             found = found if found[0] else here
             if not (passed_on and _PASSED_ON.search(code)):
                 return here

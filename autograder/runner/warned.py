@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ..messages import Message, msg
-from .student_code import CODE_KEEP, cell_of, is_students
+from .student_code import CODE_KEEP, cell_of, is_students, shown
 
 # The start of a warning's text, and the message that explains it.
 KNOWN = (
@@ -74,7 +74,7 @@ def _sort(seen: list[tuple[str, type[Warning], str, int, Message | str]],
         if known is None:
             warnings.warn_explicit(text, category, filename, lineno, registry=_SHOWN)
             continue
-        code = linecache.getline(filename, lineno).strip()[:CODE_KEEP]
+        code = shown(linecache.getline(filename, lineno), CODE_KEEP)
         warned = (msg("runner.warned_code", line=lineno, cell=cell, code=code,
                       warning=msg(known)) if code
                   else msg("runner.warned", line=lineno, cell=cell, warning=msg(known)))

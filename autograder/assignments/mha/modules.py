@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -27,7 +28,7 @@ from ...checks.expect import (
 from ...checks.gradients import backward_for, expect_gradients, expect_on_meta, loaded, moved
 from ...checks.inputs import Attn, Inputs, attn_shapes, draw_inputs, per_head_params
 from ...checks.search import pictured, run_cases
-from ...messages import joined, msg
+from ...messages import Message, joined, msg
 from ...runner.protocol import Backward, Call, ModuleRun
 
 Tensor = torch.Tensor
@@ -292,6 +293,27 @@ def _longest_timed(sub, ctx: Context, check_id: str, class_name: str) -> None:
                 {"attn_mask": None, "is_causal": True}, causal)
 
 
+@dataclass(frozen=True, eq=False)  # tensors: compared by identity
+class MaskWay:
+    """One way of passing masks to forward: its label, the keyword arguments, the keys that
+    end up blocked."""
+
+    name: Label
+    forward: dict[str, Any]
+    mask: Tensor | None
+
+    def label(self) -> Label:
+        return self.name
+
+    def traits(self) -> list[tuple[str, Message | str]]:
+        """What it passes, in the words of the contract (`checks.causes`)."""
+        attn_mask = self.forward.get("attn_mask") is not None
+        causal = bool(self.forward.get("is_causal"))
+        return [("attn_mask", msg("trait.attn_mask" if attn_mask else "trait.no_attn_mask")),
+                ("is_causal", msg("trait.is_causal" if causal else "trait.not_causal")),
+                ("masked", msg("trait.masked" if attn_mask or causal else "case.no_mask"))]
+
+
 def _mask_ways(sub, ctx: Context, check_id: str, class_name: str) -> None:
     """Every way of passing masks (`attn_mask`, `is_causal`, both, neither), each compared
     with torch: a module of the contract takes them all."""
@@ -304,14 +326,17 @@ def _mask_ways(sub, ctx: Context, check_id: str, class_name: str) -> None:
     def blocked(attn_mask: Tensor | None) -> Tensor | None:
         return oracle.combined_mask(attn_mask, True, c.Tq, device=ctx.device)
 
-    cases = (
-        (msg("case.attn_mask_only"), {"attn_mask": inp.mask}, inp.mask),
-        (msg("case.is_causal_only"), {"attn_mask": None, "is_causal": True}, blocked(None)),
-        (msg("case.both_masks"), {"is_causal": True}, blocked(inp.mask)),
-        ("attn_mask=None", {"attn_mask": None}, None),
+    ways = (
+        MaskWay(msg("case.attn_mask_only"), {"attn_mask": inp.mask}, inp.mask),
+        MaskWay(msg("case.is_causal_only"), {"attn_mask": None, "is_causal": True},
+                blocked(None)),
+        MaskWay(msg("case.both_masks"), {"attn_mask": inp.mask, "is_causal": True},
+                blocked(inp.mask)),
+        MaskWay("attn_mask=None", {"attn_mask": None}, None),
     )
     # Every way is tried: a mistake is named when it explains each way that fails.
-    run_cases(lambda case: _masks_case(sub, ctx, check_id, class_name, c, inp, *case), cases)
+    run_cases(lambda way: _masks_case(sub, ctx, check_id, class_name, c, inp, way.name,
+                                      way.forward, way.mask), ways)
     _meta_run(sub, ctx, check_id, class_name, c, is_causal=True)
 
 
@@ -346,32 +371,42 @@ def _eval_options(sub, ctx: Context, seed_id: str, class_name: str
     params = _module_params(class_name, c, inp)
 
     # need_weights=False: the output alone, weights None.
-    call = attempt(lambda: _run_mha(sub, class_name, c, inp, need_weights=False),
-                   "need_weights=False", mistakes)
+    unweighted = _options_case(c, "need_weights=False")
+    call = attempt(lambda: _run_mha(sub, class_name, c, inp, need_weights=False), unweighted,
+                   mistakes)
     out, weights = expect_output_pair(f"{class_name}.forward", call)
     if weights is not None:
         raise CheckFailed(msg("modules.need_weights"))
     output = msg("what.output", name=class_name)
-    expect_close(output, out, expected[0], "need_weights=False", TIGHT,
+    expect_close(output, out, expected[0], unweighted, TIGHT,
                  dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
 
     def run(training: bool) -> tuple[Any, Any]:
-        return expect_output_pair(f"{class_name}.forward", sub.run_module(ModuleRun(
-            class_name, (c.E, c.H), {"dropout": 0.5}, params,
-            (inp.query, inp.key, inp.value), {"attn_mask": inp.mask}, training=training,
-            seed=0,
-        )))
+        return expect_output_pair(f"{class_name}.forward", attempt(lambda: sub.run_module(
+            ModuleRun(class_name, (c.E, c.H), {"dropout": 0.5}, params,
+                      (inp.query, inp.key, inp.value), {"attn_mask": inp.mask},
+                      training=training, seed=0)), _dropout_case(c, training)))
 
     # Dropout: none in eval mode.
     out, weights = run(training=False)
-    expect_no_dropout_in_eval(class_name, weights, expected[1], 0.5,
-                              msg("case.eval_dropout", p=0.5))
+    in_eval = _dropout_case(c, training=False)
+    expect_no_dropout_in_eval(class_name, weights, expected[1], 0.5, in_eval)
     expect_close(msg("what.attention_weights", name=class_name), weights, expected[1],
-                 msg("case.eval_dropout", p=0.5), TIGHT, dims=("B", "H", "Tq", "Tk"),
-                 mistakes=mistakes, part=1, beside=out)
-    expect_close(output, out, expected[0], msg("case.eval_dropout", p=0.5),
-                 TIGHT, dims=("B", "Tq", "E"), mistakes=mistakes, part=0)
+                 in_eval, TIGHT, dims=("B", "H", "Tq", "Tk"), mistakes=mistakes, part=1,
+                 beside=out)
+    expect_close(output, out, expected[0], in_eval, TIGHT, dims=("B", "Tq", "E"),
+                 mistakes=mistakes, part=0)
     return c, inp, expected, run
+
+
+def _options_case(c: Attn, option: Label) -> Label:
+    """The case an option of forward's is tried on (the mask it meets too), and the option."""
+    return joined([c.label(), option])
+
+
+def _dropout_case(c: Attn, training: bool) -> Label:
+    """dropout=0.5, in training or in eval mode, on case `c`."""
+    return _options_case(c, msg("case.training" if training else "case.eval_dropout", p=0.5))
 
 
 def check_fused_mha_contract(sub, ctx: Context) -> float:
@@ -384,6 +419,6 @@ def check_fused_mha_contract(sub, ctx: Context) -> float:
     v = oracle.split_heads(F.linear(inp.value, inp.params["v_proj.weight"],
                                     inp.params["v_proj.bias"]), c.H)  # (B, H, Tk, D)
     expect_dropout("MultiHeadAttention", out, weights, expected[1], v, inp.params, 0.5,
-                   msg("case.training", p=0.5))
+                   _dropout_case(c, training=True))
     return 1.0
 
