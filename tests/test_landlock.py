@@ -117,3 +117,18 @@ def test_the_launcher_refuses_to_run_where_it_cannot_confine(monkeypatch, capsys
                          "import_path": ""})
     with pytest.raises(SystemExit, match="cannot confine"):
         landlock._main([config, "--", sys.executable, "-c", "pass"])
+
+
+def test_a_kernel_of_another_python_can_read_its_installation(tmp_path, monkeypatch):
+    """The kernel's command may name a Python other than the grader's (a kernelspec's): its
+    installation stays readable, by the link's name and by what it resolves to."""
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, sandbox.LANDLOCK)
+    other = tmp_path / "other-env"
+    (other / "bin").mkdir(parents=True)
+    (other / "bin" / "python").symlink_to(Path(sys.executable).resolve())
+    launched = sandbox.confined([str(other / "bin" / "python"), "-m", "ipykernel_launcher"],
+                                [tmp_path / "scratch"])
+    readable = json.loads(launched[launched.index("--") - 1])["readable"]
+    assert str(other) in readable
+    assert str(Path(sys.executable).resolve().parents[1]) in readable
+    assert str(tmp_path) not in readable  # only the installation, not what holds it

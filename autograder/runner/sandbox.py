@@ -72,19 +72,21 @@ def _bundled_bwrap() -> str | None:
         return None
 
 
-def _python_folders(writable: Sequence[Path] = ()) -> list[Path]:
-    """The folders the sandboxed Python needs: its installation, its import path, the kit.
-    Each as named and as resolved (a venv in /tmp may be a link to one elsewhere, and Python
-    runs by the name). Of a checkout, only its `autograder` package: the checkout is the
-    nbgrader course folder too (gradebook.db, every submission). Not the working folder, which
-    `python -m` puts on the import path (a course in /tmp, say), nor a folder that holds the
-    temporary folder or one of the `writable` folders: where the student's own folder is, the
-    other students' folders are too (a kernel's, in the course that nbgrader put on the import
-    path). Outermost folders only."""
+def _python_folders(writable: Sequence[Path] = (), programs: Sequence[str] = ()) -> list[Path]:
+    """The folders the sandboxed Python needs: its installation, its import path, the kit, and
+    the installation of each of `programs` (a kernel's own Python: its `bin`'s parent, and
+    that of the file the link resolves to). Each as named and as resolved (a venv in /tmp may
+    be a link to one elsewhere, and Python runs by the name). Of a checkout, only its
+    `autograder` package: the checkout is the nbgrader course folder too (gradebook.db, every
+    submission). Not the working folder, which `python -m` puts on the import path (a course
+    in /tmp, say), nor a folder that holds the temporary folder or one of the `writable`
+    folders: where the student's own folder is, the other students' folders are too (a
+    kernel's, in the course that nbgrader put on the import path). Outermost folders only."""
     cwd, kit = os.getcwd(), Path(__file__).parents[1]
     needed = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(kit),
               *(p for p in sys.path if p and os.path.abspath(p) != cwd
-                and Path(p).resolve() != kit.parent.resolve())}
+                and Path(p).resolve() != kit.parent.resolve()),
+              *(str(path.parents[1]) for p in programs for path in (Path(p), Path(p).resolve()))}
     named = {Path(os.path.abspath(p)) for p in needed if os.path.isdir(p)}
     own = [Path(tempfile.gettempdir()).resolve(), *(Path(w).resolve() for w in writable)]
     folders: list[Path] = []
@@ -170,26 +172,29 @@ def protection() -> Message:
     return unprotected() or msg("sandbox.on", layers=" + ".join(names[x] for x in layers()))
 
 
-def readable(writable: Sequence[Path]) -> list[str]:
+def readable(writable: Sequence[Path], programs: Sequence[str] = ()) -> list[str]:
     """What Landlock lets student code read: the system's folders, and Python's and the kit's
     (`_python_folders`)."""
-    return [*SYSTEM_FOLDERS, *map(str, _python_folders(writable))]
+    return [*SYSTEM_FOLDERS, *map(str, _python_folders(writable, programs))]
 
 
-def confinement(writable: Sequence[Path]) -> dict | None:
+def confinement(writable: Sequence[Path], programs: Sequence[str] = ()) -> dict | None:
     """The Landlock setup of a worker that may write only `writable` (`landlock.confine`'s
     arguments), or None where Landlock is not a layer here."""
     if LANDLOCK not in layers():
         return None
-    return {"readable": readable(writable), "writable": [str(w) for w in writable]}
+    return {"readable": readable(writable, programs), "writable": [str(w) for w in writable]}
 
 
 def confined(argv: Sequence[str], writable: Sequence[Path]) -> list[str]:
     """`argv` started by the Landlock launcher, confined to write only `writable` and to make
     only local sockets (a kernel's); `argv` itself where Landlock is not a layer here. The kit
     is importable through a folder of its own (`_kit_link`): Python lists a folder of its
-    import path before it imports from it, and a checkout's own folder stays unread."""
-    setup = confinement(writable)
+    import path before it imports from it, and a checkout's own folder stays unread. The
+    programs `argv` names by their path (the kernel's Python, which may not be this one) stay
+    readable with their installation."""
+    programs = [a for a in argv if os.path.isabs(a) and os.path.isfile(a) and os.access(a, os.X_OK)]
+    setup = confinement(writable, programs)
     if setup is None:
         return list(argv)
     link = _kit_link()
