@@ -67,11 +67,16 @@ class SandboxedKernelManager(AsyncKernelManager):
         command, kw = await super()._async_pre_start_kernel(**kw)
         kernel = [*self._as_account(scratch), *command]
         binds = [(scratch, scratch), (scratch / "work", cwd)]
-        wrapped = sandbox.wrap(sandbox.confined(kernel, [dest for _, dest in binds]), binds,
+
+        def confined(writable: list[Path]) -> list[str]:  # a root kernel without setpriv: no caps
+            return sandbox.confined(kernel, writable, kit_link=scratch / "kit",
+                                    drop_capabilities=kernel == command)
+
+        wrapped = sandbox.wrap(confined([dest for _, dest in binds]), binds,
                                setuid=kernel != command, chdir=cwd)
         if wrapped is None:  # Landlock alone: the copy cannot stand at the folder's own path
             kw["cwd"] = str(scratch / "work")
-            return sandbox.confined(kernel, [scratch]), kw
+            return confined([scratch]), kw
         return wrapped, kw
 
     @staticmethod

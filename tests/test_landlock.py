@@ -7,7 +7,9 @@ import errno
 import json
 import os
 import socket
+import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -74,7 +76,11 @@ def test_it_writes_only_its_folder_and_reads_no_other_submission(tmp_path):
 def test_a_worker_makes_no_socket_and_a_kernel_only_local_ones(tmp_path):
     """A TCP socket would allow TCP Fast Open (a `sendto` that connects), which Landlock's TCP
     rule does not see on every kernel: seccomp refuses the socket itself."""
-    with socket.create_server(("127.0.0.1", 0)) as server:
+    listening = tmp_path / "service.sock"  # as docker.sock or a D-Bus would be
+    with socket.create_server(("127.0.0.1", 0)) as server, \
+            socket.socket(socket.AF_UNIX) as service:
+        service.bind(str(listening))
+        service.listen()
         port = server.getsockname()[1]
         tries = {"tcp": lambda: socket.create_connection(("127.0.0.1", port), timeout=2),
                  "fast open": lambda: socket.socket().sendto(b"x", socket.MSG_FASTOPEN,
@@ -82,16 +88,21 @@ def test_a_worker_makes_no_socket_and_a_kernel_only_local_ones(tmp_path):
                  "udp": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM),
                  "ipv6": lambda: socket.socket(socket.AF_INET6),
                  "unix": lambda: socket.socket(socket.AF_UNIX),
+                 "unix datagram": lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM),
+                 "connect to a unix socket": lambda: socket.socket(socket.AF_UNIX).connect(
+                     str(listening)),
                  "netlink": lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW),
                  "socketpair": socket.socketpair}
         worker = confined(tries, tmp_path)
         kernel = confined(tries, tmp_path, local_sockets=True)
-        server.setblocking(False)
-        with pytest.raises(BlockingIOError):  # nothing reached it
-            server.accept()
+        for listener in (server, service):
+            listener.setblocking(False)
+            with pytest.raises(BlockingIOError):  # nothing reached it
+                listener.accept()
     assert worker == {**dict.fromkeys(tries, "EACCES"), "socketpair": "done"}
     assert kernel == {**dict.fromkeys(tries, "EACCES"), "unix": "done", "netlink": "done",
                       "socketpair": "done"}
+    assert "connect to a unix socket" in worker  # (refused at its socket, in a worker)
 
 
 @pytest.mark.skipif(landlock.abi() < 6, reason=f"Landlock ABI {landlock.abi()}: signals need 6")
@@ -102,11 +113,12 @@ def test_it_signals_no_process_outside_itself(tmp_path):
     assert seen == {"the grader": "EPERM", "itself": "done"}
 
 
-def test_the_socket_filter_is_none_on_a_machine_it_does_not_know(monkeypatch):
+def test_without_a_seccomp_program_the_layer_is_off(monkeypatch):
+    """Without seccomp, UDP and TCP Fast Open get out whatever the Landlock ABI."""
     monkeypatch.setattr(landlock.platform, "machine", lambda: "riscv64")
-    assert landlock._socket_filter(False) is None
-    monkeypatch.setattr(landlock, "_version", lambda: 3)
-    assert landlock.problem() == ("no_network", {"abi": 3, "machine": "riscv64"})
+    assert landlock._seccomp_program(False) is None
+    monkeypatch.setattr(landlock, "_version", lambda: 7)
+    assert landlock.problem() == ("no_network", {"abi": 7, "machine": "riscv64"})
 
 
 def test_the_launcher_refuses_to_run_where_it_cannot_confine(monkeypatch, capsys):
@@ -127,8 +139,78 @@ def test_a_kernel_of_another_python_can_read_its_installation(tmp_path, monkeypa
     (other / "bin").mkdir(parents=True)
     (other / "bin" / "python").symlink_to(Path(sys.executable).resolve())
     launched = sandbox.confined([str(other / "bin" / "python"), "-m", "ipykernel_launcher"],
-                                [tmp_path / "scratch"])
+                                [tmp_path / "scratch"], kit_link=tmp_path / "kit",
+                                drop_capabilities=True)
     readable = json.loads(launched[launched.index("--") - 1])["readable"]
     assert str(other) in readable
     assert str(Path(sys.executable).resolve().parents[1]) in readable
     assert str(tmp_path) not in readable  # only the installation, not what holds it
+
+
+def test_metadata_changes_do_nothing_and_truncate_by_path_is_refused(tmp_path):
+    """Landlock does not see a file's mode, owner, times or extended attributes: chmod 000 on
+    another submission would fail its grading. seccomp makes those calls do nothing."""
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs.py"
+    mine.mkdir()
+    theirs.write_text("bob's answers")
+    before = theirs.stat()
+    seen = confined({"chmod": lambda: os.chmod(theirs, 0),
+                     "chown": lambda: os.chown(theirs, 65534, 65534),
+                     "utime": lambda: os.utime(theirs, (0, 0)),
+                     "setxattr": lambda: os.setxattr(theirs, "user.x", b"1"),
+                     "truncate": lambda: os.truncate(theirs, 0),
+                     "chmod its own": lambda: (mine / "a").write_text("") or os.chmod(mine / "a",
+                                                                                     0o755)},
+                    mine)
+    assert seen == {**dict.fromkeys(seen, "done"), "truncate": "EACCES"}
+    after = theirs.stat()
+    assert (after.st_mode, after.st_uid, after.st_mtime_ns, after.st_size) == (
+        before.st_mode, before.st_uid, before.st_mtime_ns, before.st_size)
+    assert os.listxattr(theirs) == [] and theirs.read_text() == "bob's answers"
+
+
+def test_a_process_with_a_second_thread_is_not_confined(tmp_path):
+    """Landlock and seccomp bind the calling thread and those it starts: a thread already
+    running would stay free, so confine refuses."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        import threading
+
+        threading.Thread(target=time.sleep, args=(5,), daemon=True).start()
+        said = "confined"
+        try:
+            landlock.confine([], [str(tmp_path)])
+        except landlock.ConfinementError as err:
+            said = str(err)
+        os.write(write, said.encode())
+        os._exit(0)
+    os.close(write)
+    with open(read, "rb") as pipe:
+        said = pipe.read().decode()
+    os.waitpid(pid, 0)
+    assert said.endswith("2 threads: confine before any starts"), said
+
+
+def test_the_launcher_imports_nothing_from_its_working_folder(tmp_path, monkeypatch):
+    """A kernel starts in the copy of the notebook's folder, where a student's json.py could
+    stand in for the standard library's before the confinement."""
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, sandbox.LANDLOCK)
+    marker = tmp_path / "ran before confinement"
+    (tmp_path / "json.py").write_text(f"open({str(marker)!r}, 'w').close()\n"
+                                      "from _json import *  # noqa\n")
+    argv = sandbox.confined([sys.executable, "-c", "print('kernel')"], [tmp_path],
+                            kit_link=tmp_path / "kit", drop_capabilities=True)
+    run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.stdout == "kernel\n", run.stderr
+    assert not marker.exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root's capabilities: run as root")
+def test_a_root_kernel_keeps_no_capability(tmp_path, monkeypatch):
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, sandbox.LANDLOCK)
+    show = "print(next(l for l in open('/proc/self/status') if l.startswith('CapEff')))"
+    argv = sandbox.confined([sys.executable, "-c", show], [tmp_path],
+                            kit_link=tmp_path / "kit", drop_capabilities=True)
+    run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.stdout.split() == ["CapEff:", "0000000000000000"], run.stdout + run.stderr

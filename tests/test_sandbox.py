@@ -41,6 +41,8 @@ EACH_LAYER = [pytest.param(layer, marks=pytest.mark.skipif(
     sandbox.layer_problem(layer) is not None,
     reason=f"no {layer} here ({sandbox.layer_problem(layer)})"))
     for layer in (sandbox.LANDLOCK, sandbox.BUBBLEWRAP)]
+BOTH = pytest.param("on", marks=pytest.mark.skipif(
+    len(sandbox.layers()) < 2, reason=f"not both layers here: {sandbox.layers()}"))
 REFUSED_CONNECTION = {sandbox.LANDLOCK: {"EACCES"},  # no socket at all
                       sandbox.BUBBLEWRAP: {"ECONNREFUSED", "ENETUNREACH"}}  # its own loopback
 STEPS = {"split_heads", "scaled_scores", "causal_mask", "attend", "merge_heads",
@@ -52,6 +54,19 @@ import os, torch
 
 def causal_mask(seq_len, device=None):  # the worker's network namespace, as an inode number
     return torch.tensor(os.stat("/proc/self/ns/net").st_ino)
+"""
+
+
+THREADS = """
+import os, torch
+
+
+def causal_mask(seq_len, device=None):  # every thread of the worker: seccomp's mode, once
+    torch.ones(256, 256) @ torch.ones(256, 256)  # torch's thread pools are running by now
+    tasks = os.listdir("/proc/self/task")
+    modes = [next(int(line.split()[1]) for line in open(f"/proc/self/task/{t}/status")
+                  if line.startswith("Seccomp:")) for t in tasks]
+    return torch.tensor([len(tasks), *modes])
 """
 
 
@@ -142,6 +157,19 @@ def test_the_worker_is_in_a_network_namespace_of_its_own_unless_turned_off(tmp_p
         monkeypatch.setenv(sandbox.SANDBOX_ENV, setting)
         with WorkerSubmission(source) as sub:
             assert (sub.call("causal_mask", 1).value.item() != ours) == sandboxed, setting
+
+
+@pytest.mark.skipif(sandbox.layer_problem(sandbox.LANDLOCK) is not None,
+                    reason=f"no Landlock here ({sandbox.layer_problem(sandbox.LANDLOCK)})")
+def test_every_thread_of_a_worker_is_confined(tmp_path, monkeypatch):
+    """Landlock and seccomp bind the thread that asks and those it starts: the worker confines
+    itself before any other thread starts (torch's pool, CUDA's), so none runs free."""
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, sandbox.LANDLOCK)
+    source = tmp_path / "threads.py"
+    source.write_text(THREADS)
+    with WorkerSubmission(source) as sub:
+        count, *modes = sub.call("causal_mask", 1).value.tolist()
+    assert count > 1 and modes == [2] * count, modes  # 2: a seccomp filter
 
 
 @pytest.mark.parametrize("env, reason", [
@@ -381,11 +409,13 @@ def _seen_in_sandbox(tmp_path: Path, layer: str, import_path: Path, secret: Path
               "try:\n    seen = bool(open(sys.argv[1]).read())\n"
               "except OSError:\n    seen = False\n"
               "print(os.path.realpath(autograder.__file__), seen)")
-    outside = ("import pathlib, subprocess, sys\n"
+    outside = ("import pathlib, subprocess, sys, tempfile\n"
                "from autograder.runner import sandbox\n"
-               f"binds = [tuple(map(pathlib.Path, b)) for b in {binds}]\n"
+               "scratch = pathlib.Path(tempfile.mkdtemp())  # the kernel's, with the kit's link\n"
+               f"binds = [(scratch, scratch), *(tuple(map(pathlib.Path, b)) for b in {binds})]\n"
                f"argv = sandbox.confined([sys.executable, '-c', {inside!r}, {str(secret)!r}],\n"
-               "                         [dest for _, dest in binds])\n"
+               "                         [dest for _, dest in binds], kit_link=scratch / 'kit',\n"
+               "                         drop_capabilities=True)\n"
                "argv = sandbox.wrap(argv, binds) or argv\n"
                "print(subprocess.run(argv, capture_output=True, text=True).stdout)")
     run = subprocess.run([sys.executable, "-c", outside], capture_output=True, text=True,
@@ -402,7 +432,7 @@ def _course_with_a_secret(course: Path) -> Path:
     return secret
 
 
-@pytest.mark.parametrize("layer", EACH_LAYER)
+@pytest.mark.parametrize("layer", [*EACH_LAYER, BOTH])
 def test_a_course_on_the_import_path_is_hidden_from_its_kernels(tmp_path, layer):
     """nbgrader puts the folder it starts in on the import path, which the sandbox keeps
     visible in /tmp (which it empties otherwise; tmp_path is there): a kernel of bob's, whose
@@ -415,7 +445,7 @@ def test_a_course_on_the_import_path_is_hidden_from_its_kernels(tmp_path, layer)
     assert _seen_in_sandbox(tmp_path, layer, course, secret, writable=bob)[1] == "False"
 
 
-@pytest.mark.parametrize("layer", EACH_LAYER)
+@pytest.mark.parametrize("layer", [*EACH_LAYER, BOTH])
 def test_of_a_kit_checkout_in_tmp_only_its_package_is_visible(tmp_path, layer):
     """The checkout is the course folder too: the sandbox shows its `autograder` package, never
     gradebook.db or the submissions beside it."""

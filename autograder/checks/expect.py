@@ -147,11 +147,14 @@ def attempt(action: Callable[[], Call], case: Label,
 def expect_unchanged(name: str, call: Call, originals: dict[str, Tensor | None],
                      case: Label | None = None) -> None:
     """The tensors passed to `name` (argument name -> tensor, in the order passed, None for
-    one not passed) are as they were: `call.inputs_after` holds them after the call."""
+    one not passed) are as they were: `call.inputs_after` holds them after the call. A tensor
+    passed as several arguments (query/key/value) is named by all of them."""
     passed = [(arg, t) for arg, t in originals.items() if t is not None]
-    for (arg, before), after in zip(passed, call.inputs_after):
+    for (_, before), after in zip(passed, call.inputs_after):
         if before.shape != after.shape or not torch.equal(before, after):
-            raise CheckFailed(msg("check.in_place", name=name, input=arg), case=case)
+            shared = [other for other, t in passed if t is before]  # self-attention: all three
+            raise CheckFailed(msg("check.in_place", name=name, input="/".join(shared)),
+                              case=case)
 
 
 def expect_blocked_zero(what: Label, weights: Tensor, mask: Tensor | None, case: Label) -> None:

@@ -102,10 +102,17 @@ def moved(value: Any, device: str) -> Any:
     and the fields of a dataclass (`Inputs`). The checks draw a device check's inputs on the
     CPU and move them to meta: building a mask on meta would load PyTorch's symbolic shape
     code (sympy, a second or more) into the grader."""
+    copies: dict[int, Tensor] = {}  # one copy per tensor: self-attention's stays one
+
+    def move(v: Any) -> Any:
+        if isinstance(v, Tensor) and id(v) not in copies:
+            copies[id(v)] = v.to(device)
+        return copies[id(v)] if isinstance(v, Tensor) else v
+
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.replace(value, **{f.name: moved(getattr(value, f.name), device)
+        return dataclasses.replace(value, **{f.name: tree_map(move, getattr(value, f.name))
                                              for f in dataclasses.fields(value)})
-    return tree_map(lambda v: v.to(device) if isinstance(v, Tensor) else v, value)
+    return tree_map(move, value)
 
 
 def expect_on_meta(ctx: Context, name: str, run: Callable[[str], Call], case: Label, *,

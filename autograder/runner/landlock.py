@@ -1,26 +1,28 @@
 """Confinement by the kernel itself, with no helper program and no privilege: Landlock and a
 seccomp filter, which a process applies to itself, for good, and passes to its children.
 
-`confine(readable, writable)` leaves this process (its calling thread, and all it starts):
-- reading and running files only under `readable` and `writable`, writing, creating and
-  removing only under `writable` (Landlock's filesystem rules, ABI 1); /dev/null and its
-  kind, and the GPU's device files, stay usable;
+`confine(readable, writable)` leaves this process (its one thread, and all it starts):
+- reading and running files only under `readable` and `writable`, writing, creating,
+  removing and (ABI 3) truncating only under `writable` (Landlock's filesystem rules);
+  /dev/null and its kind, and the GPU's device files, stay usable. Landlock does not see a
+  file's metadata: seccomp turns chmod, chown, utime and extended attributes into calls that
+  do nothing, and refuses `truncate` by path;
 - no TCP connection and no bound port (Landlock ABI 4), no signal to a process outside it and
   its children, no abstract unix socket (ABI 6);
 - no socket at all (seccomp: `socket` fails with EACCES, and `io_uring_setup`, whose rings
   can open sockets too), so UDP, unix sockets and TCP Fast Open (a `sendto` that connects,
-  which Landlock's TCP rule does not see) are closed as well; `local_sockets=True` lets it
-  make unix sockets (a Jupyter kernel talks to its client over them) and netlink ones (ZeroMQ
-  lists the machine's interfaces), which reach no other machine.
+  which Landlock's TCP rule lets through: measured on Linux 6.18) are closed as well.
+  `local_sockets=True` (a Jupyter kernel) lets it make unix stream sockets, to listen on for
+  its client, and netlink ones (ZeroMQ lists the machine's interfaces), and connect nowhere.
 
 It needs no user namespace, so it works where bubblewrap cannot: in an unprivileged Docker
 container (whose default seccomp profile allows the Landlock calls since moby #43199), and as
 an ordinary user. `problem()` says why it cannot work here (gVisor answers ENOSYS; a kernel
 built without Landlock or booted without it in `lsm=`, EOPNOTSUPP).
 
-`python -m autograder.runner.landlock CONFIG -- ARGV...` confines itself as the JSON CONFIG
-says (`readable`, `writable`, `local_sockets`) and then runs ARGV in its place (a kernel),
-with `import_path` first on its PYTHONPATH.
+`python -I path/to/landlock.py CONFIG -- ARGV...` confines itself as the JSON CONFIG says
+(`readable`, `writable`, `local_sockets`, `drop_capabilities`) and then runs ARGV in its place
+(a kernel), with `import_path` first on its PYTHONPATH.
 """
 
 from __future__ import annotations
@@ -55,12 +57,22 @@ WRITE = (1 << 15) - 1 & ~(MAKE_CHAR | MAKE_BLOCK)  # everything but making devic
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/nvidia*",
            "/dev/nvidia-caps/*", "/dev/dri/*", "/dev/kfd")
 
-# seccomp: (AUDIT_ARCH_*, socket's number, io_uring_setup's number) per machine.
-SECCOMP_ARCH = {"x86_64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425)}
+# seccomp, per machine: its AUDIT_ARCH_*, and the numbers of the calls the filter looks at.
+_METADATA_X86 = (90, 91, 92, 93, 94, 132, 235, 261, 260, 268, 280, 188, 189, 190, 197, 198, 199)
+_METADATA_ARM = (52, 53, 54, 55, 88, 5, 6, 7, 14, 15, 16)
+SECCOMP_ARCH = {
+    "x86_64": {"arch": 0xC000003E, "socket": 41, "connect": 42, "truncate": 76,
+               "io_uring_setup": 425, "metadata": (*_METADATA_X86, 452, 463, 466)},
+    "aarch64": {"arch": 0xC00000B7, "socket": 198, "connect": 203, "truncate": 45,
+                "io_uring_setup": 425, "metadata": (*_METADATA_ARM, 452, 463, 466)},
+}  # metadata: chmod, chown, utime and xattr calls (fchmodat2, setxattrat, removexattrat last)
 X32_BIT = 0x40000000  # x86_64's x32 calls: refused whole
-AF_UNIX, AF_NETLINK = 1, 16
-BPF_LD_W_ABS, BPF_JEQ, BPF_JGE, BPF_RET = 0x20, 0x15, 0x35, 0x06
+AF_UNIX, AF_NETLINK, SOCK_STREAM, SOCK_TYPE_MASK = 1, 16, 1, 0xF
+BPF_LD_W_ABS, BPF_JEQ, BPF_JGE, BPF_AND, BPF_RET = 0x20, 0x15, 0x35, 0x54, 0x06
 SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+NOTHING_DONE = SECCOMP_RET_ERRNO | 0  # returns 0 and does nothing
+REFUSED = SECCOMP_RET_ERRNO | errno.EACCES
+PR_CAPBSET_DROP, CAP_LAST = 24, 63
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -119,14 +131,14 @@ def abi() -> int:
 
 def problem() -> tuple[str, dict[str, str | int]] | None:
     """Why `confine` cannot work here, as a reason's id and its data: `not_linux` (platform),
-    `no_landlock` (error: ENOSYS, EOPNOTSUPP), `no_network` (abi, machine: an ABI before 4
-    and no seccomp program for this machine). None where it can."""
+    `no_landlock` (error: ENOSYS, EOPNOTSUPP), `no_network` (abi, machine: no seccomp program
+    for this machine, without which sockets stay open). None where it can."""
     version = _version()
     if sys.platform != "linux":
         return "not_linux", {"platform": sys.platform}
     if isinstance(version, str):
         return "no_landlock", {"error": version}
-    if version < 4 and platform.machine() not in SECCOMP_ARCH:
+    if platform.machine() not in SECCOMP_ARCH:  # UDP, and TCP Fast Open past Landlock's rule
         return "no_network", {"abi": version, "machine": platform.machine()}
     return None
 
@@ -137,34 +149,72 @@ def describe() -> str:
     return f"Landlock ABI {abi()} + {seccomp}"
 
 
-def _socket_filter(local_sockets: bool) -> list[_SockFilter] | None:
-    """A seccomp program refusing `socket` (but for unix and netlink ones where asked),
-    `io_uring_setup` and calls of another architecture with EACCES; None on a machine it does
-    not know."""
-    if platform.machine() not in SECCOMP_ARCH:
+def _seccomp_program(local_sockets: bool) -> list[_SockFilter] | None:
+    """The seccomp program (None on a machine it does not know). Refused with EACCES: `socket`
+    (a kernel's: but unix stream and netlink ones), a kernel's `connect`, `io_uring_setup`,
+    `truncate` by path (Landlock handles it from ABI 3), calls of another architecture. Done
+    as nothing, returning 0: chmod, chown, utime and extended attributes, which Landlock does
+    not see (another submission's mode set to 000; torch's compiler chmods its own files)."""
+    calls = SECCOMP_ARCH.get(platform.machine())
+    if calls is None:
         return None
-    arch, socket_nr, io_uring_nr = SECCOMP_ARCH[platform.machine()]
-    allow, deny = (9, 10) if local_sockets else (6, 7)  # the two returns' places
-
-    def jump(i: int, test: int, k: int, if_true: int | None, if_false: int | None) -> tuple:
-        return (test, (if_true or i + 1) - i - 1, (if_false or i + 1) - i - 1, k)
-
-    program = [(BPF_LD_W_ABS, 0, 0, 4),  # 0: the architecture
-               jump(1, BPF_JEQ, arch, None, deny),
-               (BPF_LD_W_ABS, 0, 0, 0),  # 2: the call's number
-               jump(3, BPF_JGE, X32_BIT, deny, None),
-               jump(4, BPF_JEQ, io_uring_nr, deny, None)]
+    code: list[tuple] = [("ld", 4), ("jeq", calls["arch"], None, "refuse"), ("ld", 0),
+                         ("jge", X32_BIT, "refuse", None)]
+    code += [("jeq", nr, "nothing", None) for nr in calls["metadata"]]
+    code += [("jeq", calls[name], "refuse", None) for name in ("io_uring_setup", "truncate")]
     if local_sockets:
-        program += [jump(5, BPF_JEQ, socket_nr, None, allow),
-                    (BPF_LD_W_ABS, 0, 0, 16),  # 6: its first argument (the family), low half
-                    jump(7, BPF_JEQ, AF_UNIX, allow, None),
-                    jump(8, BPF_JEQ, AF_NETLINK, allow, deny)]
+        code += [("jeq", calls["connect"], "refuse", None),
+                 ("jeq", calls["socket"], None, "allow"), ("ld", 16),  # the family, low half
+                 ("jeq", AF_NETLINK, "allow", None), ("jeq", AF_UNIX, None, "refuse"),
+                 ("ld", 24), ("and", SOCK_TYPE_MASK), ("jeq", SOCK_STREAM, "allow", "refuse")]
     else:
-        program += [jump(5, BPF_JEQ, socket_nr, deny, allow)]
-    program += [(BPF_RET, 0, 0, SECCOMP_RET_ALLOW),
-                (BPF_RET, 0, 0, SECCOMP_RET_ERRNO | errno.EACCES)]
-    assert len(program) == deny + 1
-    return [_SockFilter(*instruction) for instruction in program]
+        code += [("jeq", calls["socket"], "refuse", "allow")]
+    code += [("label", "allow"), ("ret", SECCOMP_RET_ALLOW), ("label", "nothing"),
+             ("ret", NOTHING_DONE), ("label", "refuse"), ("ret", REFUSED)]
+    return _assemble(code)
+
+
+def _assemble(code: list[tuple]) -> list[_SockFilter]:
+    """BPF from ("ld", offset), ("and", k), ("jeq"/"jge", k, if_true, if_false) with labels
+    (None: the next instruction), ("ret", k) and ("label", name)."""
+    places, at = {}, 0
+    for item in code:
+        if item[0] == "label":
+            places[item[1]] = at
+        else:
+            at += 1
+    program: list[_SockFilter] = []
+    for item in code:
+        here = len(program)
+        if item[0] == "ld":
+            program.append(_SockFilter(BPF_LD_W_ABS, 0, 0, item[1]))
+        elif item[0] == "and":
+            program.append(_SockFilter(BPF_AND, 0, 0, item[1]))
+        elif item[0] == "ret":
+            program.append(_SockFilter(BPF_RET, 0, 0, item[1]))
+        elif item[0] in ("jeq", "jge"):
+            _, k, if_true, if_false = item
+            skip = [0 if label is None else places[label] - here - 1
+                    for label in (if_true, if_false)]
+            program.append(_SockFilter(BPF_JEQ if item[0] == "jeq" else BPF_JGE, *skip, k))
+    return program
+
+
+def drop_capabilities() -> None:
+    """Drop every capability this process holds, the bounding set first, where it holds any
+    (a root process: under no_new_privs no program it runs gets them back)."""
+    if sys.platform != "linux" or os.geteuid() != 0:
+        return
+    for cap in range(CAP_LAST + 1):  # EINVAL past the kernel's last one: nothing to drop
+        _libc().prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: twice, all zero
+    if _libc().capset(header, data) != 0:
+        raise ConfinementError(ctypes.get_errno(), "capset failed: cannot drop capabilities")
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
 
 
 def _add_path(ruleset: int, path: str, rights: int) -> None:
@@ -185,10 +235,13 @@ def _add_path(ruleset: int, path: str, rights: int) -> None:
 
 def confine(readable: Iterable[str], writable: Iterable[str], *,
             local_sockets: bool = False) -> None:
-    """Confine this process for good (see the module). ConfinementError: a step failed, and the
-    caller must stop rather than run student code."""
+    """Confine this process for good (see the module). It must have one thread: Landlock and
+    seccomp bind the calling thread and those it starts, never one already running.
+    ConfinementError: a step failed, and the caller must stop rather than run student code."""
     if (why := problem()) is not None:
         raise ConfinementError(errno.ENOSYS, f"Landlock cannot confine here: {why}")
+    if _threads() != 1:
+        raise ConfinementError(errno.EBUSY, f"{_threads()} threads: confine before any starts")
     version = abi()
     handled = FS_RIGHTS_BY_ABI.get(version, FS_RIGHTS_BY_ABI[5])
     attr = _RulesetAttr(handled, NET_BIND_TCP | NET_CONNECT_TCP if version >= 4 else 0,
@@ -204,7 +257,7 @@ def confine(readable: Iterable[str], writable: Iterable[str], *,
             _add_path(ruleset, path, (READ_FILE | WRITE_FILE | IOCTL_DEV) & handled)
         if _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise ConfinementError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-        program = _socket_filter(local_sockets)
+        program = _seccomp_program(local_sockets)
         if program is not None:
             instructions = (_SockFilter * len(program))(*program)
             fprog = _SockFprog(len(program), instructions)
@@ -216,12 +269,16 @@ def confine(readable: Iterable[str], writable: Iterable[str], *,
 
 
 def _main(argv: list[str]) -> None:
-    """`python -m autograder.runner.landlock CONFIG -- ARGV...` (see the module)."""
+    """`python -I .../landlock.py CONFIG -- ARGV...` (see the module): run as a file, in
+    isolated mode, so that nothing from the working folder (the student's) is imported before
+    the confinement; standard library only."""
     if len(argv) < 3 or argv[1] != "--":
-        sys.exit("usage: python -m autograder.runner.landlock CONFIG -- ARGV...")
+        sys.exit("usage: python -I landlock.py CONFIG -- ARGV...")
     config = json.loads(argv[0])
     try:
         confine(config["readable"], config["writable"], local_sockets=config["local_sockets"])
+        if config["drop_capabilities"]:
+            drop_capabilities()
     except OSError as err:
         sys.exit(f"cannot confine: {err}")
     path = os.environ.get("PYTHONPATH")

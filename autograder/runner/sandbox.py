@@ -15,7 +15,7 @@ Two layers, each used where this machine offers it (`layers()`):
   network namespace has nothing but its own loopback. Processes stay in the caller's pid
   namespace (the grader adopts its workers), with every capability dropped, but CAP_SETUID
   and CAP_SETGID where asked (a root grader's zygote, to drop its workers to `nobody`;
-  `drop_capabilities` then drops them in a worker that stays root).
+  `landlock.drop_capabilities` then drops them in a worker that stays root).
 
 Where neither can work, code runs unprotected, and `unprotected()` says why, for the warning.
 MHA_KIT_SANDBOX=off turns the sandbox off (debugging), =landlock or =bwrap keeps that layer
@@ -25,7 +25,6 @@ only; MHA_KIT_BWRAP names another bwrap binary.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import functools
 import glob
 import json
@@ -82,9 +81,9 @@ def _python_folders(writable: Sequence[Path] = (), programs: Sequence[str] = ())
     in /tmp, say), nor a folder that holds the temporary folder or one of the `writable`
     folders: where the student's own folder is, the other students' folders are too (a
     kernel's, in the course that nbgrader put on the import path). Outermost folders only."""
-    cwd, kit = os.getcwd(), Path(__file__).parents[1]
+    cwd, kit, script = os.getcwd(), Path(__file__).parents[1], _script_folder()
     needed = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(kit),
-              *(p for p in sys.path if p and os.path.abspath(p) != cwd
+              *(p for p in sys.path if p and os.path.abspath(p) not in (cwd, script)
                 and Path(p).resolve() != kit.parent.resolve()),
               *(str(path.parents[1]) for p in programs for path in (Path(p), Path(p).resolve()))}
     named = {Path(os.path.abspath(p)) for p in needed if os.path.isdir(p)}
@@ -95,6 +94,18 @@ def _python_folders(writable: Sequence[Path] = (), programs: Sequence[str] = ())
         if not any(path.is_relative_to(f) for f in folders):
             folders.append(path)
     return folders
+
+
+def _script_folder() -> str | None:
+    """The folder of the script this Python runs, which it puts on its import path: a course's
+    own `python grade_all.py` would open the course. None for a command a Python installation
+    holds (a console script in a venv's `bin`)."""
+    if not sys.argv or not sys.argv[0] or not os.path.isfile(sys.argv[0]):
+        return None
+    folder = os.path.dirname(os.path.abspath(sys.argv[0]))
+    inside = any(Path(folder).resolve().is_relative_to(Path(p).resolve())
+                 for p in (sys.prefix, sys.base_prefix))
+    return None if inside else folder
 
 
 def _kept_visible(writable: Sequence[Path] = ()) -> list[str]:
@@ -180,37 +191,38 @@ def readable(writable: Sequence[Path], programs: Sequence[str] = ()) -> list[str
 
 def confinement(writable: Sequence[Path], programs: Sequence[str] = ()) -> dict | None:
     """The Landlock setup of a worker that may write only `writable` (`landlock.confine`'s
-    arguments), or None where Landlock is not a layer here."""
-    if LANDLOCK not in layers():
+    arguments), or None where Landlock is not a layer here. Inside bubblewrap, /dev/shm is a
+    private one and stays writable (semaphores); with Landlock alone it is the machine's."""
+    present = layers()
+    if LANDLOCK not in present:
         return None
-    return {"readable": readable(writable, programs), "writable": [str(w) for w in writable]}
+    shm = [Path("/dev/shm")] if BUBBLEWRAP in present else []
+    return {"readable": readable(writable, programs),
+            "writable": [str(w) for w in [*writable, *shm]]}
 
 
-def confined(argv: Sequence[str], writable: Sequence[Path]) -> list[str]:
-    """`argv` started by the Landlock launcher, confined to write only `writable` and to make
-    only local sockets (a kernel's); `argv` itself where Landlock is not a layer here. The kit
-    is importable through a folder of its own (`_kit_link`): Python lists a folder of its
-    import path before it imports from it, and a checkout's own folder stays unread. The
-    programs `argv` names by their path (the kernel's Python, which may not be this one) stay
-    readable with their installation."""
+def confined(argv: Sequence[str], writable: Sequence[Path], *, kit_link: Path,
+             drop_capabilities: bool) -> list[str]:
+    """`argv` started by the Landlock launcher, confined to write only `writable`, to make only
+    local sockets and to connect nowhere (a kernel's); `argv` itself where Landlock is not a
+    layer here. The launcher runs as a file in isolated mode (nothing of the working folder's
+    is imported before it confines), and drops root's capabilities where asked (a kernel that
+    keeps the grader's account). The kit is importable through `kit_link`, a folder that holds
+    only a link to its package, made here (in the kernel's scratch folder, which bubblewrap
+    shows): Python lists a folder of its import path before it imports from it, and a
+    checkout's own folder stays unread. The programs `argv` names by their path (the kernel's
+    Python, which may not be this one) stay readable with their installation."""
     programs = [a for a in argv if os.path.isabs(a) and os.path.isfile(a) and os.access(a, os.X_OK)]
     setup = confinement(writable, programs)
     if setup is None:
         return list(argv)
-    link = _kit_link()
-    config = json.dumps({**setup, "readable": [*setup["readable"], str(link)],
-                         "local_sockets": True, "import_path": str(link)})
-    return [sys.executable, "-s", "-m", "autograder.runner.landlock", config, "--", *argv]
-
-
-def _kit_link() -> Path:
-    """A folder in the scratch folder that holds only a link to the kit's package."""
-    folder = scratch() / "kit"
-    if not folder.exists():
-        folder.mkdir()
-        (folder / "autograder").symlink_to(Path(__file__).parents[1], target_is_directory=True)
-        os.chmod(folder, 0o755)
-    return folder
+    kit_link.mkdir(exist_ok=True)
+    if not (kit_link / "autograder").exists():
+        (kit_link / "autograder").symlink_to(Path(__file__).parents[1], target_is_directory=True)
+    config = json.dumps({**setup, "readable": [*setup["readable"], str(kit_link)],
+                         "local_sockets": True, "import_path": str(kit_link),
+                         "drop_capabilities": drop_capabilities})
+    return [sys.executable, "-I", landlock.__file__, config, "--", *argv]
 
 
 def wrap(argv: Sequence[str], binds: Sequence[tuple[Path, Path]], *, setuid: bool = False,
@@ -227,16 +239,6 @@ def wrap(argv: Sequence[str], binds: Sequence[tuple[Path, Path]], *, setuid: boo
              *(["--info-fd", str(info_fd)] if info_fd is not None else []),
              *(["--new-session"] if new_session else [])]
     return [bwrap, *_options(binds, setuid and os.geteuid() == 0), *extra, "--", *argv]
-
-
-def drop_capabilities() -> None:
-    """Drop every capability this process holds (capset), where it holds any (Linux)."""
-    if sys.platform != "linux" or os.geteuid() != 0:
-        return
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: twice, all zero
-    if ctypes.CDLL(None, use_errno=True).capset(header, data) != 0:
-        raise OSError(ctypes.get_errno(), "capset failed: cannot drop capabilities")
 
 
 _scratch: Path | None = None

@@ -2,10 +2,11 @@
 requests until the grader closes the pipe.
 
 However the worker started (forked from the zygote, or a new interpreter: see `zygote`),
-`serve` runs before any student code: it asks the kernel to kill it with the grader, limits
-its memory, file sizes and core files, confines itself (`landlock`, where the sandbox has that
-layer: a failure there stops the worker), says *ready*, and only then loads the file, with
-stdout and stderr leading nowhere and the student's printing kept in part for the report.
+`serve` runs before any student code: it asks the kernel to kill it with the grader, confines
+itself (`landlock`, where the sandbox has that layer, before any thread starts: a failure there
+stops the worker), limits its memory, file sizes and core files, says *ready*, and only then
+loads the file, with stdout and stderr leading nowhere and the student's printing kept in part
+for the report.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import resource
 import signal
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -87,12 +88,16 @@ def gpu_index(device: str) -> int:
     return torch.cuda.current_device() if index is None else index
 
 
-def serve(config: dict, request_fd: int, reply_fd: int) -> None:
-    """The worker's life after its start: `config` is the grader's setup message."""
+def serve(config: dict, request_fd: int, reply_fd: int,
+          after_confining: Callable[[], None] = lambda: None) -> None:
+    """The worker's life after its start: `config` is the grader's setup message.
+    `after_confining`: what starts threads (a forked worker's torch thread pool), run once
+    the worker is confined, as CUDA's start is: Landlock binds no thread already running."""
     die_with_parent(config["parent"])
-    limit_resources(config["device"], config["memory_gib"])
-    if config.get("confine"):  # Landlock: before the student's file, and for good
+    if config.get("confine"):  # Landlock, for good, while this process has its one thread
         landlock.confine(**config["confine"])
+    after_confining()
+    limit_resources(config["device"], config["memory_gib"])
     forbidden = forbidden_functions(tuple(config["forbidden"]))
     if config["path"].endswith(".ipynb"):  # the grader's import, not the student's load time
         import IPython.core.inputtransformer2  # noqa: F401  (the zygote has it already)

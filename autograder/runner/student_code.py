@@ -53,13 +53,22 @@ def error_text(err: BaseException) -> str:
 
 def shown(text: str, keep: int = ERROR_KEEP) -> str:
     """A student's text as a message quotes it: its first line with any text in it, without a
-    terminal's escape sequences, each other unprintable character written as its escape
-    (`\\x08`), at most `keep` characters (CUT ends a text cut short). Nothing in it can move
+    terminal's escape sequences, any space (a tab, an ideographic space) as a plain one, each
+    other unprintable character written as its escape (`\\x08`), at most `keep` characters
+    (CUT ends a text cut short, never inside an escape). Nothing in it can move
     the cursor, colour a terminal or start a line of its own."""
     line = next((part for part in _ESCAPES.sub("", text).split("\n") if part.strip()), "")
-    line = "".join(c if c.isprintable() else c.encode("unicode_escape").decode()
-                   for c in line.strip()[:keep + 1])  # one more: a cut is told
-    return line if len(line) <= keep else line[:keep - len(CUT)] + CUT
+    pieces = [" " if c.isspace() else c if c.isprintable() else c.encode("unicode_escape").decode()
+              for c in line.strip()[:keep + 1]]  # one more: a cut is told
+    if sum(map(len, pieces)) <= keep:
+        return "".join(pieces)
+    kept, size = [], len(CUT)
+    for piece in pieces:  # whole characters and whole escapes only
+        if size + len(piece) > keep:
+            break
+        kept.append(piece)
+        size += len(piece)
+    return "".join(kept) + CUT
 
 
 def first_line(err: BaseException) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from ..messages import Message, msg
-from . import fonts, sandbox
+from . import fonts, sandbox, zygote
 from .devices import on_meta
 from .framing import TEXT_KEEP, clean, encode, fields_of, receive, run_to_dict, write_all
 from .inprocess import vetted
@@ -101,8 +101,15 @@ class WorkerSubmission:
         self._ready({"path": self.path.name, "device": self.device, "parent": self._proc.parent,
                      "memory_gib": self.limits.memory_gib, "forbidden": list(self.forbidden),
                      "cwd": home, "env": env, "account": account, "skip": self._slow_cells,
-                     "confine": sandbox.confinement([self._workdir])},
+                     "confine": self._confinement()},
                     deadline)
+
+    def _confinement(self) -> dict | None:
+        """Landlock's setup for a forked worker, which confines itself while it has one thread.
+        A new interpreter (`zygote.FORK` off: not Linux, where there is no Landlock) has
+        torch's threads running by then: none."""
+        assert self._workdir is not None
+        return sandbox.confinement([self._workdir]) if zygote.FORK else None
 
     def _account(self) -> tuple[int, int] | None:
         """(uid, gid) of `self.user`, who then owns the temporary folder; None: the grader's."""

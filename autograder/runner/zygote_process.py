@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from . import sandbox
+from . import landlock
 from .zygote import KIT_ROOT, PID, READY, worker_env
 
 
@@ -111,9 +111,8 @@ def _become_worker(request_fd: int, reply_fd: int, stderr_fd: int, threads: int)
         tempfile.tempdir = None  # TMPDIR is read again
         if setup["account"] is not None:
             _drop_to(*setup["account"])
-        sandbox.drop_capabilities()  # a root worker's (a root grader's zygote keeps some)
-        _fresh_state(threads)
-        serve.serve(setup, request_fd, reply_fd)
+        landlock.drop_capabilities()  # a root worker's (a root grader's zygote keeps some)
+        serve.serve(setup, request_fd, reply_fd, after_confining=lambda: _fresh_state(threads))
         code = 0
     except SystemExit as exit_:  # the worker's own exit, before student code ran
         code = exit_.code if isinstance(exit_.code, int) else 1
