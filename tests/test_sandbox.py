@@ -133,7 +133,6 @@ def test_a_hostile_submission_writes_nowhere_and_connects_nowhere_but_is_graded(
                         else {"runner.missing", "runner.missing_after_problems"})  # not defined
             assert expected & ids_in(result.message), result
     assert [r.id for r in results] == [c.id for c in ASSIGNMENTS["mha"]]
-    assert sum(r.score for r in results) == 43
     printed = str(problems[-1])  # it tried, at import and in its calls, and failed each time
     tries = re.findall(r"(import|call): writes ([A-Z ]+) connect ([A-Z]+) reads ([A-Za-z ]+)",
                        printed)

@@ -54,8 +54,8 @@ SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
 FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # all a file's rule holds
 READ = EXECUTE | READ_FILE | READ_DIR
 WRITE = (1 << 15) - 1 & ~(MAKE_CHAR | MAKE_BLOCK)  # everything but making device files
-DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/nvidia*",
-           "/dev/nvidia-caps/*", "/dev/dri/*", "/dev/kfd")
+GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri", "/dev/kfd")  # files and folders
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", *GPU_DEVICES)
 
 # seccomp, per machine: its AUDIT_ARCH_*, and the numbers of the calls the filter looks at.
 _METADATA_X86 = (90, 91, 92, 93, 94, 132, 235, 261, 260, 268, 280, 188, 189, 190, 197, 198, 199)

@@ -44,7 +44,6 @@ LANDLOCK, BUBBLEWRAP = "landlock", "bwrap"  # the layers, as MHA_KIT_SANDBOX nam
 SYSTEM_FOLDERS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/proc",
                   "/sys")  # what Landlock lets student code read, besides Python and the kit
 BWRAP_ENV = "MHA_KIT_BWRAP"
-GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri", "/dev/kfd")
 SHM_BYTES = 64 * 2**20  # the private /dev/shm: semaphores and small shared buffers
 
 
@@ -115,7 +114,7 @@ def _kept_visible(writable: Sequence[Path] = ()) -> list[str]:
 
 
 def _options(binds: Sequence[tuple[Path, Path]], setuid: bool) -> list[str]:
-    devices = [arg for path in sorted({p for g in GPU_DEVICES for p in glob.glob(g)})
+    devices = [arg for path in sorted({p for g in landlock.GPU_DEVICES for p in glob.glob(g)})
                for arg in ("--dev-bind", path, path)]
     kept = [arg for path in _kept_visible([dest for _, dest in binds])
             for arg in ("--ro-bind", path, path)]

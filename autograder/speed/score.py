@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -74,9 +74,9 @@ def speed_fraction(speedup: float) -> float:
     return 1.0 if speedup >= SPEEDUP_NEEDED else 0.0
 
 
-def near_threshold(speedup: float) -> bool:
-    """Close enough to SPEEDUP_NEEDED that another measurement could decide otherwise."""
-    return SPEEDUP_NEEDED / NEAR < speedup < SPEEDUP_NEEDED * NEAR
+def near_threshold(speedup: float, needed: float = SPEEDUP_NEEDED) -> bool:
+    """Close enough to `needed` that another measurement could decide otherwise."""
+    return needed / NEAR < speedup < needed * NEAR
 
 
 def moves_data(op: str) -> bool:
@@ -176,25 +176,38 @@ def wants_another(verdicts: list[Verdict]) -> bool:
             and all(v.problem is None and not v.loops for v in verdicts))
 
 
+def how_measured(runs: int) -> dict[str, Message]:
+    """The `config` and `runs` fields of any speed check's message: the config it timed (the
+    graded one, or the kit's test config) and over how many runs."""
+    name = chosen_test_config()
+    return {"config": msg("speed.test_config", variable=SPEED_CONFIG_ENV, name=name) if name
+            else msg("speed.graded_config"),
+            "runs": msg("speed.one_run") if runs == 1 else msg("speed.median_of", runs=runs)}
+
+
 def speed_message(med: dict[str, float], speedup: float, device: str, runs: int = 1
                   ) -> Message:
     """What was measured: the speedup over the kit's looped module, and the times per call."""
-    name = chosen_test_config()
-    config = (msg("speed.test_config", variable=SPEED_CONFIG_ENV, name=name) if name
-              else msg("speed.graded_config"))
     return msg("speed.measured", speedup=float(speedup), student=med["student"] * 1e3,
                looped=med["looped"] * 1e3, fused=med["fused"] * 1e3, device=device,
-               config=config,
-               runs=msg("speed.one_run") if runs == 1 else msg("speed.median_of", runs=runs))
+               **how_measured(runs))
+
+
+Run = TypeVar("Run")  # one timing run, judged: it has a `problem` and a `speedup`
+
+
+def deciding_run(runs: list[Run]) -> tuple[Message | None, Run]:
+    """The first problem that stops the scoring, if any; and the run whose speedup decides:
+    the median one (the upper one of two), whose times are shown. Any speed check's."""
+    problem = next((r.problem for r in runs if r.problem is not None), None)
+    return problem, sorted(runs, key=lambda r: r.speedup)[len(runs) // 2]
 
 
 def decide(verdicts: list[Verdict], device: str) -> tuple[float, Message]:
     """(fraction of the points, message) from one run, or from the median of a few."""
-    problem = next((v.problem for v in verdicts if v.problem is not None), None)
+    problem, median = deciding_run(verdicts)
     if problem is not None:
         return 0.0, problem
-    # The median run (the upper one of two): its speedup decides, its times are shown.
-    median = sorted(verdicts, key=lambda v: v.speedup)[len(verdicts) // 2]
     measured = speed_message(median.medians, median.speedup, device, len(verdicts))
     heads, half = median.heads
     if median.loops:

@@ -23,10 +23,15 @@ from ...checks.core import CheckFailed, Context
 from ...messages import Message, msg
 from ...runner.inprocess import vetted
 from ...speed.check import TimedRun, implausible_times, runs_until_decided, timed_job
-from ...speed.config import SPEED_CONFIG_ENV, chosen_test_config
-from ...speed.score import MAX_RUNS, NEAR, paired_ratio
+from ...speed.score import MAX_RUNS, deciding_run, how_measured, near_threshold, paired_ratio
 from . import oracle
-from .decode_config import SPOT_TOLERANCE, decode_config, decode_input, decode_params
+from .decode_config import (
+    SPOT_TOLERANCE,
+    DecodeConfig,
+    decode_config,
+    decode_input,
+    decode_params,
+)
 from .jobs import MODULE, PREPARE_TIMING_JOB, TIMING_JOB
 
 Tensor = torch.Tensor
@@ -38,6 +43,7 @@ DEVICE = "cpu"  # where it times, whatever device grades (decode_config)
 # checks per style alone and beside a busy core (docs/speed.md,
 # scripts/decode_speed_reliability.py).
 SPEEDUP_NEEDED = 8.0
+ROPE_BASE = 10000.0  # the module's default, which the timing builds it with
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,13 @@ def _malformed(report: Any, rounds: int) -> bool:
         for ts in times.values()) or not isinstance(report.get("outputs"), list))
 
 
+def decoded(cfg: DecodeConfig, seed: int) -> Tensor:
+    """The oracle's outputs for the N decoded tokens (B, N, E), float64: what a cache gives."""
+    params = {k: v.double() for k, v in decode_params(cfg, seed).items()}
+    return oracle.gqa(params, decode_input(cfg, seed).double(), cfg.H, cfg.Hkv,
+                      ROPE_BASE)[:, cfg.P:]
+
+
 def judge(run: TimedRun, seed: int) -> Run:
     """What one run of `jobs.time_decoding` shows, checked against what the grader saw."""
     cfg = decode_config()
@@ -66,9 +79,7 @@ def judge(run: TimedRun, seed: int) -> Run:
     if _malformed(report, cfg.rounds):
         return Run(msg("speed.not_scored", reason=msg("llm.speed_malformed")))
     outputs = [vetted(o, MODULE) for o in report["outputs"]]
-    params = {k: v.double() for k, v in decode_params(cfg, seed).items()}
-    x = decode_input(cfg, seed).double()
-    want = oracle.gqa(params, x, cfg.H, cfg.Hkv, 10000.0)[:, cfg.P:]  # (B, N, E)
+    want = decoded(cfg, seed)  # (B, N, E)
     if (len(outputs) != cfg.N or any(type(o) is not Tensor or o.shape != (cfg.B, 1, cfg.E)
                                      for o in outputs)
             or not torch.allclose(torch.cat(outputs, 1).double(), want, **SPOT_TOLERANCE)):
@@ -87,19 +98,14 @@ def timed_run(sub, seed: int) -> Run:
 
 
 def decide(runs: list[Run]) -> tuple[float, Message]:
-    problem = next((r.problem for r in runs if r.problem is not None), None)
+    problem, median = deciding_run(runs)
     if problem is not None:
         return 0.0, problem
-    median = sorted(runs, key=lambda r: r.speedup)[len(runs) // 2]
     cfg = decode_config()
-    name = chosen_test_config()
     measured = msg("llm.speed_measured", N=cfg.N, P=cfg.P, speedup=float(median.speedup),
                    cached=median.per_token["cached"] * 1e3,
                    recomputed=median.per_token["recomputed"] * 1e3, device=DEVICE,
-                   config=msg("speed.test_config", variable=SPEED_CONFIG_ENV, name=name)
-                   if name else msg("speed.graded_config"),
-                   runs=msg("speed.one_run") if len(runs) == 1
-                   else msg("speed.median_of", runs=len(runs)))
+                   **how_measured(len(runs)))
     if median.speedup >= SPEEDUP_NEEDED:
         return 1.0, msg("llm.speed_passed", measured=measured, needed=SPEEDUP_NEEDED)
     return 0.0, msg("llm.speed_too_slow", measured=measured, needed=SPEEDUP_NEEDED)
@@ -112,7 +118,7 @@ def check_decode_speed(sub, ctx: Context) -> float:
     def undecided(runs: list[Run]) -> bool:
         first = runs[0]
         return (len(runs) < MAX_RUNS and first.problem is None
-                and SPEEDUP_NEEDED / NEAR < first.speedup < SPEEDUP_NEEDED * NEAR)
+                and near_threshold(first.speedup, SPEEDUP_NEEDED))
 
     fraction, message = decide(runs_until_decided(
         lambda: timed_run(sub, secrets.randbelow(2**31)), undecided))

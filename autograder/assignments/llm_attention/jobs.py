@@ -5,7 +5,6 @@ watch of FlashAttention on the `meta` device. What these return is untrusted dat
 
 from __future__ import annotations
 
-import time
 import weakref
 from dataclasses import asdict
 from typing import Any, Callable
@@ -157,19 +156,13 @@ def _load(sub: LocalSubmission, module: nn.Module, cfg: DecodeConfig, seed: int,
     return module
 
 
-def _candidates(sub: LocalSubmission, module: nn.Module, x: Tensor, cfg: DecodeConfig,
-                device: str) -> dict[str, Callable[[], tuple[float, list[Tensor]]]]:
-    """The two ways of decoding N tokens after the prefill, each timed (CPU seconds, or the
-    synchronised wall clock on a GPU) with its outputs: through a KVCache (its prefill
-    untimed), and the whole prefix again for each token."""
+def _candidates(sub: LocalSubmission, module: nn.Module, x: Tensor, cfg: DecodeConfig
+                ) -> dict[str, Callable[[], tuple[float, list[Tensor]]]]:
+    """The two ways of decoding N tokens after the prefill, each timed in CPU seconds (the
+    check times on the CPU whatever device grades: `decode_speed`) with its outputs: through a
+    KVCache (its prefill untimed), and the whole prefix again for each token."""
     cache_class = sub.lookup("KVCache")
-    cuda = device.startswith("cuda")
-
-    def now() -> float:
-        if cuda:
-            torch.cuda.synchronize()
-            return time.perf_counter()
-        return CPU_CLOCK()
+    now = CPU_CLOCK
 
     def cached() -> tuple[float, list[Tensor]]:
         cache = cache_class()
@@ -192,7 +185,7 @@ def prepare_timing(sub: LocalSubmission, *, device: str) -> None:
     with the reported times."""
     cfg = decode_config()
     module = _load(sub, sub.construct(MODULE, cfg.E, cfg.H, cfg.Hkv), cfg, 0, device)
-    candidates = _candidates(sub, module, decode_input(cfg, 0).to(device), cfg, device)
+    candidates = _candidates(sub, module, decode_input(cfg, 0).to(device), cfg)
     with timing_conditions():
         for _ in range(max(cfg.warmup, 1)):
             for run in candidates.values():
@@ -209,7 +202,7 @@ def time_decoding(sub: LocalSubmission, *, device: str, seed: int) -> dict[str, 
               else sub.construct(MODULE, cfg.E, cfg.H, cfg.Hkv))
     module = _load(sub, module, cfg, seed, device)
     x = decode_input(cfg, seed).to(device)  # (B, P + N, E)
-    candidates = _candidates(sub, module, x, cfg, device)
+    candidates = _candidates(sub, module, x, cfg)
     times: dict[str, list[float]] = {name: [] for name in candidates}
     kept: list[Tensor] = []
 
