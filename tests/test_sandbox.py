@@ -160,10 +160,13 @@ def test_the_worker_is_in_a_network_namespace_of_its_own_unless_turned_off(tmp_p
 
 @pytest.mark.skipif(sandbox.layer_problem(sandbox.LANDLOCK) is not None,
                     reason=f"no Landlock here ({sandbox.layer_problem(sandbox.LANDLOCK)})")
-def test_every_thread_of_a_worker_is_confined(tmp_path, monkeypatch):
+@pytest.mark.parametrize("forked", [True, False], ids=["forked", "the zygote itself"])
+def test_every_thread_of_a_worker_is_confined(forked, tmp_path, monkeypatch):
     """Landlock and seccomp bind the thread that asks and those it starts: the worker confines
-    itself before any other thread starts (torch's pool, CUDA's), so none runs free."""
+    itself before any other thread starts (torch's pool, CUDA's), so none runs free. So does a
+    zygote that becomes the worker (no subreaper)."""
     monkeypatch.setenv(sandbox.SANDBOX_ENV, sandbox.LANDLOCK)
+    monkeypatch.setattr(zygote, "FORK", forked)
     source = tmp_path / "threads.py"
     source.write_text(THREADS)
     with WorkerSubmission(source) as sub:

@@ -1,6 +1,6 @@
-"""How workers start: forked from a zygote that has imported torch, or (zygote.FORK off) as a
-new interpreter. Either way a worker is the grader's own child, in a session of its own, with
-the same limits and account, and it dies with its grader."""
+"""How workers start: forked from a zygote that has imported torch, or (zygote.FORK off: no
+subreaper) as the zygote itself. Either way a worker is the grader's own child, in a session of
+its own, with the same limits and account, and it dies with its grader."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from autograder.runner.policy import Limits, worker_user
 from autograder.runner.serve import FILE_SIZE_LIMIT
 from autograder.runner.worker import WorkerSubmission
 
-SANDBOXED = sandbox.BUBBLEWRAP in sandbox.layers()  # a new interpreter is then bwrap's child
+SANDBOXED = sandbox.BUBBLEWRAP in sandbox.layers()  # the zygote is then bwrap's child
 REPORTS = """
 import os, resource, torch
 
@@ -40,9 +40,9 @@ def _dead(pid: int) -> bool:
         return True
 
 
-@pytest.fixture(params=["forked", "new interpreter"])
+@pytest.fixture(params=["forked", "the zygote itself"])
 def start(request, monkeypatch):
-    """Both ways of starting a worker."""
+    """Both ways a zygote starts a worker."""
     if request.param == "forked" and not zygote.FORK:
         pytest.skip("workers are forked only on Linux")
     monkeypatch.setattr(zygote, "FORK", request.param == "forked")
@@ -56,15 +56,14 @@ def test_a_worker_is_the_graders_child_with_its_limits_and_account(start, tmp_pa
         parent, uid, session, pid, memory, file_size, core, in_its_folder = (
             sub.call("causal_mask", 1).value.tolist())
         worker = sub._proc.pid
-        bwrap = sub._proc._popen.pid if start == "new interpreter" and SANDBOXED else None
+        bwrap = sub._proc._popen.pid if start == "the zygote itself" and SANDBOXED else None
         cmdline = open(f"/proc/{worker}/cmdline").read().split("\0")
     assert pid == worker and parent == (bwrap or os.getpid())  # what `kills_grader.py` uses
     assert session == pid  # its own session and process group: killed as a group
     assert uid == (65534 if worker_user() == "nobody" else os.getuid())
     assert (memory, file_size, core) == (3 * 2**30, FILE_SIZE_LIMIT, 0)
     assert in_its_folder
-    started_by = "autograder.runner." + ("zygote_process" if start == "forked" else "serve")
-    assert started_by in cmdline
+    assert "autograder.runner.zygote_process" in cmdline
 
 
 def test_a_worker_dies_with_its_grader(start, tmp_path):
@@ -156,7 +155,7 @@ def test_a_zygote_that_dies_while_a_stray_holds_its_stderr_is_reported_without_w
     assert subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True).returncode == 1
 
 
-def test_the_worker_gets_the_interpreters_default_threads(tmp_path):
+def test_the_worker_gets_the_interpreters_default_threads(start, tmp_path):
     """The zygote never started torch's thread pool: a worker gets what a new process does."""
     source = tmp_path / "threads.py"
     source.write_text("import torch\n"
@@ -169,7 +168,7 @@ def test_the_worker_gets_the_interpreters_default_threads(tmp_path):
         assert sub.call("causal_mask", 1).value.item() == int(fresh.stdout)
 
 
-def test_the_worker_collects_garbage_but_not_what_it_inherited(tmp_path):
+def test_the_worker_collects_garbage_but_not_what_it_inherited(start, tmp_path):
     """The zygote imports without the collector and freezes what it has; a worker's collector
     is on, as a new interpreter's is, and skips the frozen objects."""
     source = tmp_path / "collector.py"
@@ -180,4 +179,24 @@ def test_the_worker_collects_garbage_but_not_what_it_inherited(tmp_path):
                       "    frozen = gc.get_freeze_count() > 10**5\n"
                       "    return torch.tensor([AT_LOAD, gc.isenabled(), frozen])\n")
     with WorkerSubmission(source) as sub:
-        assert sub.call("causal_mask", 1).value.tolist() == [True, True, zygote.FORK]
+        assert sub.call("causal_mask", 1).value.tolist() == [True, True, True]
+
+
+def test_without_a_subreaper_the_prestarted_zygote_becomes_the_worker_and_is_not_reused(
+        monkeypatch):
+    """Where the grader could not adopt a fork, the zygote started early (`prestart`) is the
+    first worker; the next worker comes from a new zygote, and grades the same."""
+    monkeypatch.setattr(zygote, "FORK", False)
+    if zygote._zygote is not None:
+        zygote._zygote.close()
+        zygote._zygote = None
+    zygote.prestart()
+    assert zygote._zygote is not None
+    prestarted = zygote._zygote.proc.pid
+    workers = []
+    for _ in range(2):
+        with WorkerSubmission(TEMPLATE) as sub:
+            assert sub.call("causal_mask", 2).value.tolist() == [[False, True], [False, False]]
+            workers.append(sub._proc._popen.pid)
+        assert zygote._zygote is None  # it became the worker: no zygote left to fork
+    assert workers[0] == prestarted != workers[1]

@@ -1,7 +1,7 @@
 """The worker's side: its limits, the handshake, loading the student's file, and answering
 requests until the grader closes the pipe.
 
-However the worker started (forked from the zygote, or a new interpreter: see `zygote`),
+However the worker started (forked from the zygote, or the zygote itself: see `zygote`),
 `serve` runs before any student code: it asks the kernel to kill it with the grader, confines
 itself (`landlock`, where the sandbox has that layer, before any thread starts: a failure there
 stops the worker), limits its memory, file sizes and core files, says *ready*, and only then
@@ -24,7 +24,7 @@ import torch
 
 from ..messages import msg
 from ..runtime import one_thread
-from . import devices, landlock
+from . import landlock
 from .framing import backward_from_dict, encode, receive, run_from_dict, write_all
 from .inprocess import InProcessSubmission
 from .policy import forbidden_functions
@@ -179,15 +179,3 @@ def _call_data(call: Call) -> dict:
     failure = call.backward_failure
     return {"value": call.value, "inputs_after": call.inputs_after, "grads": call.grads,
             "backward_failure": None if failure is None else failure.to_data()}
-
-
-def _main(argv: list[str]) -> None:
-    """`python -m autograder.runner.serve REQUEST_FD REPLY_FD`, started by `subprocess.Popen`
-    where workers are not forked (zygote.FORK): its setup is the first request."""
-    request_fd, reply_fd = int(argv[0]), int(argv[1])
-    devices.warm_up()  # as the zygote does before it forks
-    serve(receive(request_fd, time.monotonic() + SETUP_WAIT_S), request_fd, reply_fd)
-
-
-if __name__ == "__main__":
-    _main(sys.argv[1:])

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from ..messages import Message, msg
-from . import fonts, sandbox, zygote
+from . import fonts, sandbox
 from .devices import on_meta
 from .framing import TEXT_KEEP, clean, encode, fields_of, receive, run_to_dict, write_all
 from .inprocess import vetted
@@ -92,7 +92,7 @@ class WorkerSubmission:
         deadline = time.monotonic() + self.limits.start_s
         try:
             account = self._account()
-            self._proc = start_worker(env=env, cwd=home, account=account, deadline=deadline)
+            self._proc = start_worker(deadline)
         except (OSError, KeyError) as err:  # no such user, no zygote, ...
             self.close()
             raise WorkerStartError(msg("worker.cannot_start", user=self._as_user(), error=msg(
@@ -105,11 +105,9 @@ class WorkerSubmission:
                     deadline)
 
     def _confinement(self) -> dict | None:
-        """Landlock's setup for a forked worker, which confines itself while it has one thread.
-        A new interpreter (`zygote.FORK` off: not Linux, where there is no Landlock) has
-        torch's threads running by then: none."""
+        """Landlock's setup: the worker confines itself while it has its one thread."""
         assert self._workdir is not None
-        return sandbox.confinement([self._workdir]) if zygote.FORK else None
+        return sandbox.confinement([self._workdir])
 
     def _account(self) -> tuple[int, int] | None:
         """(uid, gid) of `self.user`, who then owns the temporary folder; None: the grader's."""

@@ -25,10 +25,14 @@ environment, and the `nobody` account (setgroups, setgid, setuid) when the grade
 `serve.serve` then does the rest, the same however the worker started: the limits, then
 the handshake and the student's file.
 
+Without a subreaper (not Linux), or with `FORK = False`, the grader could not adopt a fork:
+the zygote then becomes the worker itself, and the next worker needs a new zygote (which
+costs the import of torch each time). It is the same start either way: the same program, the
+same steps before `serve.serve`, the same pipes, and a worker that is the grader's child.
+
 Where bubblewrap runs (`sandbox`), the zygote starts inside it, and so its workers: bwrap's
 monitor sits between the grader and the zygote (which dies with it, and it with the grader),
-never between the grader and a worker. Without a subreaper (not Linux), or with `FORK =
-False`, each worker is a new `python -m autograder.runner.serve` (in the sandbox, bwrap's).
+never between the grader and a forked worker.
 """
 
 from __future__ import annotations
@@ -36,7 +40,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import json
 import os
 import select
 import signal
@@ -52,10 +55,11 @@ from pathlib import Path
 from . import sandbox
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
-FORK = sys.platform == "linux" and hasattr(socket, "send_fds")  # else Popen, as before
+FORK = sys.platform == "linux"  # a subreaper adopts forked workers; else the zygote becomes one
 PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
 PID = struct.Struct("!q")
 READY = b"R"
+FORK_WORKER, BECOME_WORKER = b"F", b"B"  # the grader's requests to its zygote
 
 
 class ZygoteError(OSError):
@@ -108,7 +112,8 @@ def _subreaper() -> Iterator[None]:
 
 class WorkerProcess:
     """A started worker, a child of this process (its pid is also its process group's), and
-    the grader's ends of its pipes: requests, replies, and its stderr until it is ready."""
+    the grader's ends of its pipes: requests, replies, and its stderr until it is ready.
+    `popen`: the zygote that became this worker (or bwrap around it); None if forked."""
 
     def __init__(self, pid: int, fds: tuple[int, int, int], popen: subprocess.Popen | None,
                  parent: int | None = None):
@@ -226,21 +231,32 @@ class Zygote:
     def fork(self, fds: tuple[int, int, int], deadline: float) -> int:
         """The pid of a worker holding these pipes (request, reply, stderr), adopted by this
         process. EOFError: the zygote ended on the way (it was ready before)."""
-        self._wait_ready(deadline)
         with _subreaper():
-            try:
-                socket.send_fds(self.sock, [b"F"], list(fds))
-                data = b""
-                while len(data) < PID.size:
-                    timeout = deadline - time.monotonic()
-                    if timeout <= 0 or not select.select([self.sock], [], [], timeout)[0]:
-                        raise ZygoteError("the zygote did not fork a worker in time")
-                    chunk = self.sock.recv(PID.size - len(data))
-                    if not chunk:
-                        raise EOFError
-                    data += chunk
-            except (BrokenPipeError, ConnectionResetError):
-                raise EOFError from None
+            return self._ask(FORK_WORKER, fds, deadline)
+
+    def become_worker(self, fds: tuple[int, int, int], deadline: float) -> int:
+        """The zygote's pid, once it is becoming a worker holding these pipes: it forks no
+        more, and this object is done with. EOFError: it ended on the way."""
+        try:
+            return self._ask(BECOME_WORKER, fds, deadline)
+        finally:
+            self.sock.close()
+
+    def _ask(self, request: bytes, fds: tuple[int, int, int], deadline: float) -> int:
+        self._wait_ready(deadline)
+        try:
+            socket.send_fds(self.sock, [request], list(fds))
+            data = b""
+            while len(data) < PID.size:
+                timeout = deadline - time.monotonic()
+                if timeout <= 0 or not select.select([self.sock], [], [], timeout)[0]:
+                    raise ZygoteError("the zygote did not start a worker in time")
+                chunk = self.sock.recv(PID.size - len(data))
+                if not chunk:
+                    raise EOFError
+                data += chunk
+        except (BrokenPipeError, ConnectionResetError):
+            raise EOFError from None
         (pid,) = PID.unpack(data)
         if pid <= 0:
             raise ZygoteError("the zygote could not fork a worker")
@@ -269,7 +285,7 @@ def prestart() -> None:
     if it cannot start, the first worker's start tries again and says why."""
     global _zygote
     with _lock:
-        if FORK and _zygote is None:
+        if _zygote is None:
             with contextlib.suppress(OSError):
                 _zygote = Zygote()
 
@@ -292,7 +308,11 @@ atexit.register(_close_at_exit)
 os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def _fork(fds: tuple[int, int, int], deadline: float) -> int:
+def _from_zygote(fds: tuple[int, int, int], deadline: float
+                 ) -> tuple[int, subprocess.Popen | None, int | None]:
+    """A worker holding these pipes: (its pid, the Popen of a zygote that became it, its
+    parent's pid if not this process). EOFError: the zygote ended on the way (the caller tries
+    again, with a new one)."""
     global _zygote
     with _lock:
         bwrap = sandbox.BUBBLEWRAP in sandbox.layers()
@@ -302,40 +322,39 @@ def _fork(fds: tuple[int, int, int], deadline: float) -> int:
             _zygote = None
         if _zygote is None:
             _zygote = Zygote()
+        zygote_, _zygote = _zygote, None  # its own again if it stays a zygote
         try:
-            pid = _zygote.fork(fds, deadline)
-        except EOFError:  # it ended on the way: the caller tries again, with a new one
-            _zygote.close()
-            _zygote = None
+            if not FORK:
+                pid = zygote_.become_worker(fds, deadline)
+                return pid, zygote_.proc, zygote_.proc.pid if zygote_.sandboxed else None
+            pid = zygote_.fork(fds, deadline)
+        except BaseException:
+            zygote_.close()
             raise
+        _zygote = zygote_
     try:  # adopted, or waitid says this is not our child
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:
         raise ZygoteError("the worker was not adopted by the grader") from None
-    return pid
+    return pid, None, None
 
 
-def start_worker(*, env: dict[str, str], cwd: str, account: tuple[int, int] | None,
-                 deadline: float) -> WorkerProcess:
+def start_worker(deadline: float) -> WorkerProcess:
     """A new worker, with pipes of its own. It then waits for its setup, the first message on
     its request pipe: `serve.serve`'s config, plus `cwd`, `env` and `account` (uid, gid, or
-    None) when forked. OSError: it could not start (no zygote, no such account, ...)."""
+    None). OSError: it could not start (no zygote, a zygote that could not fork, ...)."""
     for attempt in range(2):
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
         stderr_r, stderr_w = os.pipe()
         theirs, ours = (request_r, reply_w, stderr_w), (request_w, reply_r, stderr_r)
-        popen = parent = None
         try:
-            if FORK:
-                pid = _fork(theirs, deadline)
-            else:
-                popen, pid, parent = _popen_worker(theirs, env, cwd, account, deadline)
+            pid, popen, parent = _from_zygote(theirs, deadline)
         except EOFError:  # a stray worker may hold the old pipes: new ones, a new zygote
             for fd in ours:
                 os.close(fd)
             if attempt:
-                raise ZygoteError("the zygote ended while forking a worker") from None
+                raise ZygoteError("the zygote ended while starting a worker") from None
             continue
         except BaseException:
             for fd in ours:
@@ -347,38 +366,3 @@ def start_worker(*, env: dict[str, str], cwd: str, account: tuple[int, int] | No
         os.set_blocking(request_w, False)
         return WorkerProcess(pid, ours, popen, parent)
     raise AssertionError("unreachable")
-
-
-def _popen_worker(fds: tuple[int, int, int], env: dict[str, str], cwd: str,
-                  account: tuple[int, int] | None, deadline: float
-                  ) -> tuple[subprocess.Popen, int, int]:
-    """`python -m autograder.runner.serve` by Popen; in the sandbox, bwrap's child, whose pid
-    bwrap writes to a pipe. (the Popen, the worker's pid, its parent's)."""
-    request_r, reply_w, stderr_w = fds
-    argv = [sys.executable, "-s", "-m", "autograder.runner.serve", str(request_r), str(reply_w)]
-    info_r, info_w = os.pipe()
-    scratch = sandbox.scratch()
-    command = sandbox.wrap(argv, [(scratch, scratch)], info_fd=info_w, new_session=True)
-    who = {} if account is None else {"user": account[0], "group": account[1], "extra_groups": []}
-    try:
-        try:
-            popen = subprocess.Popen(
-                command or argv, pass_fds=(request_r, reply_w, *([info_w] if command else [])),
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr_w,
-                env=worker_env(env), cwd=cwd, start_new_session=True, **who)
-        finally:
-            os.close(info_w)
-        if command is None:
-            return popen, popen.pid, os.getpid()
-        info = b""
-        while select.select([info_r], [], [], max(0.0, deadline - time.monotonic()))[0]:
-            chunk = os.read(info_r, 4096)
-            if not chunk:
-                break
-            info += chunk
-        try:
-            return popen, json.loads(info)["child-pid"], popen.pid
-        except (ValueError, KeyError):  # bwrap failed: its stderr says why
-            return popen, popen.pid, popen.pid
-    finally:
-        os.close(info_r)

@@ -1,8 +1,9 @@
 """The zygote itself: `python -m autograder.runner.zygote_process SOCKET PARENT`.
 
-It imports torch and the worker's modules once, tells the grader it is ready, then forks a
-worker for each request on its socket until the grader goes. The grader's side, and why the
-workers are forked this way, are in `zygote`.
+It imports torch and the worker's modules once, tells the grader it is ready, then answers
+requests on its socket until the grader goes: FORK_WORKER forks a worker (the grader adopts
+it), BECOME_WORKER makes the zygote itself that worker (where the grader cannot adopt a fork).
+Either way the worker starts in `_become_worker`. The grader's side is in `zygote`.
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import landlock
-from .zygote import KIT_ROOT, PID, READY, worker_env
+from .zygote import BECOME_WORKER, FORK_WORKER, KIT_ROOT, PID, READY, worker_env
 
 
 def _run_zygote(sock_fd: int, parent: int) -> NoReturn:
-    """Import, say ready, then fork a worker for each request until the grader goes. It dies
-    with the process the grader started: itself, or bwrap (which dies with the grader)."""
+    """Import, say ready, then start a worker for each request until the grader goes, or until
+    it becomes one. It dies with the process the grader started: itself, or bwrap (which dies
+    with the grader)."""
     gc.disable()  # imports make half a million objects that live for good: no passes over them
-    from . import serve  # torch and all the worker runs
+    from . import devices, serve  # torch and all the worker runs
 
     sock = socket.socket(fileno=sock_fd)
     started = PID.unpack(sock.recv(PID.size, socket.MSG_WAITALL) or bytes(PID.size))[0]
@@ -33,7 +35,7 @@ def _run_zygote(sock_fd: int, parent: int) -> NoReturn:
     import torch
 
     threads = torch.get_num_threads()  # the default a fresh interpreter gets: no pool starts
-    serve.devices.warm_up()  # meta ops only: no thread pool starts either
+    devices.warm_up()  # meta ops only: no thread pool starts either
     gc.freeze()  # the workers' collections (gc.enable in each) skip what they inherit
     sock.sendall(READY)
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -46,7 +48,12 @@ def _run_zygote(sock_fd: int, parent: int) -> NoReturn:
             break
         if not message:  # the grader closed its end
             break
-        pid = _fork_worker(fds, sock, threads) if len(fds) == 3 else 0
+        if message == BECOME_WORKER and len(fds) == 3:
+            _stop_library_threads()
+            sock.sendall(PID.pack(os.getpid()))
+            sock.close()
+            _become_worker(*fds, threads)
+        pid = _fork_worker(fds, sock, threads) if message == FORK_WORKER and len(fds) == 3 else 0
         for fd in fds:
             os.close(fd)
         try:
@@ -54,6 +61,16 @@ def _run_zygote(sock_fd: int, parent: int) -> NoReturn:
         except OSError:
             break
     os._exit(0)
+
+
+def _stop_library_threads() -> None:
+    """What forking a worker does to the zygote's libraries, for a zygote that becomes one:
+    their fork handlers stop the threads they started at import (OpenBLAS's, through numpy),
+    which start again once the worker is confined. A child that exits at once is enough."""
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    os.waitpid(child, 0)
 
 
 def _fork_worker(fds: list[int], sock: socket.socket, threads: int) -> int:
@@ -82,15 +99,19 @@ def _fork_worker(fds: list[int], sock: socket.socket, threads: int) -> int:
 
 
 def _become_worker(request_fd: int, reply_fd: int, stderr_fd: int, threads: int) -> NoReturn:
-    """In the forked worker: what Popen did for a new one, then `serve.serve`."""
+    """A forked worker, or the zygote itself: what starting a new process would do (a session
+    of its own, only its pipes open, the setup's folder, environment and account), then
+    `serve.serve`."""
     from . import serve
     from .framing import receive
 
     code = 1
     try:
-        os.setsid()
+        if os.getsid(0) != os.getpid():  # the zygote itself may lead its session already
+            os.setsid()
         keep = {request_fd, reply_fd, stderr_fd}
-        for fd in [int(name) for name in os.listdir("/proc/self/fd")]:  # the zygote's own
+        open_fds = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"
+        for fd in [int(name) for name in os.listdir(open_fds)]:  # the zygote's own
             if fd > 2 and fd not in keep:
                 with contextlib.suppress(OSError):
                     os.close(fd)
