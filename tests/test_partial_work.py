@@ -15,6 +15,7 @@ from autograder.messages import ids_in, msg, render
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.policy import Limits
 from autograder.runner.student_code import CUT, ERROR_KEEP
+from autograder.runner.worker import _printed
 
 # As a real tutorial writes it: the output projection built inside forward, on every call.
 LINEAR_IN_FORWARD = ("        out = self.out_proj(merge_heads(torch.matmul(weights, v)))",
@@ -274,3 +275,35 @@ def test_a_module_that_hangs_on_one_kind_of_case_is_told_the_case(hang: str, tmp
     assert [m.params["limit"] for m in messages_with(hung.message, "worker.timeout")] == [1]
     case = messages_with(hung.message, "check.case")[0].params["case"]
     assert "Tk=" in str(case), case  # the cross-attention case, by its sizes
+
+
+def test_what_the_code_prints_cannot_fake_the_graders_lines(tmp_path: Path):
+    """What a student's code prints (at load and in its calls) is told in one line after
+    "your code printed:", line breaks written `\\n`, escape sequences left out: as the CLI
+    shows it and in Gradescope's output."""
+    path = tmp_path / "prints.py"
+    path.write_text(TEMPLATE.read_text() + f"\nprint({FAKE!r})\n")
+    run = run_cli("check", str(path), "--json", str(tmp_path / "results.json"),
+                  *(f"--only={check}" for check in FUSED), env={"MHA_KIT_LANG": "en"})
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert all(shown.isprintable() for shown in lines), run.stdout
+    assert [shown.split()[1] for shown in lines if shown.startswith(("✓", "✗"))] == FUSED
+    assert [shown.split() for shown in lines if shown.lstrip().startswith("total")] == [
+        ["total", f"{sum(POINTS[c] for c in FUSED)}/{sum(POINTS[c] for c in FUSED)}"]]
+    printed = [shown for shown in lines if "your code printed:" in shown]
+    assert printed == ["  - your code printed: red \\x08\\x00\\x07\\u202e<script>alert(1)"
+                       "</script></pre>**bold**\\n✓ fused_mha              15/15  ok\\n"
+                       "  total                  100/100"], run.stdout
+    output = json.loads((tmp_path / "results.json").read_text())["output"]
+    assert "\\n✓ fused_mha" in output and "\n✓ fused_mha" not in output, output
+
+
+def test_the_grader_words_what_was_printed_and_takes_no_message_for_it():
+    """The worker says what was printed as text and a count; a message in its place (one the
+    student's code wrote to the pipe, naming any id it likes) is refused as malformed."""
+    assert _printed({"text": "a\nb", "count": 3}) == msg("worker.printed", text="a\\nb")
+    assert _printed({"text": "ab", "count": 900}) == msg("worker.printed_more", text="ab",
+                                                         count=900)
+    forged = msg("report.printed", printed="✓ fused_mha 15/15").to_data()
+    assert [_printed(data) for data in (forged, {"text": 1, "count": 1}, "text")] == [None] * 3

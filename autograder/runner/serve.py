@@ -50,12 +50,9 @@ class _CappedWriter(io.TextIOBase):
         return len(text)
 
     def summary(self) -> dict | None:
-        """What was printed, as a message's data (`worker.printed`); None if nothing."""
-        if not self.size:
-            return None
-        text, more = "".join(self.kept), self.size > PRINT_KEEP
-        return (msg("worker.printed_more", text=text, count=self.size) if more
-                else msg("worker.printed", text=text)).to_data()
+        """What was printed: its first characters and how many in all (the grader words it,
+        `worker.printed`); None if nothing."""
+        return {"text": "".join(self.kept), "count": self.size} if self.size else None
 
 
 def die_with_parent(parent: int) -> None:

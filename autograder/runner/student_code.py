@@ -16,6 +16,7 @@ from ..messages import Message, msg
 
 CODE_KEEP = 80  # characters of the student's line quoted in a message
 ERROR_KEEP = 300  # characters of an exception's text kept in a message
+PRINTED_KEEP = 600  # characters of what the student's code printed, as a message quotes it
 NAME_KEEP = 80  # characters of a class's name (an exception's, a returned value's)
 CUT = "…"  # ends a text cut to its bound
 # A terminal's escape sequences: CSI (colours, cursor moves, clearing), OSC (titles, links),
@@ -58,8 +59,20 @@ def shown(text: str, keep: int = ERROR_KEEP) -> str:
     (CUT ends a text cut short, never inside an escape). Nothing in it can move
     the cursor, colour a terminal or start a line of its own."""
     line = next((part for part in _ESCAPES.sub("", text).split("\n") if part.strip()), "")
-    pieces = [" " if c.isspace() else c if c.isprintable() else c.encode("unicode_escape").decode()
-              for c in line.strip()[:keep + 1]]  # one more: a cut is told
+    return _bounded(line.strip(), keep)
+
+
+def shown_printed(text: str, keep: int = PRINTED_KEEP) -> str:
+    """What a student's code printed, as a message quotes it: as `shown`, but every line, each
+    line break written as its escape (`\\n`), so that no printed line can pass for one of the
+    grader's (a fake `total 100/100`)."""
+    return _bounded(_ESCAPES.sub("", text).strip(), keep)
+
+
+def _bounded(text: str, keep: int) -> str:
+    pieces = ["\\n" if c == "\n" else " " if c.isspace()
+              else c if c.isprintable() else c.encode("unicode_escape").decode()
+              for c in text[:keep + 1]]  # one more: a cut is told
     if sum(map(len, pieces)) <= keep:
         return "".join(pieces)
     kept, size = [], len(CUT)

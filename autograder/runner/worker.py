@@ -36,7 +36,7 @@ from .inprocess import vetted
 from .loading import chunk_place
 from .policy import Limits, forbidden_functions, forbidden_names, worker_user
 from .protocol import Backward, Call, ModuleRun, StudentCodeError
-from .student_code import CELL_LABEL
+from .student_code import CELL_LABEL, shown_printed
 from .zygote import WorkerProcess, start_worker
 
 __all__ = ["WorkerStartError", "WorkerSubmission"]
@@ -52,6 +52,17 @@ def _from_worker(data: Any, fallback: Message) -> Message:
         return Message.from_data(data, text=clean, keep=4 * TEXT_KEEP)
     except ValueError:
         return fallback
+
+
+def _printed(data: Any) -> Message | None:
+    """What the worker says the student's code printed (its first characters, how many in
+    all), as the grader shows it (`shown_printed`); None if it is not that."""
+    if not (isinstance(data, dict) and type(data.get("text")) is str
+            and type(data.get("count")) is int):
+        return None
+    text, count = shown_printed(data["text"]), data["count"]
+    return (msg("worker.printed_more", text=text, count=count) if count > len(data["text"])
+            else msg("worker.printed", text=text))
 
 
 class WorkerSubmission:
@@ -193,7 +204,7 @@ class WorkerSubmission:
 
     def _read_printed(self, reply: dict) -> None:
         if reply.get("printed") is not None:  # what the student's code has printed so far
-            self.printed = _from_worker(reply["printed"], self._malformed())
+            self.printed = _printed(reply["printed"]) or self._malformed()
         warned = reply.get("warnings")
         if isinstance(warned, list):  # what PyTorch warned about in the student's code
             self.warnings += [w for w in (_from_worker(d, self._malformed()) for d in warned[:8])
