@@ -4,6 +4,7 @@ its own, with the same limits and account, and it dies with its grader."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -200,3 +201,43 @@ def test_without_a_subreaper_the_prestarted_zygote_becomes_the_worker_and_is_not
             workers.append(sub._proc._popen.pid)
         assert zygote._zygote is None  # it became the worker: no zygote left to fork
     assert workers[0] == prestarted != workers[1]
+
+
+def _is_subreaper() -> bool:
+    state = ctypes.c_int(0)
+    ctypes.CDLL(None).prctl(zygote.PR_GET_CHILD_SUBREAPER, ctypes.byref(state), 0, 0, 0)
+    return bool(state.value)
+
+
+def _new_zygote_next() -> None:
+    if zygote._zygote is not None:
+        zygote._zygote.close()
+        zygote._zygote = None
+
+
+@pytest.mark.skipif(not zygote.FORK, reason="workers are forked only on Linux")
+def test_the_grader_adopts_orphans_only_while_a_worker_is_forked(monkeypatch):
+    """Not while a new zygote imports (a second, or more): a process orphaned meanwhile (a
+    student's stray) goes to init, not to a grader that would never reap it."""
+    waiting = zygote.Zygote._wait_ready
+    while_importing = []
+
+    def wait_ready(self, deadline):
+        while_importing.append(_is_subreaper())
+        return waiting(self, deadline)
+
+    monkeypatch.setattr(zygote.Zygote, "_wait_ready", wait_ready)
+    _new_zygote_next()
+    with WorkerSubmission(TEMPLATE) as sub:
+        assert sub.call("causal_mask", 1).value.tolist() == [[False]]
+    assert while_importing and not any(while_importing) and not _is_subreaper()
+
+
+def test_a_zygote_too_slow_to_start_is_killed_once(monkeypatch):
+    """Killed where it failed, and never again: once reaped, its pid may be another's."""
+    _new_zygote_next()
+    killpg, killed = os.killpg, []
+    monkeypatch.setattr(os, "killpg", lambda pid, sig: (killed.append(pid), killpg(pid, sig)))
+    with pytest.raises(zygote.ZygoteError, match="did not start within"):
+        zygote.start_worker(time.monotonic() + 0.05)
+    assert len(killed) == 1 and zygote._zygote is None

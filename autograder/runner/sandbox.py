@@ -225,19 +225,15 @@ def confined(argv: Sequence[str], writable: Sequence[Path], *, kit_link: Path,
 
 
 def wrap(argv: Sequence[str], binds: Sequence[tuple[Path, Path]], *, setuid: bool = False,
-         chdir: Path | None = None, info_fd: int | None = None,
-         new_session: bool = False) -> list[str] | None:
+         chdir: Path | None = None) -> list[str] | None:
     """`argv` in the sandbox, with each (source, dest) of `binds` writable at dest; None where
-    there is no sandbox. `setuid`: keep CAP_SETUID and CAP_SETGID (root only). `info_fd`: bwrap
-    writes {"child-pid": ...} there. `new_session`: the command leads a session of its own."""
+    there is no sandbox. `setuid`: keep CAP_SETUID and CAP_SETGID (root only)."""
     if BUBBLEWRAP not in layers():
         return None
     bwrap = _bwrap()
     assert bwrap is not None
-    extra = [*(["--chdir", str(chdir)] if chdir else []),
-             *(["--info-fd", str(info_fd)] if info_fd is not None else []),
-             *(["--new-session"] if new_session else [])]
-    return [bwrap, *_options(binds, setuid and os.geteuid() == 0), *extra, "--", *argv]
+    return [bwrap, *_options(binds, setuid and os.geteuid() == 0),
+            *(["--chdir", str(chdir)] if chdir else []), "--", *argv]
 
 
 _scratch: Path | None = None

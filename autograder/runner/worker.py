@@ -6,9 +6,10 @@ its side, and everything that comes back passes `vetted` again there. Messages c
 plain values and tensors only, read back by an unpickler that knows no code (`framing`), so
 the worker cannot make the grader run code.
 
-Each worker is a new process, forked from a zygote that has imported torch (`zygote`); its
-side of the pipe is `serve`. It runs in a fresh temporary folder, as `nobody` when the
-grader is root, under a memory limit, in the sandbox (`sandbox`), and dies with the grader.
+Each worker is a new process that starts from a zygote, a process that has imported torch
+(`zygote`); its side of the pipe is `serve`. It runs in a fresh temporary folder, as `nobody`
+when the grader is root, under a memory limit, in the sandbox (`sandbox`), and dies with the
+grader.
 A request that outlives its timeout, a crash or an exit kills it; the next request starts a
 fresh one, so a hang or a crash costs one check. An overall cap bounds the whole submission,
 restarts included. See docs/trusted-grading.md.

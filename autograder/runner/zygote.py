@@ -1,19 +1,21 @@
-"""Starting workers: each one is forked from a zygote, a process that has already imported torch.
+"""Starting workers: each one starts from a zygote, a process that has already imported torch.
 
 Starting Python and importing torch takes a second or more, which `mha-kit check` used to pay
 twice (the grader, then its worker). A fork of a process that has done it starts in
 milliseconds. Each grader process has one zygote (`zygote_process`): a fresh interpreter
-that imports torch, the worker's modules and IPython's cell transformer, then only forks, on
-request. `prestart` starts it early, so that it imports while the grader does.
+that imports torch, the worker's modules and IPython's cell transformer, then forks workers
+on request (or, where the grader cannot adopt a fork, becomes one: below). `prestart` starts
+it early, so that it imports while the grader does.
 
-The zygote runs no grader or student code and no torch op but a few on the meta device
-(`devices.warm_up`), so a fork of it is as fresh as a new interpreter: torch's thread pools
-have not started (forking once OpenMP's threads have can deadlock; OpenBLAS stops its one
-thread before each fork), no CUDA context, nothing of the grader's memory (a fork of the
-grader would hand student code its state, hash secret and address layout), no student's file
-or name (a worker reads its setup from its own pipe). It imports with the garbage collector
-off and freezes what it has before it forks (`gc.freeze`, as Python's documentation advises
-for a fork server): its imports take 0.4 s less, and the workers' collectors skip all that.
+Until it becomes a worker, the zygote runs no grader or student code and no torch op but a few
+on the meta device (`devices.warm_up`), so a fork of it is as fresh as a new interpreter:
+torch's thread pools have not started (forking once OpenMP's threads have can deadlock;
+OpenBLAS stops its one thread before each fork), no CUDA context, nothing of the grader's
+memory (a fork of the grader would hand student code its state, hash secret and address
+layout), no student's file or name (a worker reads its setup from its own pipe). It imports
+with the garbage collector off and freezes what it has before it forks (`gc.freeze`, as
+Python's documentation advises for a fork server): its imports take 0.4 s less, and the
+workers' collectors skip all that.
 
 The worker is forked through a short-lived middle process, and the grader, a child
 subreaper (PR_SET_CHILD_SUBREAPER) for that moment only, adopts it when the middle exits. So
@@ -28,7 +30,8 @@ the handshake and the student's file.
 Without a subreaper (not Linux), or with `FORK = False`, the grader could not adopt a fork:
 the zygote then becomes the worker itself, and the next worker needs a new zygote (which
 costs the import of torch each time). It is the same start either way: the same program, the
-same steps before `serve.serve`, the same pipes, and a worker that is the grader's child.
+same steps before `serve.serve`, the same pipes, and a worker that is the grader's child (or,
+for a zygote that became one inside bubblewrap, bwrap's, as the zygote was).
 
 Where bubblewrap runs (`sandbox`), the zygote starts inside it, and so its workers: bwrap's
 monitor sits between the grader and the zygote (which dies with it, and it with the grader),
@@ -63,7 +66,7 @@ FORK_WORKER, BECOME_WORKER = b"F", b"B"  # the grader's requests to its zygote
 
 
 class ZygoteError(OSError):
-    """The zygote could not start, or could not fork: the grader's setup."""
+    """The zygote could not start, or could not start a worker: the grader's setup."""
 
 
 def worker_env(env: dict[str, str]) -> dict[str, str]:
@@ -171,7 +174,8 @@ class WorkerProcess:
 
 
 class Zygote:
-    """This process's zygote, seen from the grader: it forks workers on request."""
+    """This process's zygote, seen from the grader: it forks workers on request, or becomes
+    one."""
 
     def __init__(self) -> None:
         ours, theirs = socket.socketpair()
@@ -195,6 +199,7 @@ class Zygote:
             theirs.close()
         self.sock = ours
         self.ready = False
+        self.closed = False
 
     def _wait_ready(self, deadline: float) -> None:
         if self.ready:
@@ -231,6 +236,7 @@ class Zygote:
     def fork(self, fds: tuple[int, int, int], deadline: float) -> int:
         """The pid of a worker holding these pipes (request, reply, stderr), adopted by this
         process. EOFError: the zygote ended on the way (it was ready before)."""
+        self._wait_ready(deadline)  # a new zygote imports for a second: strays go to init
         with _subreaper():
             return self._ask(FORK_WORKER, fds, deadline)
 
@@ -238,12 +244,13 @@ class Zygote:
         """The zygote's pid, once it is becoming a worker holding these pipes: it forks no
         more, and this object is done with. EOFError: it ended on the way."""
         try:
+            self._wait_ready(deadline)
             return self._ask(BECOME_WORKER, fds, deadline)
         finally:
             self.sock.close()
 
     def _ask(self, request: bytes, fds: tuple[int, int, int], deadline: float) -> int:
-        self._wait_ready(deadline)
+        """The pid the ready zygote answers `request` with."""
         try:
             socket.send_fds(self.sock, [request], list(fds))
             data = b""
@@ -267,7 +274,10 @@ class Zygote:
 
     def close(self) -> None:
         """Its process group: the zygote, bwrap's processes and any stray they started (its
-        workers have sessions of their own)."""
+        workers have sessions of their own). Once only: once reaped, its pid may be reused."""
+        if self.closed:
+            return
+        self.closed = True
         self.sock.close()
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
