@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 
 import pytest
 import torch
@@ -368,3 +369,21 @@ def test_a_slow_constructor_is_timed_and_never_accused(tmp_path, where):
                                                                           "fused_mha_masks")}
         result = run_check(SPEED, InProcessSubmission.from_path(path), Context(results=passed))
     assert result.id == SPEED and result.score == POINTS[SPEED], result.message
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="torch.compile needs a C++ compiler")
+def test_a_module_that_compiles_its_softmax_earns_the_speed_points_in_the_worker(tmp_path):
+    """torch.compile in a correct module: its first compile writes a precompiled header of
+    about 150 MB (64 MiB per file failed it with CppCompileError), and counting the calls after
+    the timing compiled the counting mode inside the cross-checked run ("a patched clock?").
+    The limit has room for it, and the count runs in measure.prepare_speed."""
+    path = tmp_path / "compiled_softmax.py"
+    source = TEMPLATE.read_text()
+    softmax = "        weights = self.dropout(F.softmax(scores, dim=-1))\n"
+    assert source.count(softmax) == 1
+    path.write_text(source.replace(softmax, "        weights = self.dropout(_softmax(scores))\n")
+                    .replace("\ndef split_heads", "\n@torch.compile\ndef _softmax(scores):\n"
+                             "    return F.softmax(scores, dim=-1)\n\n\ndef split_heads", 1))
+    results, _ = grade_submission(path, only=["fused_mha", "fused_mha_masks", SPEED])
+    assert [(r.id, r.score) for r in results] == [
+        (check, POINTS[check]) for check in ("fused_mha", "fused_mha_masks", SPEED)], results

@@ -31,7 +31,9 @@ from .policy import forbidden_functions
 from .protocol import Call, StudentCodeError
 
 PRINT_KEEP = 500  # characters of the student's printing kept for the report
-FILE_SIZE_LIMIT = 64 * 2**20  # bytes the worker may write to any one file
+# Bytes the worker may write to any one file: room for torch.compile's precompiled header
+# (156 MB with torch 2.13 on x86-64; 64 MiB failed correct compiled code with CppCompileError).
+FILE_SIZE_LIMIT = 2**30
 SETUP_WAIT_S = 60.0  # a new worker waits this long for its setup, the grader's first message
 
 
