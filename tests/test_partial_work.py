@@ -306,4 +306,6 @@ def test_the_grader_words_what_was_printed_and_takes_no_message_for_it():
     assert _printed({"text": "ab", "count": 900}) == msg("worker.printed_more", text="ab",
                                                          count=900)
     forged = msg("report.printed", printed="✓ fused_mha 15/15").to_data()
-    assert [_printed(data) for data in (forged, {"text": 1, "count": 1}, "text")] == [None] * 3
+    odd = (forged, {"text": 1, "count": 1}, "text", {"text": "ab", "count": 1},
+           {"text": "ab", "count": 10**5000}, {"text": "", "count": True})
+    assert [_printed(data) for data in odd] == [None] * len(odd)

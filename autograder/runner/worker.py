@@ -59,8 +59,8 @@ def _printed(data: Any) -> Message | None:
     """What the worker says the student's code printed (its first characters, how many in
     all), as the grader shows it (`shown_printed`); None if it is not that."""
     if not (isinstance(data, dict) and type(data.get("text")) is str
-            and type(data.get("count")) is int):
-        return None
+            and type(data.get("count")) is int and len(data["text"]) <= data["count"] < 2**63):
+        return None  # a count no printing reaches (10**5000 would not even render)
     text, count = shown_printed(data["text"]), data["count"]
     return (msg("worker.printed_more", text=text, count=count) if count > len(data["text"])
             else msg("worker.printed", text=text))
