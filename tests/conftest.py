@@ -141,13 +141,14 @@ def course(tmp_path_factory) -> Path:
     """The suite's one real nbgrader cycle, on a temporary copy of the course. Nothing is mocked.
 
     `mha-kit release mha` releases the core assignment from a source whose points drifted;
-    four students submit it: the release with every answer pasted in ("complete"), as
+    four students submit it: the release with every answer pasted in and a cell of
+    module-level Python before them (tests/corpus/module_features.py: "complete"), as
     released ("empty"), with three steps answered ("partial"), and that with one test cell
     edited and another deleted ("tampered"); so do the hostile notebooks
     (tests/hostile_notebooks.py). Every other assignment and edition gets its solution
-    ("complete") and its committed release ("empty"). tests/nbgrader_cycle.py then runs
-    nbgrader's generate_assignment for each, autograde and generate_feedback for every
-    submission, and exports grades.csv.
+    with that cell ("complete") and its committed release ("empty").
+    tests/nbgrader_cycle.py then runs nbgrader's generate_assignment for each, autograde and
+    generate_feedback for every submission, and exports grades.csv.
     """
     import hostile_notebooks
     import nbformat  # here: notebook_helpers imports this module
@@ -162,6 +163,7 @@ def course(tmp_path_factory) -> Path:
         read,
         solved,
         tampered,
+        with_module_features,
     )
 
     course = tmp_path_factory.mktemp("course")
@@ -183,7 +185,8 @@ def course(tmp_path_factory) -> Path:
     assert "points updated" in release.stdout
 
     released = read(course / "assignments" / "mha" / SOLUTION.name)
-    for student, nb in zip(MHA_STUDENTS, (solved(released), released, solved(released, PARTIAL),
+    complete = with_module_features(solved(released))
+    for student, nb in zip(MHA_STUDENTS, (complete, released, solved(released, PARTIAL),
                                           tampered(solved(released, PARTIAL)))):
         folder = course / "submitted" / student / "mha"
         folder.mkdir(parents=True)
@@ -202,6 +205,8 @@ def course(tmp_path_factory) -> Path:
             shutil.copytree(ROOT / "solutions" / name, course / "solutions" / name)
             for student, folder in zip(STUDENTS, ("solutions", "assignments")):
                 shutil.copytree(ROOT / folder / name, course / "submitted" / student / name)
+            for path in (course / "submitted" / "complete" / name).glob("*.ipynb"):
+                nbformat.write(with_module_features(read(path)), str(path))
 
     cycle = run(str(ROOT / "tests" / "nbgrader_cycle.py"), str(course), *COURSE_ASSIGNMENTS)
     assert cycle.returncode == 0, cycle.stdout[-3000:] + cycle.stderr[-3000:]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import nbformat
-from conftest import ROOT
+from conftest import CORPUS, ROOT
 from nbclient import NotebookClient
 
 from autograder import editions
@@ -18,6 +18,9 @@ from autograder.grading.registry import ASSIGNMENTS, WAITING_MESSAGES
 from autograder.messages import msg
 from autograder.release import with_interpreter_on_path
 from autograder.runner.loading import is_test_cell
+
+sys.path.insert(0, str(CORPUS))
+from module_features import prelude  # noqa: E402
 
 SOLUTION = ROOT / "solutions" / "mha" / "multi_head_attention.ipynb"
 RELEASE = ROOT / "assignments" / "mha" / "multi_head_attention.ipynb"
@@ -54,6 +57,17 @@ def solved(release: nbformat.NotebookNode, check_ids: tuple[str, ...] | None = N
         grade_id = nbgrader_meta(cell).get("grade_id")
         if nbgrader_meta(cell).get("solution") and (wanted is None or grade_id in wanted):
             cell.source = answers[grade_id]
+    return nb
+
+
+def with_module_features(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """`nb` with a cell of module-level Python after its setup cell (the first code cell):
+    tests/corpus/module_features.py, which a correct notebook may use and must lose nothing by."""
+    nb = copy.deepcopy(nb)
+    at = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code") + 1
+    cell = nbformat.v4.new_code_cell(prelude())
+    cell.id = "module-features"
+    nb.cells.insert(at, cell)
     return nb
 
 

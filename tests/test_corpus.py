@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS, DETERMINISTIC, STUBS, TEMPLATE
+from conftest import CORPUS, DETERMINISTIC, STUBS, TEMPLATE, messages_with
 
 from autograder.assignments import modules
 from autograder.checks.core import CheckResult
@@ -108,11 +108,16 @@ def test_a_mask_buffer_for_fewer_tokens_than_the_speed_check_times_fails_on_ever
 
 def test_a_leaking_mask_fill_fails_though_within_the_tolerance(folder: Path):
     """-15 in place of -inf leaves blocked weights near 1e-7, inside the float64 tolerance:
-    blocked weights must be exactly 0, in the modules as in `attend`."""
+    blocked weights must be exactly 0, in the fused module as in `attend`. The modules that
+    call `attend` are graded with the kit's."""
     path = folder / "leaking_fill.py"
     path.write_text(TEMPLATE.read_text().replace('masked_fill(mask, float("-inf"))',
                                                  "masked_fill(mask, -15.0)"))
     results = {r.id: r for r in grade(path)}
-    for check_id in ("attention_head", "looped_mha", "fused_mha", "fused_mha_masks"):
+    for check_id in ("attend", "fused_mha", "fused_mha_masks"):
         assert "attend.blocked_nonzero" in ids_in(results[check_id].message), check_id
         assert not results[check_id].passed
+    for check_id in ("attention_head", "looped_mha"):
+        assert results[check_id].passed
+        assert messages_with(results[check_id].message, "standin.note")[0].params == {
+            "text": msg("ok"), "pieces": "`attend`", "checks": "attend"}

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import CORPUS
+from conftest import CORPUS, messages_with
 from test_messages import assert_chinese, graded_as_data  # noqa: E402
 
 from autograder.assignments.llm_attention import oracle
@@ -77,6 +77,31 @@ def test_each_mutant_fails_exactly_its_checks(mutant: Mutant, folder: Path):
     failed = {r.id for r in results if not r.passed}
     messages = "\n".join(f"{r.id}: {r.message}" for r in results if not r.passed)
     assert failed == mutant.fails, f"{mutant.label}\n{messages}"
+
+
+def test_a_module_is_graded_with_the_kits_piece_in_place_of_a_failing_one(folder: Path):
+    """Llama's interleaved RoPE pairing costs llm_rope alone: the module is graded with the
+    kit's apply_rope, and says so."""
+    (mutant,) = [m for m in MUTANTS if m.named == {"rope_interleaved"}]
+    results = {r.id: r for r in graded_mutant(mutant, folder)}
+    for check_id in ("llm_gqa", "llm_kv_cache"):
+        (note,) = messages_with(results[check_id].message, "standin.note")
+        assert note.params == {"text": msg("ok"), "pieces": "`apply_rope`",
+                               "checks": "llm_rope"}, check_id
+
+
+def test_a_case_that_crashes_hides_no_other(tmp_path: Path):
+    """A sum written as a matmul with float32 ones crashes on every float64 case; the wrong
+    scale still shows on the float32 case, and both are told."""
+    path = tmp_path / "crashes_on_float64.py"
+    path.write_text(REFERENCE.read_text().replace(
+        "p.sum(dim=-1, keepdim=True)", "p @ torch.ones(p.shape[-1], 1, device=q.device)"
+    ).replace("    scale = 1 / math.sqrt(D)\n    row_max", "    scale = 1 / D\n    row_max"))
+    (result,) = run_checks(InProcessSubmission.from_path(path), assignment="llm_attention",
+                           only=["llm_flash_forward"])
+    assert ids_in(result.message) >= {"cause.several", "runner.raised_text", "llm.flash_out"}
+    (raised,) = messages_with(result.message, "runner.raised_text")
+    assert raised.params["type"] == "RuntimeError"
 
 
 def test_the_grader_names_the_mistake_for_90_percent(folder: Path, capsys):

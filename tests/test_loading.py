@@ -119,3 +119,32 @@ def test_a_picture_that_binds_a_contract_name_runs():
     """A fix written in the picture cell below a buggy answer is what the kernel grades."""
     fix = ("def causal_mask(seq_len, device=None):\n    return None", True)
     assert pictures_needed([fix, ("x = 1", False)]) is True
+
+
+def test_student_code_runs_in_a_real_module_with_only_its_own_future_flags(tmp_path):
+    """The kit's `from __future__ import annotations` made every annotation a string, which a
+    dataclass then looked up in a module that was not in sys.modules: 0/100 for nanoGPT's
+    config dataclass. A student's own future import carries over to the cells after it."""
+    source = ("import dataclasses, sys, typing\n"
+              "@dataclasses.dataclass\nclass Config:\n    n_head: int = 4\n"
+              "assert typing.get_type_hints(Config) == {'n_head': int}\n"
+              "annotated = Config.__annotations__['n_head']\n"
+              "same = vars(sys.modules[__name__]) is globals()\n")
+    py = tmp_path / "student.py"
+    py.write_text(source)
+    loaded = load_source(py)
+    assert loaded.problems == []
+    assert loaded.namespace["annotated"] is int and loaded.namespace["same"]
+    assert loaded.namespace["__file__"] == str(py.resolve())
+    later = "def f(x: undefined_name): pass\nlater = f.__annotations__['x']"
+    loaded = load_source(notebook(tmp_path, code("from __future__ import annotations"),
+                                  code(source), code(later)))
+    assert loaded.problems == []
+    assert loaded.namespace["annotated"] == "int" and loaded.namespace["later"] == "undefined_name"
+
+
+def test_an_error_without_text_is_told_without_an_empty_quote(tmp_path):
+    loaded = load_source(notebook(tmp_path, code("x = 1\nraise NotImplementedError")))
+    assert loaded.problems == [msg("load.raised_bare", where=msg("load.cell", number=1),
+                                   line=msg("runner.at_line", line=2, cell=""),
+                                   type="NotImplementedError")]

@@ -45,21 +45,24 @@ MERGE = "x.transpose(1, 2).reshape(B, T, H * D)"
 
 # (label, edits, {failing check: a message id in its message, or (id, some of its fields)})
 MUTANTS = [
+    # the roundtrip merges the kit's split (CheckSpec.stand_ins)
     ("view straight to (B, H, T, D)", {SPLIT: "x.view(B, num_heads, T, E // num_heads)"},
-     {"shapes_split_view": NO_TRANSPOSE_SPLIT, "shapes_roundtrip": "shapes.roundtrip"}),
+     {"shapes_split_view": NO_TRANSPOSE_SPLIT}),
     ("a split that copies", {SPLIT: SPLIT + ".contiguous()"},
      {"shapes_split_view": "shapes.copy"}),
     # the roundtrip passes: split's output transposes back
     ("view after the transpose", {MERGE: "x.transpose(1, 2).view(B, T, H * D)"},
      {"shapes_merge": ("runner.raised_text", {"type": "RuntimeError"})}),
     ("merge without the transpose", {MERGE: "x.reshape(B, T, H * D)"},
-     {"shapes_merge": NO_TRANSPOSE_MERGE, "shapes_roundtrip": "shapes.roundtrip"}),
+     {"shapes_merge": NO_TRANSPOSE_MERGE}),
     ("rearrange with the axes of a group swapped",
      {'"b t (h d) -> b h t d"': '"b t (d h) -> b h t d"'},
      {"shapes_rearrange": "mistake.split_interleaved"}),
-    ("two mirror bugs: the roundtrip alone passes",
+    # with the kit's split and merge in place of both, no code of the student's would run
+    ("two mirror bugs: the roundtrip waits for either",
      {SPLIT: "x.view(B, num_heads, T, E // num_heads)", MERGE: "x.reshape(B, T, H * D)"},
-     {"shapes_split_view": NO_TRANSPOSE_SPLIT, "shapes_merge": NO_TRANSPOSE_MERGE}),
+     {"shapes_split_view": NO_TRANSPOSE_SPLIT, "shapes_merge": NO_TRANSPOSE_MERGE,
+      "shapes_roundtrip": "waiting.stand_ins"}),
 ]
 
 

@@ -20,6 +20,10 @@ from .core import CheckFailed, Picture
 # Student errors that may depend on the case, so the search shrinks them; any other (missing,
 # not implemented, timeouts, crashes, memory, forbidden calls) ends the search at once.
 _SHRINKABLE = ("bad_return", "bad_module", "inputs_after")
+# Errors after which no other case runs: the worker is gone or out of time, or the code cannot
+# run at all. After any other (an exception, running out of memory) the other cases still run,
+# so that code which crashes on float64 is also told what it gets wrong on float32.
+_ENDS_CASES = ("timeout", "total_timeout", "crash", "load", "missing", "forbidden", "bad_reply")
 # Hypothesis keeps caches (constants it read from source files) in `.hypothesis/` of the
 # working folder, which is the student's; here they go to the system's temporary folder.
 HYPOTHESIS_HOME = Path(tempfile.gettempdir()) / f"mha-kit-hypothesis-{getpass.getuser()}"
@@ -28,12 +32,12 @@ HYPOTHESIS_HOME = Path(tempfile.gettempdir()) / f"mha-kit-hypothesis-{getpass.ge
 def search_shapes(one_case: Callable[[Any], None], shapes: Any,
                   examples: int) -> tuple[Any | None, Failure | None]:
     """The smallest case drawn from `shapes` that fails, or None; and the first case whose
-    code is not implemented (NotImplementedError), if the search met one.
+    code raised an error the search does not shrink, if the search met one.
 
     A derandomised hypothesis search with no example database, so a grade is the same on
-    every run; it shrinks the first failure it finds to a minimal one. Code that is not
-    implemented ends the search (the fixed cases tell a stub from code that refuses some
-    cases); any other fatal error of the student's code is raised at once.
+    every run; it shrinks the first failure it finds to a minimal one. An error of the
+    student's code ends the search (the fixed cases tell a stub from code that refuses some
+    cases, and which cases raise); one after which no case can run is raised at once.
     """
     from hypothesis import HealthCheck, Phase, Verbosity, find, settings
     from hypothesis.configuration import set_hypothesis_home_dir
@@ -64,7 +68,7 @@ def search_shapes(one_case: Callable[[Any], None], shapes: Any,
         found = find(shapes, fails, settings=quiet)
     except NoSuchExample:
         found = None
-    if fatal and fatal[0][1].kind != "not_implemented":
+    if fatal and fatal[0][1].kind in _ENDS_CASES:
         raise on_case(*fatal[0])
     return found, fatal[0] if fatal else None
 
@@ -105,7 +109,8 @@ def _run_cases(one_case: Callable[[Any], None], fixed: Any, shapes: Any, example
                picture: Callable[[], Picture | None] | None) -> None:
     failures: list[Failure] = []
     passed: list[Any] = []  # the cases that pass
-    found, stub = (None, None) if shapes is None else search_shapes(one_case, shapes, examples)
+    found, raising = (None, None) if shapes is None else search_shapes(one_case, shapes,
+                                                                       examples)
     if found is not None:
         try:
             one_case(found)
@@ -113,8 +118,8 @@ def _run_cases(one_case: Callable[[Any], None], fixed: Any, shapes: Any, example
         except CheckFailed as err:
             err.case = msg("case.searched", case=err.case or label(found))
             failures.append((found, err))
-    if stub is not None:
-        failures.append(stub)
+    if raising is not None:
+        failures.append(raising)
     for case in fixed:
         try:
             one_case(case)
@@ -122,11 +127,12 @@ def _run_cases(one_case: Callable[[Any], None], fixed: Any, shapes: Any, example
         except CheckFailed as err:
             failures.append((case, err))
         except StudentCodeError as err:
-            if err.kind != "not_implemented" and not failures:
-                raise on_case(case, err) from None
-            failures.append((case, err))
-            if err.kind != "not_implemented":  # a timeout, a crash: the cases end here
+            if err.kind in _ENDS_CASES:  # a timeout, a crash: the cases end here
+                if not failures:
+                    raise on_case(case, err) from None
+                failures.append((case, err))
                 break
+            failures.append((case, err))
     if not failures:
         return
     failed = verdict(failures, passed)

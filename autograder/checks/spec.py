@@ -15,8 +15,11 @@ CheckFunction = Callable[[Submission, Context], float]
 class CheckSpec:
     """A graded check: its stable id, its points, the contract names it exercises, the function
     that grades it, and the checks it relies on (it is not run until they pass), with the id of
-    the message that says what waits for them. A `timed` check measures speed on fresh inputs
-    every run: it has no hidden variant."""
+    the message that says what waits for them. `stand_ins` names the contract's pieces the
+    student's code under test may call (`apply_rope` inside `GroupedQueryAttention`): one whose
+    own check fails is replaced, while this check runs, by the kit's (PyTorch's) version, the
+    assignment's `standins` module, so that one mistake costs only its own check. A `timed`
+    check measures speed on fresh inputs every run: it has no hidden variant."""
 
     id: str
     points: int
@@ -24,4 +27,5 @@ class CheckSpec:
     function: CheckFunction
     needs: tuple[str, ...] = ()
     waiting: str = ""
+    stand_ins: tuple[str, ...] = ()
     timed: bool = False

@@ -12,7 +12,7 @@ from ..checks.causes import ANSWERED, raised, runs_elsewhere
 from ..checks.core import CheckFailed, CheckResult, Context, with_warnings
 from ..checks.spec import CheckSpec
 from ..messages import LANGUAGES, msg
-from ..runner.protocol import StudentCodeError, Submission
+from ..runner.protocol import StandIns, StudentCodeError, Submission
 
 # One table per assignment (its package, and its folder under solutions/ and assignments/).
 ASSIGNMENTS: dict[str, tuple[CheckSpec, ...]] = {
@@ -44,7 +44,15 @@ def assignment_folders(assignment: str) -> set[str]:
 
 SPECS: dict[str, CheckSpec] = {c.id: c for table in ASSIGNMENTS.values() for c in table}
 POINTS: dict[str, int] = {check_id: spec.points for check_id, spec in SPECS.items()}
+ASSIGNMENT_OF: dict[str, str] = {c.id: name for name, table in ASSIGNMENTS.items() for c in table}
 
+
+def graded_by(assignment: str, name: str) -> str:
+    """The check that grades a piece of the contract: the first of its table that uses it."""
+    return next(spec.id for spec in ASSIGNMENTS[assignment] if name in spec.uses)
+
+# The module of an assignment's stand-ins (CheckSpec.stand_ins).
+STAND_INS = "autograder.assignments.{}.standins"
 # The message of a check that waits for the checks it needs.
 WAITING_MESSAGES = {spec.id: msg(spec.waiting) for spec in SPECS.values() if spec.needs}
 
@@ -59,14 +67,21 @@ def run_check(check_id: str, sub: Submission, ctx: Context | None = None) -> Che
     spec = SPECS[check_id]
     failing = [need for need in spec.needs
                if not (ctx.results.get(need) or run_check(need, sub, ctx)).passed]
+    replaced = _failing_pieces(spec, sub, ctx)
+    waiting = WAITING_MESSAGES.get(check_id)
+    if set(spec.uses) <= replaced.keys():  # the kit's code alone would be graded
+        failing += [replaced[name] for name in spec.uses]
+        waiting = msg("waiting.stand_ins", pieces=", ".join(f"`{n}`" for n in spec.uses))
+        replaced = {}
     ctx.notes = None
     sub.start_check(check_id)
     picture = None
     answered = ANSWERED.set(frozenset(ctx.answered))
     try:
         if failing:
-            raise CheckFailed(msg("waiting.failing", what=WAITING_MESSAGES[check_id],
-                                  checks=", ".join(failing)))
+            raise CheckFailed(msg("waiting.failing", what=waiting, checks=", ".join(failing)))
+        if replaced:
+            sub.stand_in(StandIns(STAND_INS.format(ASSIGNMENT_OF[check_id]), tuple(replaced)))
         fraction = spec.function(sub, ctx)
         message = ctx.notes or msg("ok")
         ctx.answered |= set(spec.uses)
@@ -82,10 +97,27 @@ def run_check(check_id: str, sub: Submission, ctx: Context | None = None) -> Che
         fraction, message = 0.0, with_warnings(err.message, list(getattr(sub, "warnings", [])))
     finally:
         ANSWERED.reset(answered)
+        if replaced:
+            sub.stand_in(None)
+    if replaced:
+        message = msg("standin.note", text=message, pieces=", ".join(
+            f"`{name}`" for name in replaced), checks=", ".join(replaced.values()))
     result = CheckResult(check_id, round(spec.points * fraction, 2), spec.points, message,
                          picture)
     ctx.results[check_id] = result
     return result
+
+
+def _failing_pieces(spec: CheckSpec, sub: Submission, ctx: Context) -> dict[str, str]:
+    """The pieces among `spec.stand_ins` whose own check fails (run first where `ctx` has no
+    result yet), each with that check's id: the kit's versions stand in for them."""
+    assignment = ASSIGNMENT_OF[spec.id]
+    failing = {}
+    for name in spec.stand_ins:
+        own = graded_by(assignment, name)
+        if not (ctx.results.get(own) or run_check(own, sub, ctx)).passed:
+            failing[name] = own
+    return failing
 
 
 def run_checks(sub: Submission, only: list[str] | None = None, device: str = "cpu",
@@ -112,6 +144,13 @@ def _totals_are_100() -> None:
             raise ValueError(f"the points table of {name!r} must total 100, not {total}")
     if len(SPECS) != sum(map(len, ASSIGNMENTS.values())):
         raise ValueError("check ids must be unique across the tables")
+    for table in ASSIGNMENTS.values():
+        order = [spec.id for spec in table]
+        for spec in table:
+            for piece in spec.stand_ins:  # graded first, by another check
+                own = next((s.id for s in table if piece in s.uses), None)
+                if own is None or order.index(own) >= order.index(spec.id):
+                    raise ValueError(f"{spec.id}: no check before it grades {piece!r}")
 
 
 _totals_are_100()

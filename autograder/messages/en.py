@@ -50,6 +50,10 @@ TEMPLATES: dict[str, str] = {
     "waiting.speed": "timed only once MultiHeadAttention matches nn.MultiheadAttention, with "
                   "is_causal=True as the timing calls it",
     "waiting.failing": "{what}; failing now: {checks}",
+    "waiting.stand_ins": "run once one of {pieces} passes its own check: with the kit's versions "
+                         "in place of all of them, none of your code would run here",
+    "standin.note": "{text}. Graded with the kit's {pieces} in place of yours, which failed "
+                     "{checks}: a mistake there costs only its own check",
 
     # The score table and Gradescope (grading.report), batches (grading.batch, grading.files)
     "report.check": "check",

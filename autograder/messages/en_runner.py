@@ -36,6 +36,7 @@ TEMPLATES: dict[str, str] = {
     "load.syntax": "{where}: syntax error at line {line}: {error}",
     "load.not_compiled": "{where}: cannot be compiled: {error}",
     "load.raised": "{where}{line} raised {type}: {error}",
+    "load.raised_bare": "{where}{line} raised {type}",
     "load.unreadable": "{path} could not be read: {type}: {error}",
 
     # The worker process (runner.worker)

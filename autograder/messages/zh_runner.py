@@ -32,6 +32,7 @@ TEMPLATES: dict[str, str] = {
     "load.syntax": "{where}：第 {line} 行有语法错误：`{error}`",
     "load.not_compiled": "{where}：无法编译：`{error}`",
     "load.raised": "{where}{line}抛出了 {type}：`{error}`",
+    "load.raised_bare": "{where}{line}抛出了 {type}",
     "load.unreadable": "无法读取 {path}：{type}：`{error}`",
 
     # The worker process

@@ -38,7 +38,7 @@ from .devices import DeviceWatch, on_meta
 from .loading import load_source
 from .made_in_forward import ParametersMade
 from .policy import forbidden_functions
-from .protocol import Backward, Call, ModuleRun, StudentCodeError, copy_as_given
+from .protocol import Backward, Call, ModuleRun, StandIns, StudentCodeError, copy_as_given
 from .student_code import at_line, first_line, type_name
 from .warned import capture
 
@@ -50,10 +50,23 @@ from .warned import capture
 JOBS = frozenset({"autograder.speed.measure:measure_speed",
                   "autograder.speed.measure:prepare_speed"})
 ASSIGNMENT_JOB = re.compile(r"autograder\.assignments\.[a-z_][a-z0-9_]*\.jobs:[a-z][a-z0-9_]*")
+# Where an assignment keeps the kit's versions of its pieces (`StandIns`).
+STAND_INS_MODULE = re.compile(r"autograder\.assignments\.[a-z_][a-z0-9_]*\.standins")
+_ABSENT = object()  # a name the student's namespace did not have before a stand-in
 
 
 def is_job(job: str) -> bool:
     return job in JOBS or ASSIGNMENT_JOB.fullmatch(job) is not None
+
+
+def stand_in_values(stand_ins: StandIns) -> dict[str, Any]:
+    """The kit's versions of the pieces `stand_ins` names, by name: only contract names, from
+    an assignment's `standins` module."""
+    if STAND_INS_MODULE.fullmatch(stand_ins.module) is None or not all(
+            name in ENTRIES for name in stand_ins.names):
+        raise ValueError(f"not the kit's stand-ins: {stand_ins!r}")
+    module = importlib.import_module(stand_ins.module)
+    return {name: getattr(module, name) for name in stand_ins.names}
 
 
 MAX_DEPTH = 3  # (out, weights) is depth 1; nothing in the contract nests deeper
@@ -195,6 +208,7 @@ class InProcessSubmission:
         self.forbidden = forbidden_functions() if forbidden is None else forbidden
         self.memory_limit_gib: float | None = None  # set by the worker, for messages
         self.warnings: list[Message] = []  # what PyTorch warned about, in the current check
+        self._replaced: dict[str, Any] = {}  # the student's own values under stand-ins
 
     @classmethod
     def from_path(cls, path: str | Path, forbidden: dict[Callable | str, str] | None = None,
@@ -210,6 +224,20 @@ class InProcessSubmission:
     def start_check(self, check_id: str) -> None:
         """A check begins. In-process there is no time limit to reset (a worker has one)."""
         self.warnings = []
+
+    def stand_in(self, stand_ins: StandIns | None) -> None:
+        """The kit's versions of `stand_ins` in the student's namespace, in place of theirs,
+        which come back at the next call."""
+        for name, value in self._replaced.items():
+            if value is _ABSENT:
+                self.namespace.pop(name, None)
+            else:
+                self.namespace[name] = value
+        self._replaced = {}
+        if stand_ins is not None:
+            for name, value in stand_in_values(stand_ins).items():
+                self._replaced[name] = self.namespace.get(name, _ABSENT)
+                self.namespace[name] = value
 
     def cpu_seconds(self) -> None:
         """None: no cross-check of the reported times against this process's CPU time. In

@@ -6,11 +6,14 @@ fatal.
 """
 
 from __future__ import annotations
+import __future__
 
 import ast
 import json
 import linecache
 import symtable
+import sys
+import types
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +24,11 @@ from ..messages import Message, msg
 from .student_code import CELL_LABEL, at_line, first_line, type_name
 
 SUBMISSION_MODULE = "submission"
+# The compiler flags of `from __future__` imports: a chunk's carry over to the chunks after it,
+# as a file's do and IPython's cells do, and the kit's own never reach student code.
+_FUTURE_FLAGS = 0
+for _feature in __future__.all_feature_names:
+    _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
 
 
 @dataclass
@@ -186,10 +194,12 @@ def load_source(path: str | Path, skip: Collection[str] = (),
         chunks = _python_chunks(path)
     else:
         raise ValueError(f"{path}: expected a .py file or an .ipynb notebook")
-    namespace: dict[str, Any] = {"__name__": SUBMISSION_MODULE, "get_ipython": _QuietIPython}
+    module = submission_module(path)
+    namespace = module.__dict__
     problems: list[Message] = []
     if path.suffix == ".py":  # its lines, for quoting one in a message (`warned`)
         _remember(path.name, path.read_text(encoding="utf-8", errors="replace"))
+    future = 0
     for label, source in chunks:
         if label in skip:
             continue
@@ -199,20 +209,35 @@ def load_source(path: str | Path, skip: Collection[str] = (),
             _remember(label, source)
         where = chunk_place(label)
         try:
-            code = compile(source, label, "exec")
+            code = compile(source, label, "exec", flags=future, dont_inherit=True)
         except SyntaxError as err:
             problems.append(msg("load.syntax", where=where, line=err.lineno, error=err.msg))
             continue
         except ValueError as err:
             problems.append(msg("load.not_compiled", where=where, error=str(err)))
             continue
+        future |= code.co_flags & _FUTURE_FLAGS
         try:
             exec(code, namespace)
         except BaseException as err:  # a failing cell is reported, never fatal
-            problems.append(msg("load.raised", where=where, line=at_line(err, label),
-                                type=type_name(err), error=first_line(err)))
+            text, line = first_line(err), at_line(err, label)
+            problems.append(msg("load.raised", where=where, line=line, type=type_name(err),
+                                error=text) if text else
+                            msg("load.raised_bare", where=where, line=line, type=type_name(err)))
     namespace["get_ipython"] = _QuietIPython
     return LoadedSource(namespace, problems)
+
+
+def submission_module(path: Path) -> types.ModuleType:
+    """The module student code runs in, as a real one: in `sys.modules` under its `__name__`
+    (dataclasses, pickling, `typing.get_type_hints` and `inspect` look a class's module up
+    there), with `__file__` for a .py file, as an import of it has."""
+    module = types.ModuleType(SUBMISSION_MODULE)
+    if path.suffix == ".py":
+        module.__file__ = str(path.resolve())
+    module.get_ipython = _QuietIPython
+    sys.modules[SUBMISSION_MODULE] = module
+    return module
 
 
 def chunk_place(label: str) -> Message | str:

@@ -96,6 +96,15 @@ class ModuleRun:
     backward: Backward | None = None  # forward with autograd on, then this backward
 
 
+@dataclass(frozen=True)
+class StandIns:
+    """Pieces of the contract replaced by the kit's versions while one check runs: the names,
+    and the module that holds them (an assignment's `standins`)."""
+
+    module: str
+    names: tuple[str, ...]
+
+
 class Submission(Protocol):
     """Where student code runs, as the checks see it."""
 
@@ -107,6 +116,10 @@ class Submission(Protocol):
 
     def start_check(self, check_id: str) -> None:
         """A check begins (a worker resets its per-check time budget)."""
+
+    def stand_in(self, stand_ins: StandIns | None) -> None:
+        """From now on, and until the next call, the student's code that looks these names up
+        finds the kit's versions (None: its own again)."""
 
     def cpu_seconds(self) -> float | None:
         """CPU seconds the student's process has used so far, where readable."""

@@ -28,7 +28,7 @@ from . import landlock
 from .framing import backward_from_dict, encode, receive, run_from_dict, write_all
 from .inprocess import InProcessSubmission
 from .policy import forbidden_functions
-from .protocol import Call, StudentCodeError
+from .protocol import Call, StandIns, StudentCodeError
 
 PRINT_KEEP = 500  # characters of the student's printing kept for the report
 # Bytes the worker may write to any one file: room for torch.compile's precompiled header
@@ -142,10 +142,18 @@ def serve(config: dict, request_fd: int, reply_fd: int,
 
 def _answer(sub: InProcessSubmission, request: dict) -> dict:
     op = request["op"]
-    if op in ("call", "run_module", "check_constructor"):
-        with one_thread():  # the checks' tensors are tiny: a pool of threads only costs time
-            return _answer_op(sub, op, request)
-    return _answer_op(sub, op, request)
+    try:
+        stand_ins = request.get("stand_ins")
+        sub.stand_in(None if stand_ins is None else StandIns(
+            stand_ins["module"], tuple(stand_ins["names"])))
+        if op in ("call", "run_module", "check_constructor"):
+            with one_thread():  # the checks' tensors are tiny: a pool of threads only costs time
+                return _answer_op(sub, op, request)
+        return _answer_op(sub, op, request)
+    except Exception as err:  # the grader's own request was wrong: say so, keep serving
+        return _grader_error(err)
+    finally:
+        sub.stand_in(None)
 
 
 def _answer_op(sub: InProcessSubmission, op: str, request: dict) -> dict:
@@ -170,8 +178,12 @@ def _answer_op(sub: InProcessSubmission, op: str, request: dict) -> dict:
         return {"ok": False, "kind": err.kind, "message": err.message.to_data(),
                 "exc_type": err.exc_type}
     except BaseException as err:  # the grader's own code failed here: say so, keep serving
-        return {"ok": False, "kind": "crash", "message": msg(
-            "worker.grader_error", type=type(err).__name__, error=str(err)).to_data()}
+        return _grader_error(err)
+
+
+def _grader_error(err: BaseException) -> dict:
+    return {"ok": False, "kind": "crash", "message": msg(
+        "worker.grader_error", type=type(err).__name__, error=str(err)).to_data()}
 
 
 def _call_data(call: Call) -> dict:

@@ -36,7 +36,7 @@ from .framing import TEXT_KEEP, clean, encode, fields_of, receive, run_to_dict, 
 from .inprocess import vetted
 from .loading import chunk_place
 from .policy import Limits, forbidden_functions, forbidden_names, worker_user
-from .protocol import Backward, Call, ModuleRun, StudentCodeError
+from .protocol import Backward, Call, ModuleRun, StandIns, StudentCodeError
 from .student_code import CELL_LABEL, shown_printed
 from .zygote import WorkerProcess, start_worker
 
@@ -86,6 +86,7 @@ class WorkerSubmission:
         self._deadline: float | None = None
         self._loading: tuple[float, bool] | None = None  # the load's deadline, and if capped
         self._check: tuple[str, float | None] | None = None  # the running check, its deadline
+        self._stand_ins: StandIns | None = None  # sent with every request while set
 
     # -- lifecycle
     def _left(self) -> float:
@@ -276,6 +277,11 @@ class WorkerSubmission:
         self._check = (check_id, None)
         self.warnings = []
 
+    def stand_in(self, stand_ins: StandIns | None) -> None:
+        """Every request from now on asks the worker to put the kit's versions of these pieces
+        in place of the student's while it runs: a restarted worker gets them too."""
+        self._stand_ins = stand_ins
+
     def _check_left(self) -> float:
         if self._check is None or self._check[1] is None:
             return math.inf
@@ -297,6 +303,8 @@ class WorkerSubmission:
         if self._check_left() <= 0:
             raise StudentCodeError("timeout", self._check_cap_message(what))
         deadline = time.monotonic() + min(timeout, self._left(), self._check_left())
+        if self._stand_ins is not None:
+            payload = {**payload, "stand_ins": fields_of(self._stand_ins)}
         try:
             write_all(self._request_fd, encode({"op": op, **payload}), deadline)
             reply = receive(self._reply_fd, deadline)

@@ -73,8 +73,9 @@ TEMPLATES: dict[str, dict[str, str]] = {
                               "attention over the cache",
         "waiting.llm_kv_cache": "timed only once decoding with the KVCache gives the right "
                                 "outputs",
-        "waiting.llm_rope": "run once apply_rope passes its check: the module uses it",
-        "waiting.llm_gqa": "run once GroupedQueryAttention passes its check without a cache",
+        "waiting.llm_gqa": "run once GroupedQueryAttention passes its check without a cache: "
+                           "the cache is read and written inside its forward, which no "
+                           "version of the kit's can stand in for",
         "mistake.rope_interleaved": (
             "This matches the interleaved pairing, features (2i, 2i + 1) rotated together, as "
             "Meta's original Llama code pairs them. This kit pairs feature i with i + D/2 "
@@ -221,8 +222,8 @@ TEMPLATES: dict[str, dict[str, str]] = {
                               "保存在 KVCache 里，只为新词元计算：一个词元的 q、k、v，再对缓存做"
                               "注意力",
         "waiting.llm_kv_cache": "用 KVCache 解码的输出正确之后才计时",
-        "waiting.llm_rope": "apply_rope 通过检查后才运行：模块要用到它",
-        "waiting.llm_gqa": "GroupedQueryAttention 不带缓存通过检查后才运行",
+        "waiting.llm_gqa": "GroupedQueryAttention 不带缓存通过检查后才运行：缓存是在它的 forward "
+                           "里读写的，套件没有可以代替它的版本",
         "mistake.rope_interleaved": (
             "这与“交错配对”的结果一致：特征 (2i, 2i + 1) 一起旋转，即 Meta 原版 Llama 代码的配对"
             "方式。本套件把特征 i 与 i + D/2 配对（rotate-half，即 `transformers` 库中 Llama 的写"

@@ -14,11 +14,13 @@ from pathlib import Path
 
 REFERENCE = Path(__file__).with_name("reference.py")
 
-ROPE = frozenset({"llm_rope", "llm_gqa", "llm_kv_cache"})  # the module waits for apply_rope
+# A piece that fails its own check costs only that check: the module that calls it is graded
+# with the kit's version (CheckSpec.stand_ins), as the backward is with the kit's forward.
+ROPE = frozenset({"llm_rope"})
 GQA = frozenset({"llm_gqa", "llm_kv_cache"})  # the cache waits for the module
 CACHE = frozenset({"llm_kv_cache"})
 WINDOW = frozenset({"llm_sliding_window"})
-FLASH = frozenset({"llm_flash_forward", "llm_flash_backward"})  # autograd's forward is flash's
+FLASH = frozenset({"llm_flash_forward"})
 MEMORY = frozenset({"llm_flash_memory"})
 BACKWARD = frozenset({"llm_flash_backward"})
 
@@ -78,8 +80,14 @@ MUTANTS: tuple[Mutant, ...] = (
          "x1, x2 = x[..., : D // 2].detach(), x[..., D // 2:].detach()", ROPE, "grad.detached"),
     # grouped-query attention
     _one("repeat_kv tiles the heads", "x.repeat_interleave(n_rep, dim=1)",
-         "x.repeat(1, n_rep, 1, 1)", frozenset({"llm_repeat_kv"}) | GQA,
-         "kv_heads_tiled", "gqa_heads_tiled"),
+         "x.repeat(1, n_rep, 1, 1)", frozenset({"llm_repeat_kv"}), "kv_heads_tiled"),
+    _one("repeat_kv left as released, the module complete", "    return x.repeat_interleave(",
+         "    raise NotImplementedError\n    return x.repeat_interleave(",
+         frozenset({"llm_repeat_kv"}), "runner.not_implemented"),
+    _one("the module tiles the heads itself",
+         "k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # (B, H, L, D)",
+         "k, v = k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)  # (B, H, L, D)", GQA,
+         "gqa_heads_tiled"),
     _one("the module forgets RoPE", "if self.rope_base is not None:", "if False:", GQA,
          "gqa_rope_missing"),
     _one("the module rotates the values too",
