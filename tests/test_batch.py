@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -27,7 +28,7 @@ from autograder.grading.files import (
     find_submission,
 )
 from autograder.grading.registry import ASSIGNMENTS, POINTS, WAITING_MESSAGES
-from autograder.messages import msg, render
+from autograder.messages import LANG_VARIABLE, msg, render
 from autograder.runner import sandbox
 from autograder.runner.policy import WORKER_USER_ENV, worker_user
 
@@ -241,6 +242,24 @@ def test_with_the_assignment_named_a_student_who_handed_in_every_assignment_is_g
         ("bob", tmp_path / "bob" / "mha_zh" / "mha_zh.ipynb")]
     assert discover(tmp_path, "shapes")[1].path == tmp_path / "bob" / "shapes" / "shapes.ipynb"
     assert discover(tmp_path)[0].path is None  # two notebooks, and no assignment named
+
+
+def test_a_student_with_two_editions_is_graded_on_the_folder_asked_for(tmp_path, monkeypatch):
+    """nbgrader's submitted/ with the warm-up and its Chinese edition both handed in: `mha-kit
+    grade` grades the folder named, never 0 for "2 .ipynb files"; an edition in Chinese."""
+    alice = tmp_path / "submitted" / "alice"
+    for folder, source in (("shapes", "solutions"), ("shapes_zh", "assignments"),
+                           ("mha", "assignments")):
+        shutil.copytree(ROOT / source / folder, alice / folder)
+    monkeypatch.setenv(LANG_VARIABLE, "en")  # an edition's language is set for the run
+    sheets = {}
+    for asked in ("shapes", "shapes_zh"):
+        sheets[asked] = tmp_path / f"{asked}.csv"
+        assert main(["grade", str(tmp_path / "submitted"), "--assignment", asked,
+                     "--csv", str(sheets[asked])]) == 0
+    (master,), (chinese,) = (list(csv.DictReader(sheets[a].open())) for a in sheets)
+    assert float(master["total"]) == 100 and not master["notes"]
+    assert float(chinese["total"]) == 0 and re.search("[\u4e00-\u9fff]", chinese["notes"])
 
 
 def test_a_class_whose_notebooks_are_of_different_assignments_is_refused(tmp_path, capsys):

@@ -11,13 +11,13 @@ happens on (`_where`): what its cases share, read off their `traits`, and no oth
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import Any, Union
+from typing import Any
 
 from ..messages import Message, joined, msg
 from ..runner.protocol import StudentCodeError
 from .core import CheckFailed
 
-Failure = tuple[Any, Union[CheckFailed, StudentCodeError]]  # a case, and how it failed
+Failure = tuple[Any, CheckFailed | StudentCodeError]  # a case, and how it failed
 MAX_LABELS = 3  # the cases an error is told on by name; past that, the first (the smallest)
 # The contract names that ran in an earlier check of this grading (`grading.registry` sets it):
 # one that raises NotImplementedError on every case of a check is half finished, not a stub.

@@ -10,10 +10,10 @@ explain failures: the expected values still come from `oracle` (PyTorch).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F

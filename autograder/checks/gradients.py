@@ -15,7 +15,8 @@ tensors, as it would meet a GPU's. Skipped when the checks already run on a GPU.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.utils._pytree import tree_leaves, tree_map

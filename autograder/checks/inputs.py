@@ -8,8 +8,9 @@ its label, seed its inputs (`core.seed_text`), so no wording or language changes
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

@@ -6,8 +6,9 @@ catalogue's. A reading is said only when every failing case of its cause follows
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import getpass
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..messages import msg
 from ..runner.protocol import StudentCodeError

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..runner.protocol import Submission
 from .core import Context
@@ -16,9 +16,10 @@ class CheckSpec:
     """A graded check: its stable id, its points, the contract names it exercises, the function
     that grades it, and the checks it relies on (it is not run until they pass), with the id of
     the message that says what waits for them. `stand_ins` names the contract's pieces the
-    student's code under test may call (`apply_rope` inside `GroupedQueryAttention`): one whose
-    own check fails is replaced, while this check runs, by the kit's (PyTorch's) version, the
-    assignment's `standins` module, so that one mistake costs only its own check. A `timed`
+    student's code under test may call (`apply_rope` inside `GroupedQueryAttention`): one that
+    fails one of its own checks (those before this one that use it) is replaced, while this
+    check runs, by the kit's (PyTorch's) version, the assignment's `standins` module, so that
+    one mistake costs only its own checks. A `timed`
     check measures speed on fresh inputs every run: it has no hidden variant."""
 
     id: str

@@ -10,11 +10,10 @@ from typing import Any
 
 from ..runner.inprocess import InProcessSubmission
 from ..runner.protocol import StudentCodeError
-from ..runtime import default_device
 from ..speed import bench
 from ..speed.check import SPEED_CHECK
-from .exits import EXIT_FAIL, EXIT_PASS
-from .options import add_device_flag
+from .exits import EXIT_FAIL, EXIT_PASS, EXIT_USAGE
+from .options import add_device_flag, chosen_device
 
 CALIBRATE_N = 20  # checks per style when --calibrate is given without N
 
@@ -69,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
     # The calibration code (the style set) loads only here: `mha-kit check` never imports it.
     from ..speed import reliability
 
-    device = args.device or default_device()
+    device = chosen_device(args)
+    if device is None:
+        return EXIT_USAGE
     if args.calibrate:
         report, ok = reliability.calibrate(args.calibrate, device)
         print(report)

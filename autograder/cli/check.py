@@ -16,12 +16,12 @@ from ..grading.report import format_table, score_line, write_gradescope_json
 from ..messages import LANG_VARIABLE, msg, render
 from ..runner import sandbox
 from ..runner.worker import WorkerStartError
-from ..runtime import default_device
 from .exits import EXIT_FAIL, EXIT_PASS, EXIT_USAGE
 from .options import (
     add_device_flag,
     add_lang_flag,
     add_limit_flags,
+    chosen_device,
     limits_from,
 )
 
@@ -62,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
         print(render(msg("cli.unknown_checks", assignment=assignment, unknown=", ".join(unknown),
                          ids=", ".join(ids))), file=sys.stderr)
         return EXIT_USAGE
-    device = args.device or default_device()
+    device = chosen_device(args)
+    if device is None:
+        return EXIT_USAGE
     started = time.perf_counter()
     print(render(msg("cli.grading", path=str(path), assignment=assignment, device=device)),
           flush=True)

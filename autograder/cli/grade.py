@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -11,13 +12,18 @@ from typing import Any
 from ..grading import class_report
 from ..grading.batch import Progress, grade_all, safe_name, summary, write_csv
 from ..grading.files import MixedAssignments, StudentFile, class_assignment, discover
-from ..grading.registry import ASSIGNMENTS
+from ..grading.registry import ASSIGNMENTS, assignment_names, split_name
 from ..grading.report import write_results
-from ..messages import msg, render
+from ..messages import LANG_VARIABLE, msg, render
 from ..runner.worker import WorkerStartError
-from ..runtime import default_device
 from .exits import EXIT_PASS, EXIT_USAGE
-from .options import add_device_flag, add_limit_flags, limits_from, warn_if_unprotected
+from .options import (
+    add_device_flag,
+    add_limit_flags,
+    chosen_device,
+    limits_from,
+    warn_if_unprotected,
+)
 
 
 def add(commands: Any) -> None:
@@ -33,8 +39,10 @@ def add(commands: Any) -> None:
                             "histogram, pass rate per check, the mistakes named most often)")
     grade.add_argument("--json-dir", metavar="DIR",
                        help="also write one Gradescope results.json per student here")
-    grade.add_argument("--assignment", choices=tuple(ASSIGNMENTS),
-                       help="which checks (default: from the notebooks' test cells, else mha)")
+    grade.add_argument("--assignment", choices=assignment_names(),
+                       help="which checks, and in nbgrader's layout which of a student's "
+                            "folders (an edition, such as mha_zh: its assignment's checks, "
+                            "its language; default: from the notebooks' test cells, else mha)")
     add_device_flag(grade)
     add_limit_flags(grade)
     grade.set_defaults(run=run)
@@ -53,13 +61,20 @@ def run(args: argparse.Namespace) -> int:
         print(render(msg("cli.no_submissions", path=str(root))), file=sys.stderr)
         return EXIT_USAGE
     try:
-        assignment = args.assignment or class_assignment(entries)
+        folder = args.assignment or class_assignment(entries)
     except MixedAssignments as mixed:
         print(render(msg("cli.mixed_assignments", path=str(root), found=str(mixed))),
               file=sys.stderr)
         return EXIT_USAGE
+    if not args.assignment:  # now known: each student's folder of it, in nbgrader's layout
+        entries = discover(root, folder)
+    assignment, lang = split_name(folder)
+    if lang:
+        os.environ[LANG_VARIABLE] = lang  # the edition's language, in the sheet's notes
     limits = limits_from(args)
-    device = args.device or default_device()
+    device = chosen_device(args)
+    if device is None:
+        return EXIT_USAGE
     ids = [spec.id for spec in ASSIGNMENTS[assignment]]
     started = time.perf_counter()
     progress = Progress(len(entries))

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..messages import LANG_VARIABLE, LANGUAGES, render
+from ..messages import LANG_VARIABLE, LANGUAGES, msg, render
 from ..runner import sandbox
 from ..runner.policy import Limits
+from ..runtime import default_device
 
 
 def warn_if_unprotected() -> None:
@@ -43,6 +44,17 @@ def limits_from(args: argparse.Namespace) -> Limits:
 def add_device_flag(parser: argparse.ArgumentParser, what: str = "run and time") -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"),
                         help=f"where to {what} (default: cuda when available)")
+
+
+def chosen_device(args: argparse.Namespace) -> str | None:
+    """The device --device names (else cuda when available); None, said on stderr, where
+    cuda is asked for and this torch has none (a CPU build, or no GPU visible)."""
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print(render(msg("cli.no_cuda", torch=torch.__version__)), file=sys.stderr)
+        return None
+    return args.device or default_device()
 
 
 def add_lang_flag(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..messages import LANG_VARIABLE, Message, msg
 from ..runner.loading import defined_names, notebook_cells
-from .registry import ASSIGNMENTS, EDITION_LANGUAGES, assignment_folders
+from .registry import ASSIGNMENTS, EDITION_LANGUAGES, assignment_folders, split_name
 
 SUFFIXES = (".ipynb", ".py")
 
@@ -36,12 +36,18 @@ def find_submission(folder: Path, assignment: str | None = None) -> Path:
     """The one notebook (else the one .py file) anywhere in a student's folder.
 
     nbgrader's `submitted/STUDENT/ASSIGNMENT/NOTEBOOK.ipynb` and a Gradescope upload both fit.
-    With `assignment`, a student's folder that holds that assignment's folder (nbgrader's
-    layout, every assignment handed in) is looked in there only. Raises LookupError with a
-    message (its one argument) for the grade sheet when there is none, or several.
+    With `assignment` (an assignment or an edition's folder name), a student's folder that
+    holds folders of assignments (nbgrader's layout, every assignment handed in) is looked in
+    the folder of that name only, else in the one folder of that assignment's editions. Raises
+    LookupError with a message (its one argument) for the grade sheet when there is none, or
+    several.
     """
-    names = assignment_folders(assignment) if assignment else set()
-    places = [p for p in sorted(folder.iterdir()) if p.is_dir() and p.name in names] or [folder]
+    places = [folder]
+    if assignment:
+        folders = [p for p in sorted(folder.iterdir()) if p.is_dir()
+                   and p.name in assignment_folders(split_name(assignment)[0])]
+        exact = [p for p in folders if p.name == assignment]
+        places = exact or folders or places
     for suffix in SUFFIXES:
         found = sorted(p for place in places for p in place.rglob(f"*{suffix}")
                        if p.is_file() and _visible(p, folder))

@@ -5,7 +5,7 @@ its checks. The CLI, the Gradescope JSON, pytest, nbgrader and the notebooks rea
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..assignments import modules
 from ..checks.causes import ANSWERED, raised, runs_elsewhere
@@ -36,6 +36,12 @@ def split_name(name: str) -> tuple[str, str | None]:
     return name, None
 
 
+def assignment_names() -> tuple[str, ...]:
+    """Every assignment and edition by its name: each assignment, then its editions."""
+    return tuple(name for a in ASSIGNMENTS for name in (a, *(edition_name(a, lang)
+                                                             for lang in EDITION_LANGUAGES)))
+
+
 def assignment_folders(assignment: str) -> set[str]:
     """The names of an assignment's folders in nbgrader's layout: its own and its editions'
     (`mha`, `mha_zh`)."""
@@ -47,9 +53,10 @@ POINTS: dict[str, int] = {check_id: spec.points for check_id, spec in SPECS.item
 ASSIGNMENT_OF: dict[str, str] = {c.id: name for name, table in ASSIGNMENTS.items() for c in table}
 
 
-def graded_by(assignment: str, name: str) -> str:
-    """The check that grades a piece of the contract: the first of its table that uses it."""
-    return next(spec.id for spec in ASSIGNMENTS[assignment] if name in spec.uses)
+def own_checks(spec: CheckSpec, name: str) -> list[str]:
+    """The checks before `spec` in its table that use the piece `name`: its own checks."""
+    table = ASSIGNMENTS[ASSIGNMENT_OF[spec.id]]
+    return [s.id for s in table[:table.index(spec)] if name in s.uses]
 
 # The module of an assignment's stand-ins (CheckSpec.stand_ins).
 STAND_INS = "autograder.assignments.{}.standins"
@@ -70,7 +77,7 @@ def run_check(check_id: str, sub: Submission, ctx: Context | None = None) -> Che
     replaced = _failing_pieces(spec, sub, ctx)
     waiting = WAITING_MESSAGES.get(check_id)
     if set(spec.uses) <= replaced.keys():  # the kit's code alone would be graded
-        failing += [replaced[name] for name in spec.uses]
+        failing += [replaced[name] for name in spec.uses]  # each piece's failing checks
         waiting = msg("waiting.stand_ins", pieces=", ".join(f"`{n}`" for n in spec.uses))
         replaced = {}
     ctx.notes = None
@@ -109,14 +116,14 @@ def run_check(check_id: str, sub: Submission, ctx: Context | None = None) -> Che
 
 
 def _failing_pieces(spec: CheckSpec, sub: Submission, ctx: Context) -> dict[str, str]:
-    """The pieces among `spec.stand_ins` whose own check fails (run first where `ctx` has no
-    result yet), each with that check's id: the kit's versions stand in for them."""
-    assignment = ASSIGNMENT_OF[spec.id]
+    """The pieces among `spec.stand_ins` that fail one of their own checks (run first where
+    `ctx` has no result yet), each with those checks' ids: the kit's versions stand in."""
     failing = {}
     for name in spec.stand_ins:
-        own = graded_by(assignment, name)
-        if not (ctx.results.get(own) or run_check(own, sub, ctx)).passed:
-            failing[name] = own
+        failed = [own for own in own_checks(spec, name)
+                  if not (ctx.results.get(own) or run_check(own, sub, ctx)).passed]
+        if failed:
+            failing[name] = ", ".join(failed)
     return failing
 
 
@@ -144,13 +151,10 @@ def _totals_are_100() -> None:
             raise ValueError(f"the points table of {name!r} must total 100, not {total}")
     if len(SPECS) != sum(map(len, ASSIGNMENTS.values())):
         raise ValueError("check ids must be unique across the tables")
-    for table in ASSIGNMENTS.values():
-        order = [spec.id for spec in table]
-        for spec in table:
-            for piece in spec.stand_ins:  # graded first, by another check
-                own = next((s.id for s in table if piece in s.uses), None)
-                if own is None or order.index(own) >= order.index(spec.id):
-                    raise ValueError(f"{spec.id}: no check before it grades {piece!r}")
+    for spec in SPECS.values():
+        for piece in spec.stand_ins:  # graded first, by other checks
+            if not own_checks(spec, piece):
+                raise ValueError(f"{spec.id}: no check before it grades {piece!r}")
 
 
 _totals_are_100()

@@ -23,10 +23,11 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from string import Formatter
-from typing import Any, Callable
+from typing import Any
 
 from ..assignments import modules
 from . import en, zh

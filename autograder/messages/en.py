@@ -101,6 +101,9 @@ TEMPLATES: dict[str, str] = {
     "cli.wrote": "wrote {path}",
     "cli.wrote_both": "wrote {path} and {count} files in {folder}",
     "cli.unknown_checks": "unknown check id(s) for {assignment}: {unknown}; choose from {ids}",
+    "cli.no_cuda": "--device cuda: this torch ({torch}) has no CUDA (a CPU build, or no GPU "
+                   "is visible). Leave out --device to grade on the CPU, or install a CUDA "
+                   "build of torch on a machine with a GPU",
     "cli.jobs": "--jobs must be at least 1",
     "cli.not_a_folder": "{path}: not a folder",
     "cli.no_submissions": "{path}: no submissions (.py, .ipynb or one folder per student)",

@@ -98,6 +98,9 @@ TEMPLATES: dict[str, str] = {
     "cli.wrote": "已写入 {path}",
     "cli.wrote_both": "已写入 {path}，以及 {folder} 中的 {count} 个文件",
     "cli.unknown_checks": "{assignment} 没有这些检查项：{unknown}；可选：{ids}",
+    "cli.no_cuda": "--device cuda：这个 torch（{torch}）没有 CUDA（CPU 版本，或者看不到 "
+                   "GPU）。去掉 --device 就在 CPU 上评分；或者在有 GPU 的机器上安装 CUDA 版本的 "
+                   "torch",
     "cli.jobs": "--jobs 至少为 1",
     "cli.not_a_folder": "{path}：不是文件夹",
     "cli.no_submissions": "{path}：没有提交（.py、.ipynb，或每个学生一个文件夹）",

@@ -11,9 +11,9 @@ import contextlib
 import dataclasses
 import importlib
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn

@@ -14,10 +14,10 @@ import linecache
 import symtable
 import sys
 import types
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..contract import ENTRIES
 from ..messages import Message, msg

@@ -15,9 +15,10 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 # Short names and the torch functions that using them goes through. nn.MultiheadAttention's
 # forward calls multi_head_attention_forward, or _native_multi_head_attention on its fast path.

@@ -11,9 +11,9 @@ import gc
 import sys
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn

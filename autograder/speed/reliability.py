@@ -19,9 +19,9 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..checks.core import CheckFailed, Context
 from ..runner.inprocess import InProcessSubmission

@@ -22,6 +22,7 @@ from ...checks.search import run_cases
 from ...messages import Message, joined, msg
 from ...oracle import gradients
 from ...runner.protocol import StudentCodeError
+from ...runner.student_code import NAME_KEEP, shown
 from . import oracle, variants
 from .jobs import MEMORY_JOB
 
@@ -193,15 +194,36 @@ def check_flash_backward(sub, ctx: Context) -> float:
             backward.cotangents), c.label(), c.tol)
 
     run_cases(one_case, BACKWARD_CASES)
-    limit = MEMORY_SHAPE["T"] ** 2
     for causal in (False, True):
         report = _measure(sub, AUTOGRAD, causal, backward=True)
-        saved = report.get("saved")  # first: what autograd keeps is also alive at once
-        if not isinstance(saved, int) or saved >= limit:
-            raise CheckFailed(msg("llm.saves_too_much", name=AUTOGRAD, elements=saved,
-                                  limit=limit), case=_memory_case(causal))
+        _expect_little_kept(report, causal)  # first: what the graph keeps is alive at once
         _expect_no_full_matrix(AUTOGRAD, report.get("forward"), causal, "forward")
         if report.get("backward") is None:
             raise CheckFailed(msg("llm.no_graph", name=AUTOGRAD), case=_memory_case(causal))
         _expect_no_full_matrix(AUTOGRAD, report.get("backward"), causal, "backward")
     return 1.0
+
+
+def _expect_little_kept(report: dict[str, Any], causal: bool) -> None:
+    """What the autograd graph keeps for backward (the tensors it saves, and those a custom
+    Function put on `ctx`) is less than one head's (Tq, Tk) matrix; the message says where
+    the most is kept."""
+    limit = MEMORY_SHAPE["T"] ** 2
+    saved, in_ctx = report.get("saved"), report.get("in_ctx")
+    largest = in_ctx.get("largest") if isinstance(in_ctx, dict) else None
+    if not (isinstance(saved, int) and isinstance(in_ctx, dict)
+            and isinstance(in_ctx.get("elements"), int) and isinstance(largest, dict)
+            and isinstance(largest.get("where"), str) and isinstance(largest.get("shape"), tuple)
+            and all(type(d) is int for d in largest["shape"])
+            and isinstance(in_ctx.get("function"), bool)):
+        raise CheckFailed(msg("llm.bad_memory_reply", name=AUTOGRAD))
+    if saved + in_ctx["elements"] < limit:
+        return
+    if in_ctx["elements"] > saved:
+        text = msg("llm.keeps_in_ctx", name=AUTOGRAD, elements=saved + in_ctx["elements"],
+                   where=shown(largest["where"], NAME_KEEP), shape=largest["shape"],
+                   limit=limit)
+    else:
+        text = msg("llm.function_saves_too_much" if in_ctx["function"] else
+                   "llm.saves_too_much", name=AUTOGRAD, elements=saved, limit=limit)
+    raise CheckFailed(text, case=_memory_case(causal))

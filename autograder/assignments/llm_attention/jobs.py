@@ -6,8 +6,9 @@ watch of FlashAttention on the `meta` device. What these return is untrusted dat
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -92,19 +93,77 @@ class SizeWatch(TorchDispatchMode):
         return {"largest": self.largest, "shape": self.shape, "op": self.op, "peak": self.peak}
 
 
+def _owned(t: Tensor) -> int:
+    """The elements of the memory a tensor holds: an expanded view costs what it expands."""
+    return t.untyped_storage().nbytes() // t.element_size() if t.element_size() else 0
+
+
+def _tensors_in(value: Any, where: str, depth: int = 0) -> list[tuple[str, Tensor]]:
+    """(where, tensor) for each tensor `value` holds: in containers, in the closure and
+    defaults of a function (a lambda that captured the scores), in an object's attributes."""
+    if type(value) is Tensor or isinstance(value, nn.Parameter):
+        return [(where, value)]
+    if depth >= 4:
+        return []
+    if isinstance(value, (list, tuple)):
+        parts = [(f"{where}[{i}]", v) for i, v in enumerate(value)]
+    elif isinstance(value, dict):
+        parts = [(f"{where}[{k!r}]", v) for k, v in value.items()]
+    elif callable(value) and hasattr(value, "__code__"):
+        parts = [(f"{where} (captured)", cell.cell_contents)
+                 for cell in value.__closure__ or () if cell.cell_contents is not value]
+        parts += [(f"{where} (default)", d) for d in value.__defaults__ or ()]
+    elif hasattr(value, "__dict__") and not isinstance(value, (type, nn.Module)):
+        parts = [(f"{where}.{k}", v) for k, v in vars(value).items()]
+    else:
+        return []
+    return [found for w, v in parts for found in _tensors_in(v, w, depth + 1)]
+
+
+def kept_in_ctx(out: Tensor, counted: set[int]) -> dict[str, Any]:
+    """What the autograd graph of `out` keeps beside its saved tensors: the tensors a custom
+    Function put on `ctx` as attributes (directly, in a list, in a closure), each storage
+    once and none of `counted`'s; the largest by where it is kept. And whether the graph has
+    a custom Function at all."""
+    elements, largest, function = 0, {"where": "", "shape": (), "elements": 0}, False
+    nodes, seen = [out.grad_fn], set()
+    while nodes:
+        node = nodes.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, torch.autograd.function.BackwardCFunction):
+            function = True
+            kept = [found for attr, value in vars(node).items()
+                    for found in _tensors_in(value, f"ctx.{attr}")]
+            for where, t in kept:
+                key = t.untyped_storage()._cdata
+                if key not in counted:
+                    counted.add(key)
+                    elements += _owned(t)
+                    if _owned(t) > largest["elements"]:
+                        largest = {"where": where, "shape": tuple(t.shape),
+                                   "elements": _owned(t)}
+        nodes.extend(next_node for next_node, _ in node.next_functions)
+    return {"elements": elements, "largest": largest, "function": function}
+
+
 def memory(sub: LocalSubmission, *, name: str, q_shape: tuple[int, ...],
            k_shape: tuple[int, ...], is_causal: bool, block_size: int,
            backward: bool) -> dict[str, Any]:
     """`name`(q, k, v) on meta tensors: the largest tensor made in forward (and, with
-    `backward`, in backward, and how many elements the autograd graph saves); or
-    {"reads_values": True} when the code reads values, which meta tensors do not have."""
+    `backward`, in backward, how many elements the autograd graph saves for it and what a
+    custom Function keeps on `ctx`); or {"reads_values": True} when the code reads values,
+    which meta tensors do not have."""
     q = torch.randn(q_shape, device="meta", requires_grad=backward)
     k = torch.randn(k_shape, device="meta", requires_grad=backward)
     v = torch.randn(k_shape, device="meta", requires_grad=backward)
-    function, watch, saved = sub.lookup(name), SizeWatch(), [0]
+    function, watch, saved, counted = sub.lookup(name), SizeWatch(), [0], set()
 
     def pack(t: Tensor) -> Tensor:
-        saved[0] += t.numel()
+        if t.untyped_storage()._cdata not in counted:  # a tensor saved twice costs once
+            counted.add(t.untyped_storage()._cdata)
+            saved[0] += _owned(t)
         return t
 
     def run() -> Any:
@@ -123,6 +182,7 @@ def memory(sub: LocalSubmission, *, name: str, q_shape: tuple[int, ...],
     if backward:
         if type(out) is not Tensor or not out.requires_grad:
             return {**result, "backward": None}
+        result["in_ctx"] = sub.guard(name, lambda: kept_in_ctx(out, counted), watch=False)
         watch = SizeWatch()
 
         def run_backward() -> None:

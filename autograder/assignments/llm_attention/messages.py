@@ -60,6 +60,17 @@ TEMPLATES: dict[str, dict[str, str]] = {
                               "({limit}): autograd through the block loop saves every block's "
                               "scores. Write an autograd.Function that saves q, k, v, out and "
                               "the logsumexp only",
+        "llm.function_saves_too_much": "the autograd.Function of {name} saves {elements} "
+                                       "elements for backward with save_for_backward, as many "
+                                       "as the full (Tq, Tk) matrix of one head ({limit}): "
+                                       "save q, k, v, out and the logsumexp only, and recompute "
+                                       "the scores block by block in backward",
+        "llm.keeps_in_ctx": "the autograd graph of {name} keeps {elements} elements alive for "
+                            "backward, as many as the full (Tq, Tk) matrix of one head "
+                            "({limit}), most of them in `{where}` (shape {shape}), an attribute "
+                            "of the Function's ctx: tensors kept there stay alive as saved ones "
+                            "do. Keep q, k, v, out and the logsumexp only (ctx.save_for_backward)"
+                            ", and recompute the scores block by block in backward",
         "llm.timing_decoding": "{name} (timing the decoding)",
         "llm.speed_malformed": "the timing run gave back something other than its times",
         "llm.speed_spot": "{name} decoded other values while timed than the oracle's",
@@ -211,6 +222,15 @@ TEMPLATES: dict[str, dict[str, str]] = {
                               "头完整的 (Tq, Tk) 矩阵（{limit}）一样多：对分块循环直接求导会保存"
                               "每一块的分数。请写一个 autograd.Function，只保存 q、k、v、out 和 "
                               "logsumexp",
+        "llm.function_saves_too_much": "{name} 的 autograd.Function 用 save_for_backward 为反向"
+                                       "传播保存了 {elements} 个元素，和一个头完整的 (Tq, Tk) 矩阵"
+                                       "（{limit}）一样多：只保存 q、k、v、out 和 logsumexp，在反向"
+                                       "传播中逐块重新计算分数",
+        "llm.keeps_in_ctx": "{name} 的 autograd 计算图为反向传播保留了 {elements} 个元素，和一个头"
+                            "完整的 (Tq, Tk) 矩阵（{limit}）一样多，其中大部分在 `{where}`（形状 "
+                            "{shape}），这是 Function 的 ctx 的一个属性：放在那里的张量和保存的"
+                            "张量一样一直占着内存。只保留 q、k、v、out 和 logsumexp"
+                            "（ctx.save_for_backward），在反向传播中逐块重新计算分数",
         "llm.timing_decoding": "{name}（解码计时）",
         "llm.speed_malformed": "计时运行返回的不是计时结果",
         "llm.speed_spot": "{name} 计时时解码出的值与标准答案不同",

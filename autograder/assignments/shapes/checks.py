@@ -7,7 +7,8 @@ the same call, in one message when the code runs in a worker process.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

@@ -176,21 +176,32 @@ MUTANTS: tuple[Mutant, ...] = (
          "    for start in range(0, Tk, block_size):\n        end = start + block_size",
          "    allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(Tk - Tq)\n"
          "    for start in range(0, Tk, block_size):\n        end = start + block_size",
-         MEMORY | BACKWARD, "llm.full_matrix_forward"),
+         MEMORY, "llm.full_matrix_forward"),
     Mutant("every block's probabilities kept in a list", (
         ("    for start in range(0, Tk, block_size):\n",
          "    kept = []\n    for start in range(0, Tk, block_size):\n"),
         ("        p = torch.exp(scores - safe_max)  # (B, H, Tq, b)",
          "        p = torch.exp(scores - safe_max)  # (B, H, Tq, b)\n        kept.append(p)")),
-        MEMORY | BACKWARD, frozenset({"llm.blocks_kept"})),
+        MEMORY, frozenset({"llm.blocks_kept"})),
     _one("a block count read from a tensor", "for start in range(0, Tk, block_size):\n"
          "        end = start + block_size",
          "for start in range(0, int(k.new_tensor(Tk)), block_size):\n"
          "        end = start + block_size",
-         MEMORY | BACKWARD, "llm.reads_values"),
+         MEMORY, "llm.reads_values"),
     _one("autograd through the block loop", _AUTOGRAD,
          "return flash_attention(q, k, v, is_causal=is_causal, block_size=block_size)[0]",
          BACKWARD, "llm.saves_too_much"),
+    _one("the Function keeps every block's probabilities on ctx",
+         "        ctx.is_causal, ctx.block_size = is_causal, block_size\n",
+         "        ctx.is_causal, ctx.block_size = is_causal, block_size\n"
+         "        ctx.probabilities = [torch.softmax(q @ k[:, :, s:s + block_size]"
+         ".transpose(-2, -1), dim=-1) for s in range(0, k.shape[2], block_size)]\n", BACKWARD,
+         "llm.keeps_in_ctx"),
+    _one("the Function saves every block's scores",
+         "        ctx.save_for_backward(q, k, v, out, logsumexp)",
+         "        ctx.save_for_backward(q, k, v, out, logsumexp, *(q @ k[:, :, s:s + block_size]"
+         ".transpose(-2, -1) for s in range(0, k.shape[2], block_size)))", BACKWARD,
+         "llm.function_saves_too_much"),
     _one("a backward without the softmax scale",
          "grad_s = p * (grad_p - delta) * scale  # (B, H, Tq, b)",
          "grad_s = p * (grad_p - delta)  # (B, H, Tq, b)", BACKWARD, "grad.of_input"),
