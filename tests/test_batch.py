@@ -3,6 +3,7 @@ the grade sheet is the grader's own, and the batch finishes. Plus discovery and 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -19,7 +20,7 @@ import pytest
 from conftest import CORPUS, HOSTILE, KILL_REFUSED, ROOT, SPEED, TEMPLATE, run_cli
 
 from autograder.cli import main
-from autograder.grading.batch import in_parallel
+from autograder.grading.batch import in_parallel, write_csv
 from autograder.grading.files import (
     MixedAssignments,
     StudentFile,
@@ -27,9 +28,10 @@ from autograder.grading.files import (
     discover,
     find_submission,
 )
-from autograder.grading.registry import ASSIGNMENTS, POINTS, WAITING_MESSAGES
+from autograder.grading.registry import ASSIGNMENTS, POINTS, WAITING_MESSAGES, run_checks
 from autograder.messages import LANG_VARIABLE, msg, render
 from autograder.runner import sandbox
+from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.policy import WORKER_USER_ENV, worker_user
 
 sys.path.insert(0, str(CORPUS))
@@ -118,6 +120,10 @@ EXPECTED: dict[str, Expect] = {
                               notes=("syntax_error.py: syntax error at line 11",)),
     "syntax_error.ipynb": Expect(("split_heads", "causal_mask"),
                                  notes=("cell 4: syntax error at line 3",)),
+    "threads_and_forks.py": Expect(fails={
+        "attend": "`attend` starts a process or a session, line 19",
+        **{check: "`MultiHeadAttention.forward` starts a thread" for check in FUSED}}),
+    "leaves_something_behind.py": Expect(("split_heads",)),  # what is left: below
     # As `nobody`, or under Landlock, the kill is refused; else it kills a grader process, and
     # the batch gives this student alone a row of 0 and grades everyone else again.
     "kills_grader.py": Expect(("causal_mask",), notes=("raised PermissionError",))
@@ -148,6 +154,24 @@ def test_the_corpus_covers_every_case():
     on_disk = {p.name for p in HOSTILE.iterdir() if p.suffix in (".py", ".ipynb")}
     assert on_disk == set(EXPECTED)
     assert len(on_disk) >= 12
+
+
+def test_nothing_of_a_submission_outlives_the_batch(hostile_batch):
+    """tests/hostile/leaves_something_behind.py tried a process in a session of its own, a
+    program in a new session, a System V segment and a file unlinked while open: after the
+    batch no process runs its programs, no segment has its key, and no process holds its file
+    (whose disk space is then free)."""
+    marker, key = "mhakit-hostile-leftover", 0x6D6B6974
+    running = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if marker in Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " "):
+                running.append(pid)
+            held = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+            running += [f"{pid} holds {path}" for path in held if marker in path]
+    assert running == []
+    segments = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    assert not [line for line in segments if int(line.split()[0]) == key]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -391,7 +415,17 @@ def test_hidden_input_tests_name_the_mistake_and_never_the_inputs(tmp_path):
     upload = tmp_path / "submission"
     upload.mkdir()
     mutant = next(m for m in MUTANTS if m.mistake == "scale_by_embed_dim")
-    (upload / "answer.py").write_text(mutant.source())
+    # It prints what split_heads is given once the visible run's calls are over: the values
+    # of hidden inputs, which must reach no output.
+    counting = mutant.source().replace(
+        "def split_heads(x, num_heads):\n",
+        "CALLS = [0]\n\n\ndef split_heads(x, num_heads):\n    CALLS[0] += 1\n"
+        "    if CALLS[0] > VISIBLE:\n        print('HIDDEN', x.flatten()[:2].tolist())\n", 1)
+    (tmp_path / "count.py").write_text(counting.replace("VISIBLE", "10**9"))
+    sub = InProcessSubmission.from_path(tmp_path / "count.py")
+    run_checks(sub, assignment="mha")
+    (upload / "answer.py").write_text(counting.replace(
+        "VISIBLE", str(sub.namespace["CALLS"][0])))
     results = tmp_path / "results.json"
     run = run_autograder(upload, results, cwd=tmp_path, MHA_KIT_HIDDEN_VISIBILITY="hidden")
     assert run.returncode == 0, run.stderr
@@ -404,6 +438,7 @@ def test_hidden_input_tests_name_the_mistake_and_never_the_inputs(tmp_path):
     assert "B=" not in hidden["output"] and "index" not in hidden["output"]
     assert not re.search(r"\d\.\d", hidden["output"])  # no value, expected or got
     assert "B=" in visible["output"]  # the visible inputs are told as before
+    assert "HIDDEN" not in json.dumps(payload)  # nothing printed in the hidden run
     earned = sum(min(t["score"], tests.get(f"{name} (hidden inputs)", t)["score"])
                  for name, t in tests.items() if not name.endswith("(hidden inputs)"))
     assert payload["score"] == round(earned, 2)
@@ -472,3 +507,17 @@ def test_a_grader_process_that_dies_between_two_results_costs_only_its_own_item(
             time.sleep(0.1)  # meanwhile `dies` ends its process
         time.sleep(1 if item == "fast" else 0)  # and the pool sees it
     assert got == {"fast": "fast", "next": "next", dies: "died"}
+
+
+def test_the_grade_sheet_holds_no_formula_and_no_escape(tmp_path):
+    """A file named as a spreadsheet formula, or with a terminal's escapes in its name, is
+    written as text a spreadsheet shows and a terminal prints as it is."""
+    names = ['=HYPERLINK("http://x")+0', "-2+3+cmd|' -C calc'!A0", "@SUM(1)", "a\x1b[2Jb"]
+    payload = {"score": 0, "max_score": 100, "tests": [], "output": "=1+1\nprinted"}
+    rows = {name: (StudentFile(name, tmp_path / f"{name}.py"), payload) for name in names}
+    sheet = tmp_path / "grades.csv"
+    write_csv(sheet, rows, [])
+    cells = [cell for row in list(csv.reader(sheet.open()))[1:] for cell in row]
+    assert not [cell for cell in cells if cell.startswith(("=", "+", "-", "@"))]
+    assert "'=HYPERLINK(\"http://x\")+0" in cells and "'=1+1 | printed" in cells
+    assert not any("\x1b" in cell for cell in cells) and "a[2Jb" not in cells

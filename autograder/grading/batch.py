@@ -35,6 +35,7 @@ from ..checks import search
 from ..checks.core import HIDDEN_SALT, CheckResult
 from ..messages import Message, msg, render
 from ..runner.policy import Limits
+from ..runner.student_code import shown, shown_printed
 from ..runner.worker import WorkerStartError, WorkerSubmission
 from .files import StudentFile, readable_submission
 from .registry import ASSIGNMENTS, run_checks
@@ -94,10 +95,10 @@ def grade_entry(entry: StudentFile, device: str, assignment: str, limits: Limits
                                                         assignment=assignment, limits=limits))
         with loaded_worker(entry.path, device, limits) as sub:
             results = run_checks(sub, device=device, assignment=assignment)
+            problems = worker_problems(sub)  # not after: what it prints of hidden inputs
             sub.restart_clock()  # each run gets the whole cap
             hidden = run_checks(sub, device=device, assignment=assignment, salt=HIDDEN_SALT,
                                 only=[c.id for c in ASSIGNMENTS[assignment] if not c.timed])
-            problems = worker_problems(sub)
         return gradescope_results(results, problems, hidden, hidden_visibility)
     except WorkerStartError:  # the grader's setup: no submission can be graded, stop
         raise
@@ -196,6 +197,18 @@ def safe_name(student: str) -> str:
     return re.sub(r"[^\w.-]", "_", student) or "student"
 
 
+# What a spreadsheet reads as a formula at the start of a cell (OWASP's list).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def sheet_cell(text: str, keep: int = 500) -> str:
+    """Text a student chose (a file's name, what their code printed) as a grade sheet's cell:
+    one line with no terminal escapes (`shown_printed`), and a quote before a first character
+    that would make it a formula (`=HYPERLINK(...)`)."""
+    cell = shown_printed(text, keep)
+    return "'" + cell if cell.startswith(FORMULA_START) else cell
+
+
 def write_csv(path: Path, rows: dict[str, tuple[StudentFile, dict]], ids: list[str]) -> None:
     """One row per student: each check's score, the total, the ids of the known mistakes the
     messages named (as in Gradescope's `extra_data`) and any loading problems."""
@@ -208,9 +221,10 @@ def write_csv(path: Path, rows: dict[str, tuple[StudentFile, dict]], ids: list[s
             named = dict.fromkeys(m for t in payload["tests"]
                                   for m in t.get("extra_data", {}).get("mistakes", ()))
             notes = payload.get("output", "").replace("\n", " | ")
-            writer.writerow([student, entry.path.name if entry.path else "",
+            writer.writerow([sheet_cell(student), sheet_cell(entry.path.name if entry.path
+                                                             else ""),
                              *(f"{scores.get(i, 0):g}" for i in ids), f"{payload['score']:g}",
-                             " ".join(named), notes[:500]])
+                             " ".join(named), sheet_cell(notes)])
 
 
 class Progress:
@@ -226,7 +240,7 @@ class Progress:
         width = 24
         filled = width * self.done // self.total
         bar = "#" * filled + "-" * (width - filled)
-        line = (f"[{bar}] {self.done}/{self.total}  {student}: "
+        line = (f"[{bar}] {self.done}/{self.total}  {shown(student, 80)}: "
                 f"{payload['score']:g}/{payload['max_score']:g}")
         below = "".join(f"  {note}\n" for note in notes)
         if self.live:  # the notes stay above the bar

@@ -86,6 +86,7 @@ def run_check(check_id: str, sub: Submission, ctx: Context | None = None) -> Che
     answered = ANSWERED.set(frozenset(ctx.answered))
     try:
         if failing:
+            replaced = {}  # nothing of the student's runs while it waits
             raise CheckFailed(msg("waiting.failing", what=waiting, checks=", ".join(failing)))
         if replaced:
             sub.stand_in(StandIns(STAND_INS.format(ASSIGNMENT_OF[check_id]), tuple(replaced)))
@@ -102,10 +103,11 @@ def run_check(check_id: str, sub: Submission, ctx: Context | None = None) -> Che
             err = StudentCodeError(err.kind, msg("cause.not_implemented_in_check",
                                                  raised=raised(err)))
         fraction, message = 0.0, with_warnings(err.message, list(getattr(sub, "warnings", [])))
+        if err.kind in ("missing", "not_implemented", "load"):  # no code of theirs ran here
+            replaced = {}
     finally:
         ANSWERED.reset(answered)
-        if replaced:
-            sub.stand_in(None)
+        sub.stand_in(None)
     if replaced:
         message = msg("standin.note", text=message, pieces=", ".join(
             f"`{name}`" for name in replaced), checks=", ".join(replaced.values()))

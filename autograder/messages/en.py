@@ -52,8 +52,7 @@ TEMPLATES: dict[str, str] = {
     "waiting.failing": "{what}; failing now: {checks}",
     "waiting.stand_ins": "run once one of {pieces} passes its own check: with the kit's versions "
                          "in place of all of them, none of your code would run here",
-    "standin.note": "{text}. Graded with the kit's {pieces} in place of yours, which failed "
-                     "{checks}: a mistake there costs only its own check",
+    "standin.note": "{text}; graded with the kit's {pieces}, since yours failed {checks}",
 
     # The score table and Gradescope (grading.report), batches (grading.batch, grading.files)
     "report.check": "check",

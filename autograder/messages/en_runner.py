@@ -10,12 +10,21 @@ TEMPLATES: dict[str, str] = {
                                      "file had problems loading: see below)",
     "runner.at_line": ", line {line}{cell}",
     "line.cell": " of the cell that defines `{function}`",
+    "runner.refused_threads": "`{name}` starts a thread{line}: graded code may not (the "
+                              "grader watches the torch calls of the thread it calls your code "
+                              "on; a ThreadPoolExecutor, a DataLoader's pin-memory thread). "
+                              "Compute on the thread you are called on",
+    "runner.refused_processes": "`{name}` starts a process or a session{line} (os.fork, "
+                                "multiprocessing, a DataLoader with workers, os.setsid): graded "
+                                "code may not. Compute in the process you are called in",
     "runner.raised": "`{name}` raised {type}{line}",
     "runner.raised_text": "`{name}` raised {type}{line}: {error}",
     "runner.out_of_memory": "`{name}` ran out of memory{size}{limit}: tensors the size of the "
                             "inputs are all this exercise needs",
     "runner.asked_for": " (it asked for {gib:,.1f} GiB at once)",
     "runner.memory_limit": "; the grader allows {gib:g} GiB",
+    "runner.kit_code": "`{name}` has the grader's own code compute for it ({function}): "
+                       "points are earned by your code, not by the kit's. Write it yourself",
     "runner.forbidden": "`{name}` uses {api}, which this exercise asks you to write yourself: "
                         "graded code may not call it",
     "runner.bad_layout": "`{name}` returned a {layout} tensor on {device}; return an ordinary "

@@ -50,8 +50,7 @@ TEMPLATES: dict[str, str] = {
     "waiting.failing": "{what}；目前未通过：{checks}",
     "waiting.stand_ins": "{pieces} 中至少有一个通过自己的检查后才运行：如果全部换成套件自己的版本，"
                          "这里就不会运行你的任何代码",
-    "standin.note": "{text}。本项检查用套件自己的 {pieces} 代替了你的（你的没有通过 {checks}）："
-                     "那里的错误只扣它自己那一项的分",
+    "standin.note": "{text}；本项用套件自己的 {pieces} 评分，因为你的没有通过 {checks}",
 
     # The score table, Gradescope and batches
     "report.check": "检查项",

@@ -10,11 +10,19 @@ TEMPLATES: dict[str, str] = {
                                      "见下文）",
     "runner.at_line": "（{cell}第 {line} 行）",
     "line.cell": "定义 `{function}` 的单元格中",
+    "runner.refused_threads": "`{name}` 启动了一个线程{line}：被评分的代码不能这样做（评分程序"
+                              "只监视调用你代码的那个线程上的 torch 调用；例如 ThreadPoolExecutor、"
+                              "DataLoader 的 pin-memory 线程）。请在调用你的线程上完成计算",
+    "runner.refused_processes": "`{name}` 启动了一个进程或会话{line}（os.fork、multiprocessing、"
+                                "带 worker 的 DataLoader、os.setsid）：被评分的代码不能这样做。"
+                                "请在调用你的进程里完成计算",
     "runner.raised": "`{name}` 抛出了 {type}{line}",
     "runner.raised_text": "`{name}` 抛出了 {type}{line}：`{error}`",
     "runner.out_of_memory": "`{name}` 内存不足{size}{limit}：这个练习只需要与输入同样大小的张量",
     "runner.asked_for": "（一次申请了 {gib:,.1f} GiB）",
     "runner.memory_limit": "；评分程序允许 {gib:g} GiB",
+    "runner.kit_code": "`{name}` 让评分程序自己的代码替它计算（{function}）：分数要靠你自己的代码"
+                       "挣得，而不是套件的。请自己实现",
     "runner.forbidden": "`{name}` 调用了 {api}，而这个练习要求你自己实现它：被评分的代码不能调用它",
     "runner.bad_layout": "`{name}` 返回了 {device} 上的 {layout} 张量；请返回普通的稠密张量",
     "runner.subclass": "`{name}` 返回了张量子类 {type}；请返回普通的 torch.Tensor",

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import importlib
 import re
+import sys
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
@@ -37,9 +38,9 @@ from .backward import (
 from .devices import DeviceWatch, on_meta
 from .loading import load_source
 from .made_in_forward import ParametersMade
-from .policy import forbidden_functions
+from .policy import Refused, forbidden_functions
 from .protocol import Backward, Call, ModuleRun, StandIns, StudentCodeError, copy_as_given
-from .student_code import at_line, first_line, type_name
+from .student_code import at_line, first_line, kit_answering, type_name
 from .warned import capture
 
 # --------------------------------------------------------------------------- calling
@@ -147,6 +148,9 @@ def _describe_failure(name: str, err: BaseException,
     text, exc_type, line = first_line(err), type_name(err), at_line(err)
     raised = (msg("runner.raised_text", name=name, type=exc_type, line=line, error=text) if text
               else msg("runner.raised", name=name, type=exc_type, line=line))
+    if isinstance(err, Refused):
+        return StudentCodeError("refused", msg(f"runner.refused_{err.what}", name=name,
+                                               line=line), exc_type)
     if isinstance(err, NotImplementedError):  # a stub; `raised` is told where others run
         return StudentCodeError("not_implemented", msg("runner.not_implemented", name=name,
                                                        raised=raised), "NotImplementedError")
@@ -175,12 +179,20 @@ class _Noting:
 
 class _Watch(_Noting, TorchFunctionMode):
     """Active while student code runs: notes the first forbidden torch function it calls, by
-    identity or, for `torch.ops`, by its ATen name."""
+    identity or, for `torch.ops`, by its ATen name; and the first of the kit's own functions
+    that computes for it (`kit_answering`: the oracle's steps, a stand-in outside its check)."""
+
+    def __init__(self, forbidden: dict[Callable | str, str], stand_ins: bool):
+        super().__init__(forbidden)
+        self.stand_ins = stand_ins
+        self.kit: str | None = None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if self.used is None:
             with contextlib.suppress(TypeError):  # an unhashable func is never forbidden
                 self.used = self.forbidden.get(func) or self.forbidden.get(_aten_name(func))
+        if self.kit is None:
+            self.kit = kit_answering(sys._getframe(1), self.stand_ins)
         return func(*args, **(kwargs or {}))
 
 
@@ -256,8 +268,8 @@ class InProcessSubmission:
         """Run student code; any failure, or a forbidden API, becomes a StudentCodeError, and
         what PyTorch warns about is noted (`warned`). `watch=False` skips the forbidden-API
         watch and the notes, which cost time on every torch call (timing runs)."""
-        watchers = ((_OpWatch(self.forbidden), _Watch(self.forbidden))
-                    if self.forbidden and watch else ())
+        watchers = ((_OpWatch(self.forbidden), _Watch(self.forbidden, bool(self._replaced)))
+                    if watch else ())
         failure = None
         try:
             with contextlib.ExitStack() as stack:
@@ -271,6 +283,9 @@ class InProcessSubmission:
         used = next((w.used for w in reversed(watchers) if w.used), None)
         if used:
             raise StudentCodeError("forbidden", msg("runner.forbidden", name=name, api=used))
+        kit = watchers[1].kit if watchers else None
+        if kit:
+            raise StudentCodeError("forbidden", msg("runner.kit_code", name=name, function=kit))
         if failure is not None:
             raise failure
         return value

@@ -2,7 +2,8 @@
 seccomp filter, which a process applies to itself, for good, and passes to its children.
 
 `confine(readable, writable)` leaves this process (its one thread, and all it starts):
-- reading and running files only under `readable` and `writable`, writing, creating,
+- reading and running files only under `readable` and `writable` (running, where asked, only
+  the programs `executable` names), writing, creating,
   removing and (ABI 3) truncating only under `writable` (Landlock's filesystem rules);
   /dev/null and its kind, and the GPU's device files, stay usable. Landlock does not see a
   file's metadata: seccomp turns chmod, chown, utime and extended attributes into calls that
@@ -62,16 +63,25 @@ _METADATA_X86 = (90, 91, 92, 93, 94, 132, 235, 261, 260, 268, 280, 188, 189, 190
 _METADATA_ARM = (52, 53, 54, 55, 88, 5, 6, 7, 14, 15, 16)
 SECCOMP_ARCH = {
     "x86_64": {"arch": 0xC000003E, "socket": 41, "connect": 42, "truncate": 76,
-               "io_uring_setup": 425, "metadata": (*_METADATA_X86, 452, 463, 466)},
+               "io_uring_setup": 425, "metadata": (*_METADATA_X86, 452, 463, 466),
+               "clone": 56, "clone3": 435, "fork": (57,), "sessions": (112, 109),
+               "sysv": (29, 64, 68)},
     "aarch64": {"arch": 0xC00000B7, "socket": 198, "connect": 203, "truncate": 45,
-                "io_uring_setup": 425, "metadata": (*_METADATA_ARM, 452, 463, 466)},
-}  # metadata: chmod, chown, utime and xattr calls (fchmodat2, setxattrat, removexattrat last)
+                "io_uring_setup": 425, "metadata": (*_METADATA_ARM, 452, 463, 466),
+                "clone": 220, "clone3": 435, "fork": (), "sessions": (157, 154),
+                "sysv": (194, 190, 186)},
+}  # metadata: chmod, chown, utime and xattr calls (fchmodat2, setxattrat, removexattrat last);
+# fork: the call of its own (vfork, which runs a program at once, stays); sessions: setsid,
+# setpgid; sysv: shmget, semget, msgget
+CLONE_VM, CLONE_THREAD = 0x100, 0x10000
 X32_BIT = 0x40000000  # x86_64's x32 calls: refused whole
 AF_UNIX, AF_NETLINK, SOCK_STREAM, SOCK_TYPE_MASK = 1, 16, 1, 0xF
 BPF_LD_W_ABS, BPF_JEQ, BPF_JGE, BPF_AND, BPF_RET = 0x20, 0x15, 0x35, 0x54, 0x06
 SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
 NOTHING_DONE = SECCOMP_RET_ERRNO | 0  # returns 0 and does nothing
 REFUSED = SECCOMP_RET_ERRNO | errno.EACCES
+NOT_PERMITTED = SECCOMP_RET_ERRNO | errno.EPERM
+NO_SUCH_CALL = SECCOMP_RET_ERRNO | errno.ENOSYS  # clone3: C libraries fall back to clone
 PR_CAPBSET_DROP, CAP_LAST = 24, 63
 
 
@@ -174,6 +184,42 @@ def _seccomp_program(local_sockets: bool) -> list[_SockFilter] | None:
     return _assemble(code)
 
 
+def _tasks_program(threads: bool) -> list[_SockFilter] | None:
+    """The seccomp program of `refuse_new_tasks` (None on a machine it does not know)."""
+    calls = SECCOMP_ARCH.get(platform.machine())
+    if calls is None:
+        return None
+    code: list[tuple] = [("ld", 4), ("jeq", calls["arch"], None, "refuse"), ("ld", 0),
+                         ("jge", X32_BIT, "refuse", None), ("jeq", calls["clone3"], "enosys", None)]
+    code += [("jeq", nr, "refuse", None)
+             for nr in (*calls["fork"], *calls["sessions"], *calls["sysv"])]
+    code += [("jeq", calls["clone"], None, "allow"), ("ld", 16)]  # clone's flags, low half
+    if threads:
+        code += [("and", CLONE_THREAD), ("jeq", CLONE_THREAD, "refuse", None), ("ld", 16)]
+    code += [("and", CLONE_VM), ("jeq", 0, "refuse", "allow"),  # a fork: its own memory
+             ("label", "allow"), ("ret", SECCOMP_RET_ALLOW), ("label", "enosys"),
+             ("ret", NO_SUCH_CALL), ("label", "refuse"), ("ret", NOT_PERMITTED)]
+    return _assemble(code)
+
+
+def refuse_new_tasks(threads: bool) -> bool:
+    """From now on this process (and the programs it runs) can start no process that runs its
+    own copy of it (fork: EPERM), no session or process group (setsid, setpgid), no System V
+    IPC object (shmget, semget, msgget); with `threads`, no thread either. Programs still
+    start (vfork, then exec: a compiler), in this process's group, which dies with it. False
+    where no seccomp program is known for this machine."""
+    program = _tasks_program(threads)
+    if program is None:
+        return False
+    if _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise ConfinementError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    instructions = (_SockFilter * len(program))(*program)
+    fprog = _SockFprog(len(program), instructions)
+    if _libc().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise ConfinementError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+    return True
+
+
 def _assemble(code: list[tuple]) -> list[_SockFilter]:
     """BPF from ("ld", offset), ("and", k), ("jeq"/"jge", k, if_true, if_false) with labels
     (None: the next instruction), ("ret", k) and ("label", name)."""
@@ -234,9 +280,11 @@ def _add_path(ruleset: int, path: str, rights: int) -> None:
 
 
 def confine(readable: Iterable[str], writable: Iterable[str], *,
-            local_sockets: bool = False) -> None:
+            local_sockets: bool = False, executable: Iterable[str] | None = None) -> None:
     """Confine this process for good (see the module). It must have one thread: Landlock and
     seccomp bind the calling thread and those it starts, never one already running.
+    With `executable`, only the programs there (files, or folders and all beneath) may be
+    run, not everything `readable` holds: a worker runs a compiler, never another Python.
     ConfinementError: a step failed, and the caller must stop rather than run student code."""
     if (why := problem()) is not None:
         raise ConfinementError(errno.ENOSYS, f"Landlock cannot confine here: {why}")
@@ -249,10 +297,14 @@ def confine(readable: Iterable[str], writable: Iterable[str], *,
     ruleset = _syscall(CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
                        ctypes.c_uint32(0))
     try:
+        reading = READ if executable is None else READ & ~EXECUTE
         for path in readable:
-            _add_path(ruleset, path, READ & handled)
+            _add_path(ruleset, path, reading & handled)
         for path in writable:
-            _add_path(ruleset, path, WRITE & handled)
+            _add_path(ruleset, path, (WRITE if executable is None else WRITE & ~EXECUTE)
+                      & handled)
+        for path in executable or ():
+            _add_path(ruleset, path, READ & handled)
         for path in sorted({p for pattern in DEVICES for p in glob.glob(pattern)}):
             _add_path(ruleset, path, (READ_FILE | WRITE_FILE | IOCTL_DEV) & handled)
         if _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

@@ -81,6 +81,37 @@ def forbidden_functions(names: tuple[str, ...] | None = None) -> dict[Callable |
     return functions
 
 
+class Refused(RuntimeError):
+    """Student code started what graded code may not: threads, or processes (`refuse_starts`).
+    The grader's message says which (`what`: "threads" or "processes")."""
+
+    def __init__(self, what: str):
+        super().__init__(f"graded code may not start {what}")
+        self.what = what
+
+
+def refuse_starts() -> None:
+    """From now on Python's own ways to start a thread or a process raise Refused in this
+    process (the worker, before the student's file loads): every torch call of student code
+    then runs on the thread the grader watches, in its process. The kernel refuses the rest
+    (`landlock.refuse_new_tasks`); a program still runs (a compiler: subprocess uses vfork)."""
+    import _thread
+    import threading
+
+    def refusing(what: str) -> Callable[..., Any]:
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise Refused(what)
+        return refuse
+
+    for module, name in ((_thread, "start_new_thread"), (_thread, "start_joinable_thread"),
+                         (threading, "_start_new_thread"), (threading, "_start_joinable_thread")):
+        if hasattr(module, name):
+            setattr(module, name, refusing("threads"))
+    for name in ("fork", "forkpty", "setsid", "setpgid"):
+        if hasattr(os, name):
+            setattr(os, name, refusing("processes"))
+
+
 @dataclass(frozen=True)
 class Limits:
     """How long and how much a worker may take for one submission (seconds, GiB)."""
@@ -123,9 +154,12 @@ WORKER_USER_ENV = "MHA_KIT_WORKER_USER"
 
 
 def _open_to_all(path: Path) -> bool:
-    """Whether every account may reach this file: o+x on it and on each folder above it."""
+    """Whether every account may reach this file or folder: o+x on each folder above it, and
+    on it o+x (a folder, a program) or o+r (a file: pip installs torch's modules 0644)."""
     path = path.resolve()
-    return all(p.stat().st_mode & 0o001 for p in [path, *path.parents])
+    own = 0o001 if path.is_dir() or os.access(path, os.X_OK) else 0o004
+    return bool(path.stat().st_mode & own) and all(p.stat().st_mode & 0o001
+                                                   for p in path.parents)
 
 
 def worker_user() -> str | None:

@@ -25,6 +25,7 @@ only; MHA_KIT_BWRAP names another bwrap binary.
 from __future__ import annotations
 
 import atexit
+import fnmatch
 import functools
 import glob
 import json
@@ -47,10 +48,23 @@ BWRAP_ENV = "MHA_KIT_BWRAP"
 SHM_BYTES = 64 * 2**20  # the private /dev/shm: semaphores and small shared buffers
 
 
+# The grader's environment variables student code sees: what Python, torch, its compiler and
+# the kit read. Nothing else (a token of Gradescope's, the instructor's paths) reaches it.
+STUDENT_ENV = ("PATH", "LANG", "LANGUAGE", "LC_*", "TZ", "PYTHONPATH", "PYTHONHASHSEED",
+               "MHA_KIT_*", "TORCH*", "PYTORCH_*", "OMP_*", "MKL_*", "OPENBLAS_*", "KMP_*",
+               "CUDA_*", "NVIDIA_*", "LD_LIBRARY_PATH", "CC", "CXX", "TRITON_*")
+
+
 def without_grader_paths(env: Mapping[str, str]) -> dict[str, str]:
     """`env` for student code: not TORCHINDUCTOR_CACHE_DIR, which torch sets in a process that
     used its compiler (a folder in /tmp, where a sandbox cannot write)."""
     return {k: v for k, v in env.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+
+
+def student_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` as a grader's worker gets it: the variables of STUDENT_ENV only."""
+    return {k: v for k, v in without_grader_paths(env).items()
+            if any(fnmatch.fnmatchcase(k, pattern) for pattern in STUDENT_ENV)}
 
 
 def _bwrap() -> str | None:
@@ -188,16 +202,55 @@ def readable(writable: Sequence[Path], programs: Sequence[str] = ()) -> list[str
     return [*SYSTEM_FOLDERS, *map(str, _python_folders(writable, programs))]
 
 
-def confinement(writable: Sequence[Path], programs: Sequence[str] = ()) -> dict | None:
-    """The Landlock setup of a worker that may write only `writable` (`landlock.confine`'s
-    arguments), or None where Landlock is not a layer here. Inside bubblewrap, /dev/shm is a
-    private one and stays writable (semaphores); with Landlock alone it is the machine's."""
+def confinement(writable: Sequence[Path], programs: Sequence[str] = (), *,
+                worker: bool = False) -> dict | None:
+    """The Landlock setup of a process that may write only `writable` (`landlock.confine`'s
+    arguments), or None where Landlock is not a layer here. A kernel's: inside bubblewrap,
+    /dev/shm is a private one and stays writable (semaphores); with Landlock alone it is the
+    machine's. A grader's `worker` writes no /dev/shm (every worker of a grader process shares
+    bubblewrap's: a channel between submissions) and runs only a compiler (`executables`)."""
     present = layers()
     if LANDLOCK not in present:
         return None
-    shm = [Path("/dev/shm")] if BUBBLEWRAP in present else []
-    return {"readable": readable(writable, programs),
-            "writable": [str(w) for w in [*writable, *shm]]}
+    shm = [Path("/dev/shm")] if BUBBLEWRAP in present and not worker else []
+    setup = {"readable": readable(writable, programs),
+             "writable": [str(w) for w in [*writable, *shm]]}
+    if not worker:
+        return setup
+    narrowed = [p for p in setup["readable"] if p not in WORKER_NARROWED] + [
+        *WORKER_ETC, *WORKER_PROC]
+    return {**setup, "readable": narrowed, "executable": executables()}
+
+
+# A worker reads of /etc and /proc only what Python, torch and its compiler read: not the
+# accounts' passwords (a worker that could not leave root's account), not another process's
+# command line or environment (the grader's). /proc/self names the worker's own folder, opened
+# where the rule is made: in the worker, which confines itself.
+WORKER_NARROWED = ("/etc", "/proc")
+WORKER_ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+              "/etc/timezone", "/etc/fonts", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
+              "/etc/alternatives", "/etc/os-release", "/etc/debian_version", "/etc/lsb-release",
+              "/etc/mime.types", "/etc/matplotlibrc")
+WORKER_PROC = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/sys", "/proc/filesystems",
+               "/proc/self")
+
+
+# The programs torch's compiler runs (inductor: the C++ compiler, which runs the assembler and
+# the linker; openssl hashes its precompiled header) and where a compiler keeps its own.
+# Student code in a worker may run these only.
+COMPILERS = ("cc", "c++", "gcc", "g++", "clang", "clang++", "as", "ld", "openssl")
+COMPILER_FOLDERS = ("/usr/lib/gcc", "/usr/libexec/gcc", "/usr/lib/gcc-cross", "/usr/lib/llvm-*")
+ELF_INTERPRETERS = ("/lib64/ld-linux*", "/lib/ld-linux*", "/lib/*/ld-linux*")
+
+
+@functools.cache
+def executables() -> list[str]:
+    """What a worker may run (`confinement`): the compilers on PATH and CC and CXX name, their
+    folders, and the dynamic loader, as real paths (Landlock checks the file a link names)."""
+    named = [os.environ.get("CC", ""), os.environ.get("CXX", ""), *COMPILERS]
+    found = [shutil.which(name) for name in named if name]
+    found += [p for pattern in (*COMPILER_FOLDERS, *ELF_INTERPRETERS) for p in glob.glob(pattern)]
+    return sorted({os.path.realpath(p) for p in found if p})
 
 
 def confined(argv: Sequence[str], writable: Sequence[Path], *, kit_link: Path,

@@ -25,10 +25,10 @@ import torch
 
 from ..messages import msg
 from ..runtime import one_thread
-from . import landlock
+from . import compiler, landlock
 from .framing import backward_from_dict, encode, receive, run_from_dict, write_all
 from .inprocess import InProcessSubmission
-from .policy import forbidden_functions
+from .policy import forbidden_functions, refuse_starts
 from .protocol import Call, StandIns, StudentCodeError
 
 PRINT_KEEP = 500  # characters of the student's printing kept for the report
@@ -98,6 +98,12 @@ def serve(config: dict, request_fd: int, reply_fd: int,
         landlock.confine(**config["confine"])
     after_confining()
     limit_resources(config["device"], config["memory_gib"])
+    refuse_starts()
+    compiler.start_no_pythons()
+    # Torch's pool of threads starts now, before threads are refused; a GPU's driver starts
+    # threads of its own, so there only Python's ways are refused.
+    torch.ones(1 << 20).add_(1)
+    landlock.refuse_new_tasks(threads=config["device"] == "cpu")
     forbidden = forbidden_functions(tuple(config["forbidden"]))
     if config["path"].endswith(".ipynb"):  # the grader's import, not the student's load time
         import IPython.core.inputtransformer2  # noqa: F401  (the zygote has it already)

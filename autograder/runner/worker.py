@@ -101,7 +101,10 @@ class WorkerSubmission:
         shutil.copyfile(self.path, self._workdir / self.path.name)
         fonts.seed(self._workdir)
         home = str(self._workdir)
-        env = {**os.environ, "HOME": home, "TMPDIR": home, "MPLCONFIGDIR": home}
+        # Torch's compiler without the Pythons it would start, which a worker may not run
+        # (`sandbox.executables`, `compiler`): no pool of compiling processes.
+        env = {**sandbox.student_environment(os.environ), "HOME": home, "TMPDIR": home,
+               "MPLCONFIGDIR": home, "TORCHINDUCTOR_COMPILE_THREADS": "1"}
         deadline = time.monotonic() + self.limits.start_s
         try:
             account = self._account()
@@ -120,7 +123,7 @@ class WorkerSubmission:
     def _confinement(self) -> dict | None:
         """Landlock's setup: the worker confines itself while it has its one thread."""
         assert self._workdir is not None
-        return sandbox.confinement([self._workdir])
+        return sandbox.confinement([self._workdir], worker=True)
 
     def _account(self) -> tuple[int, int] | None:
         """(uid, gid) of `self.user`, who then owns the temporary folder; None: the grader's."""

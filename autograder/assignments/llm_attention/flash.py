@@ -80,6 +80,12 @@ FLASH_CASES = (
 # The memory check's size: a (Tq, Tk) matrix of one head has 16.8 M elements, a block of the
 # scores at most H * Tq * block = 2.1 M.
 MEMORY_SHAPE = {"B": 1, "H": 2, "T": 4096, "D": 64, "block": 256}
+# The same watch on real tensors, whose values are checked too: the code measured is the code
+# graded (code that builds the matrix there and something else on meta passes on meta alone).
+# Smaller, for time: a (Tq, Tk) matrix of one head has 0.26 M elements (1 MB in float32), a
+# block of the scores at most H * Tq * block = 0.07 M, and what a Function should save (q, k,
+# v, out: 4 * H * T * D) 0.07 M.
+REAL_SHAPE = {"B": 1, "H": 2, "T": 512, "D": 16, "block": 64}
 
 
 def _pair(name: str, value: Any, c: Flash) -> tuple[Any, Any]:
@@ -122,56 +128,75 @@ def check_flash_forward(sub, ctx: Context) -> float:
     return 1.0
 
 
-def _memory_case(causal: bool) -> Message | str:
-    s = MEMORY_SHAPE
-    return msg("case.llm_memory", B=s["B"], H=s["H"], T=s["T"], D=s["D"], block=s["block"],
-               causal=causal)
+def _memory_case(causal: bool, real: bool = False) -> Message | str:
+    s = REAL_SHAPE if real else MEMORY_SHAPE
+    return msg("case.llm_memory_real" if real else "case.llm_memory", B=s["B"], H=s["H"],
+               T=s["T"], D=s["D"], block=s["block"], causal=causal)
 
 
-def _measure(sub, name: str, causal: bool, backward: bool) -> dict[str, Any]:
-    s = MEMORY_SHAPE
+def _real_inputs(ctx: Context, causal: bool) -> tuple[Tensor, Tensor, Tensor]:
+    s = REAL_SHAPE
+    gen = ctx.generator("llm_flash_memory", "real", causal)
+    return tuple(randn(gen, s["B"], s["H"], s["T"], s["D"], device="cpu").float() for _ in range(3))
+
+
+def _measure(sub, name: str, causal: bool, backward: bool,
+             inputs: tuple[Tensor, Tensor, Tensor] | None = None) -> dict[str, Any]:
+    """The memory job's report on meta tensors, or on the real `inputs` (then with the
+    output's values checked against the oracle)."""
+    s = REAL_SHAPE if inputs else MEMORY_SHAPE
     shape = (s["B"], s["H"], s["T"], s["D"])
+    case = _memory_case(causal, inputs is not None)
     try:
         report = sub.run_job(MEMORY_JOB, msg("llm.measuring", name=name), name=name,
                              q_shape=shape, k_shape=shape, is_causal=causal,
-                             block_size=s["block"], backward=backward)
+                             block_size=s["block"], backward=backward, inputs=inputs)
     except StudentCodeError as err:
         if err.kind != "timeout":
             raise
         raise CheckFailed(msg("llm.memory_too_slow", name=name, T=s["T"], block=s["block"],
-                              blocks=(s["T"] // s["block"]) ** 2),
-                          case=_memory_case(causal)) from None
+                              blocks=(s["T"] // s["block"]) ** 2), case=case) from None
     if isinstance(report, dict) and report.get("reads_values") is True:
-        raise CheckFailed(msg("llm.reads_values", name=name), case=_memory_case(causal))
+        raise CheckFailed(msg("llm.reads_values", name=name), case=case)
     if not isinstance(report, dict):
         raise CheckFailed(msg("llm.bad_memory_reply", name=name))
+    if inputs is not None:
+        out = report.get("out")
+        out = out[0] if name == FLASH and isinstance(out, tuple) and len(out) == 2 else out
+        want = oracle.flash(*inputs, causal)[0]
+        expect_close(msg("llm.flash_out", name=name), out, want, case, FLOAT32_TOL,
+                     dims=("B", "H", "Tq", "D"))
     return report
 
 
-def _expect_no_full_matrix(name: str, part: Any, causal: bool, stage: str) -> None:
+def _expect_no_full_matrix(name: str, part: Any, causal: bool, stage: str,
+                           real: bool = False) -> None:
     """No tensor made while `name` ran (`part`, a SizeWatch report) as large as one head's
     (Tq, Tk) scores, and not as many elements alive at once as the scores of every head."""
-    limit = MEMORY_SHAPE["T"] ** 2
+    shape = REAL_SHAPE if real else MEMORY_SHAPE
+    limit = shape["T"] ** 2
     if not isinstance(part, dict) or not isinstance(part.get("largest"), int):
         raise CheckFailed(msg("llm.bad_memory_reply", name=name))
     if part["largest"] >= limit:
         raise CheckFailed(msg(f"llm.full_matrix_{stage}", name=name, elements=part["largest"],
                               shape=tuple(part.get("shape", ())), op=str(part.get("op", ""))[:80],
-                              limit=limit), case=_memory_case(causal))
+                              limit=limit), case=_memory_case(causal, real))
     # Alive at once: the scores of every head. A loop's temporaries stay far below it (the
     # reference peaks at 9 M: a few blocks of 2 M while the next ones are made); blocks kept
     # in a list reach it.
-    every_head = MEMORY_SHAPE["H"] * limit
+    every_head = shape["H"] * limit
     peak = part.get("peak")
     if not isinstance(peak, int) or peak >= every_head:
         raise CheckFailed(msg("llm.blocks_kept", name=name, elements=peak, limit=every_head),
-                          case=_memory_case(causal))
+                          case=_memory_case(causal, real))
 
 
 def check_flash_memory(sub, ctx: Context) -> float:
     for causal in (False, True):
         report = _measure(sub, FLASH, causal, backward=False)
         _expect_no_full_matrix(FLASH, report.get("forward"), causal, "forward")
+        report = _measure(sub, FLASH, causal, backward=False, inputs=_real_inputs(ctx, causal))
+        _expect_no_full_matrix(FLASH, report.get("forward"), causal, "forward", real=True)
     return 1.0
 
 
@@ -195,20 +220,23 @@ def check_flash_backward(sub, ctx: Context) -> float:
 
     run_cases(one_case, BACKWARD_CASES)
     for causal in (False, True):
-        report = _measure(sub, AUTOGRAD, causal, backward=True)
-        _expect_little_kept(report, causal)  # first: what the graph keeps is alive at once
-        _expect_no_full_matrix(AUTOGRAD, report.get("forward"), causal, "forward")
-        if report.get("backward") is None:
-            raise CheckFailed(msg("llm.no_graph", name=AUTOGRAD), case=_memory_case(causal))
-        _expect_no_full_matrix(AUTOGRAD, report.get("backward"), causal, "backward")
+        for inputs in (None, _real_inputs(ctx, causal)):
+            real = inputs is not None
+            report = _measure(sub, AUTOGRAD, causal, backward=True, inputs=inputs)
+            _expect_little_kept(report, causal, real)  # first: what the graph keeps is alive
+            _expect_no_full_matrix(AUTOGRAD, report.get("forward"), causal, "forward", real)
+            if report.get("backward") is None:
+                raise CheckFailed(msg("llm.no_graph", name=AUTOGRAD),
+                                  case=_memory_case(causal, real))
+            _expect_no_full_matrix(AUTOGRAD, report.get("backward"), causal, "backward", real)
     return 1.0
 
 
-def _expect_little_kept(report: dict[str, Any], causal: bool) -> None:
+def _expect_little_kept(report: dict[str, Any], causal: bool, real: bool) -> None:
     """What the autograd graph keeps for backward (the tensors it saves, and those a custom
     Function put on `ctx`) is less than one head's (Tq, Tk) matrix; the message says where
     the most is kept."""
-    limit = MEMORY_SHAPE["T"] ** 2
+    limit = (REAL_SHAPE if real else MEMORY_SHAPE)["T"] ** 2
     saved, in_ctx = report.get("saved"), report.get("in_ctx")
     largest = in_ctx.get("largest") if isinstance(in_ctx, dict) else None
     if not (isinstance(saved, int) and isinstance(in_ctx, dict)
@@ -226,4 +254,4 @@ def _expect_little_kept(report: dict[str, Any], causal: bool) -> None:
     else:
         text = msg("llm.function_saves_too_much" if in_ctx["function"] else
                    "llm.saves_too_much", name=AUTOGRAD, elements=saved, limit=limit)
-    raise CheckFailed(text, case=_memory_case(causal))
+    raise CheckFailed(text, case=_memory_case(causal, real))

@@ -60,14 +60,16 @@ def decode(sub: LocalSubmission, *, init: tuple, params: dict[str, Tensor],
 
 
 class SizeWatch(TorchDispatchMode):
-    """The largest tensor any op makes, counted by the memory it owns (its storage's
-    elements: an expanded view costs what it expands); the most elements the tensors it made
-    held at once (blocks kept in a list add up); and whether values were read."""
+    """The largest tensor any op makes or grows, counted by the memory it owns (its storage's
+    elements: an expanded view costs what it expands, and a tensor grown by `resize_` or
+    written by `out=` what it holds after); the most elements the tensors it made held at once
+    (blocks kept in a list add up); and whether values were read."""
 
     def __init__(self) -> None:
         super().__init__()
         self.largest, self.shape, self.op, self.reads_values = 0, (), "", False
         self.live = self.peak = 0
+        self.owned: dict[int, int] = {}  # storage -> its elements, as this watch last saw it
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
         if func._schema.name in READS_VALUES:
@@ -75,19 +77,24 @@ class SizeWatch(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         given = {t.untyped_storage()._cdata for t in tree_leaves((args, kwargs))
                  if type(t) is Tensor}
-        for t in tree_leaves(out):  # new memory: not a view, alias or in-place result
-            if (type(t) is Tensor and t.element_size()
-                    and t.untyped_storage()._cdata not in given):
-                owned = t.untyped_storage().nbytes() // t.element_size()
-                if owned > self.largest:
-                    self.largest, self.shape, self.op = owned, tuple(t.shape), func._schema.name
-                self.live += owned
-                self.peak = max(self.peak, self.live)
-                weakref.finalize(t, self._freed, owned)
+        for t in tree_leaves(out):
+            if type(t) is not Tensor or not t.element_size():
+                continue
+            key, owned = t.untyped_storage()._cdata, _owned(t)
+            if owned > self.largest:
+                self.largest, self.shape, self.op = owned, tuple(t.shape), func._schema.name
+            before = self.owned.get(key)
+            if before is None and key in given:  # an input's memory, not this code's
+                continue
+            self.live += owned - (before or 0)  # new memory, or memory grown in place
+            self.peak = max(self.peak, self.live)
+            if before is None:
+                weakref.finalize(t, self._freed, key)
+            self.owned[key] = max(owned, before or 0)
         return out
 
-    def _freed(self, owned: int) -> None:
-        self.live -= owned
+    def _freed(self, key: int) -> None:
+        self.live -= self.owned.pop(key, 0)
 
     def report(self) -> dict[str, Any]:
         return {"largest": self.largest, "shape": self.shape, "op": self.op, "peak": self.peak}
@@ -149,15 +156,16 @@ def kept_in_ctx(out: Tensor, counted: set[int]) -> dict[str, Any]:
 
 
 def memory(sub: LocalSubmission, *, name: str, q_shape: tuple[int, ...],
-           k_shape: tuple[int, ...], is_causal: bool, block_size: int,
-           backward: bool) -> dict[str, Any]:
-    """`name`(q, k, v) on meta tensors: the largest tensor made in forward (and, with
-    `backward`, in backward, how many elements the autograd graph saves for it and what a
-    custom Function keeps on `ctx`); or {"reads_values": True} when the code reads values,
-    which meta tensors do not have."""
-    q = torch.randn(q_shape, device="meta", requires_grad=backward)
-    k = torch.randn(k_shape, device="meta", requires_grad=backward)
-    v = torch.randn(k_shape, device="meta", requires_grad=backward)
+           k_shape: tuple[int, ...], is_causal: bool, block_size: int, backward: bool,
+           inputs: tuple[Tensor, Tensor, Tensor] | None = None) -> dict[str, Any]:
+    """`name`(q, k, v) on meta tensors of these shapes, or on the real `inputs`: the largest
+    tensor made in forward (and, with `backward`, in backward, how many elements the autograd
+    graph saves for it and what a custom Function keeps on `ctx`), and with `inputs` what it
+    returned (its values are checked: the code measured is the code graded); or
+    {"reads_values": True} when the code reads values, which meta tensors do not have."""
+    q, k, v = (t.detach().clone().requires_grad_(backward) for t in inputs) if inputs else (
+        torch.randn(shape, device="meta", requires_grad=backward)
+        for shape in (q_shape, k_shape, k_shape))
     function, watch, saved, counted = sub.lookup(name), SizeWatch(), [0], set()
 
     def pack(t: Tensor) -> Tensor:
@@ -179,6 +187,8 @@ def memory(sub: LocalSubmission, *, name: str, q_shape: tuple[int, ...],
             return {"reads_values": True}
         raise
     result: dict[str, Any] = {"forward": watch.report(), "saved": saved[0]}
+    if inputs:
+        result["out"] = vetted(out, name)
     if backward:
         if type(out) is not Tensor or not out.requires_grad:
             return {**result, "backward": None}

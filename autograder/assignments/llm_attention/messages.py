@@ -30,6 +30,8 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "llm.flash_lse": "{name} logsumexp",
         "case.llm_memory": "on the meta device, B={B}, H={H}, Tq=Tk={T}, D={D}, "
                            "block_size={block}, is_causal={causal}",
+        "case.llm_memory_real": "on the CPU, float32, B={B}, H={H}, Tq=Tk={T}, D={D}, "
+                                "block_size={block}, is_causal={causal}",
         "llm.measuring": "{name} (memory watch)",
         "llm.reads_values": "{name} reads a tensor's values into Python (.item(), int(t), "
                             "float(t), or `if` on a tensor): the memory check runs it on the "
@@ -196,6 +198,8 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "llm.flash_lse": "{name} 的 logsumexp",
         "case.llm_memory": "在 meta 设备上，B={B}，H={H}，Tq=Tk={T}，D={D}，block_size={block}，"
                            "is_causal={causal}",
+        "case.llm_memory_real": "在 CPU 上，float32，B={B}，H={H}，Tq=Tk={T}，D={D}，"
+                                "block_size={block}，is_causal={causal}",
         "llm.measuring": "{name}（内存监测）",
         "llm.reads_values": "{name} 把张量的值读进了 Python（.item()、int(t)、float(t)，或对张量"
                             "用 if）：内存检查在 meta 设备上运行它，那里的张量只有形状没有值。"

@@ -1,0 +1,46 @@
+"""The kit's pieces that stand in for a student's failing ones (`CheckSpec.stand_ins`): each is
+right by its own checks, and the worker puts it in place of the student's for one check only."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import TEMPLATE, messages_with
+
+from autograder.grading.batch import loaded_worker
+from autograder.grading.registry import ASSIGNMENTS, SPECS, own_checks, run_checks
+from autograder.messages import msg
+from autograder.runner.inprocess import InProcessSubmission
+
+WITH_STAND_INS = sorted({name for name, table in ASSIGNMENTS.items()
+                         for spec in table if spec.stand_ins})
+
+
+@pytest.mark.parametrize("assignment", WITH_STAND_INS)
+def test_each_stand_in_passes_the_checks_of_its_piece(assignment: str):
+    module = importlib.import_module(f"autograder.assignments.{assignment}.standins")
+    pieces = {(spec.id, piece) for spec in ASSIGNMENTS[assignment] for piece in spec.stand_ins}
+    checks = sorted({own for check_id, piece in pieces
+                     for own in own_checks(SPECS[check_id], piece)})
+    results = run_checks(InProcessSubmission(dict(vars(module))), only=checks,
+                         assignment=assignment)
+    assert [r.id for r in results if not r.passed] == [], [str(r.message) for r in results]
+
+
+def test_the_worker_stands_in_for_one_check_only(tmp_path: Path):
+    """attend is wrong: AttentionHead is graded with the kit's attend, and after that check the
+    student's attend is the one a call finds again."""
+    path = tmp_path / "wrong_attend.py"
+    path.write_text(TEMPLATE.read_text().replace("F.softmax(scores, dim=-1)",
+                                                 "F.softmax(scores, dim=-2)"))
+    with loaded_worker(path, "cpu", None) as sub:
+        results = {r.id: r for r in run_checks(sub, only=["attend", "attention_head"])}
+        scores = torch.randn(1, 3, 3, dtype=torch.float64)
+        after = sub.call("attend", scores, torch.randn(1, 3, 2, dtype=torch.float64)).value[1]
+    assert not results["attend"].passed and results["attention_head"].passed
+    (note,) = messages_with(results["attention_head"].message, "standin.note")
+    assert note.params == {"text": msg("ok"), "pieces": "`attend`", "checks": "attend"}
+    assert torch.allclose(after, scores.softmax(dim=-2))  # the student's own, again
