@@ -295,9 +295,21 @@ def test_a_class_whose_notebooks_are_of_different_assignments_is_refused(tmp_pat
         (tmp_path / student).mkdir()
         (tmp_path / student / notebook.name).write_bytes(notebook.read_bytes())
     assert main(["grade", str(tmp_path), "--csv", str(tmp_path / "grades.csv")]) == 2
-    assert ("the notebooks are of different assignments: shapes (aaron), mha (alice); name the "
-            "one to grade with --assignment") in capsys.readouterr().err
+    assert ("the submissions are of different assignments: shapes (aaron), mha (alice); name "
+            "the one to grade with --assignment") in capsys.readouterr().err
     assert not (tmp_path / "grades.csv").exists()
+
+
+def test_one_notebook_does_not_choose_the_checks_of_a_class_of_py_files(tmp_path, capsys):
+    """A .py file's definitions say which assignment it answers: a warm-up notebook among a
+    class of mha files makes the class ask for --assignment, not graded as the warm-up."""
+    (tmp_path / "alice.py").write_text(TEMPLATE.read_text())
+    (tmp_path / "mallory").mkdir()
+    warmup = ROOT / "solutions" / "shapes" / "shapes_warmup.ipynb"
+    (tmp_path / "mallory" / warmup.name).write_bytes(warmup.read_bytes())
+    assert main(["grade", str(tmp_path), "--csv", str(tmp_path / "grades.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "shapes (mallory)" in err and "mha (alice)" in err
 
 
 def test_a_notebook_that_names_no_assignment_has_no_say_in_the_class(tmp_path):
@@ -308,9 +320,9 @@ def test_a_notebook_that_names_no_assignment_has_no_say_in_the_class(tmp_path):
              '"metadata": {}, "cells": []}', "carol": "{not json"}
     for student, text in files.items():
         (tmp_path / f"{student}.ipynb").write_text(text)
-    (tmp_path / "erin.py").write_text("def split_heads(x, num_heads): ...\n")  # names mha's
+    (tmp_path / "erin.py").write_text("x = 1\n")  # defines no name of any contract
     entries = discover(tmp_path)
-    assert class_assignment(entries) == "shapes"  # a .py's definitions have no say either
+    assert class_assignment(entries) == "shapes"  # nor has a .py file that defines none
     (tmp_path / "dave.ipynb").write_bytes((ROOT / "assignments" / "mha" /
                                            "multi_head_attention.ipynb").read_bytes())
     with pytest.raises(MixedAssignments, match=r"^shapes \(aaron\), mha \(dave\)$"):
@@ -365,6 +377,20 @@ def test_gradescope_entry_point_writes_the_graders_results(tmp_path):
     assert payload["execution_time"] > 0
     unprotected = sandbox.unprotected()  # the instructor's log says what nothing protects
     assert (render(unprotected) in run.stderr) if unprotected else "sandbox" not in run.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is of a root worker")
+def test_gradescope_refuses_a_root_worker_with_nothing_to_confine_it(tmp_path):
+    """No Landlock and no account to drop to: student code could forge results.json. The
+    entry point refuses, in the log, unless the instructor overrides it."""
+    upload = tmp_path / "submission"
+    upload.mkdir()
+    (upload / "answer.py").write_text(TEMPLATE.read_text())
+    results = tmp_path / "results.json"
+    run = run_autograder(upload, results, cwd=tmp_path, MHA_KIT_SANDBOX="bwrap",
+                         **{WORKER_USER_ENV: ""})
+    assert run.returncode != 0 and not results.exists()
+    assert "MHA_KIT_ALLOW_UNCONFINED=1" in run.stderr
 
 
 def test_gradescope_entry_point_without_a_submission(tmp_path):

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 import torch
 from conftest import HOSTILE, TEMPLATE, TINY
@@ -10,6 +13,7 @@ from conftest import HOSTILE, TEMPLATE, TINY
 from autograder.grading.batch import grade_submission
 from autograder.grading.registry import run_check
 from autograder.messages import ids_in, msg
+from autograder.runner import policy
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.policy import FORBIDDEN_ENV
 from autograder.runner.worker import WorkerSubmission
@@ -110,3 +114,19 @@ def test_the_same_submission_gets_the_same_grade_every_time(tmp_path):
     assert [(r.id, r.score, r.message) for r in first] == \
         [(r.id, r.score, r.message) for r in second]
     assert problems == again
+
+
+def test_a_root_grader_drops_to_nobody_where_pip_installed_its_modules_0644():
+    """pip writes modules 0644 and folders 0755: every account can read them, and the check
+    that decides the drop said otherwise (it asked o+x of the module file itself)."""
+    with tempfile.TemporaryDirectory() as folder:  # under /tmp, which every account reaches
+        root = Path(folder)
+        module = root / "site" / "torch" / "__init__.py"
+        module.parent.mkdir(parents=True)
+        module.write_text("")
+        for path, mode in ((root, 0o755), (root / "site", 0o755), (module.parent, 0o755),
+                           (module, 0o644)):
+            path.chmod(mode)
+        assert policy._open_to_all(module) and policy._open_to_all(module.parent)
+        (root / "site").chmod(0o700)  # a folder above it closed (a venv under /root)
+        assert not policy._open_to_all(module)

@@ -75,18 +75,21 @@ def discover(root: Path, assignment: str | None = None) -> list[StudentFile]:
 
 
 class MixedAssignments(Exception):
-    """Notebooks of a class whose test cells name different assignments; str() says who handed
-    in which ("mha (alice, bob, carol, ...), shapes (aaron)")."""
+    """Submissions of a class that answer different assignments; str() says who handed in
+    which ("mha (alice, bob, carol, ...), shapes (aaron)")."""
 
 
 def class_assignment(entries: list[StudentFile]) -> str:
-    """The assignment the class's notebooks are of, as their test cells name it ("mha" when
-    none does): a student must not choose the checks the class is graded by, so notebooks
-    that name different ones raise MixedAssignments. A notebook that names none (its test
-    cells deleted, or not a notebook at all) has no say; grading tells what is wrong with it."""
+    """The assignment the class's submissions are of: what the notebooks' test cells name, and
+    what the .py files define the names of ("mha" when none says): a student must not choose
+    the checks the class is graded by (one warm-up notebook among a class of .py files chose
+    them all), so submissions that answer different ones raise MixedAssignments. One that says
+    none (its test cells deleted, a file that defines nothing) has no say; grading tells what
+    is wrong with it."""
     found: dict[str, list[str]] = {}
     for entry in entries:
-        named = _named_assignment(entry.path) if entry.path is not None else None
+        named = (_named_assignment(entry.path) or _defined_assignment(entry.path)
+                 if entry.path is not None else None)
         if named is not None:
             found.setdefault(named, []).append(entry.student)
     if len(found) > 1:

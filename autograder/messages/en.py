@@ -55,6 +55,11 @@ TEMPLATES: dict[str, str] = {
     "standin.note": "{text}; graded with the kit's {pieces}, since yours failed {checks}",
 
     # The score table and Gradescope (grading.report), batches (grading.batch, grading.files)
+    "gradescope.unconfined": "run_autograder: not grading: student code would run as root "
+                             "with no Landlock to confine it (and no account to drop to), so it "
+                             "could write this grading's results itself. Give the image a kernel "
+                             "with Landlock, or make Python, torch and the kit readable by "
+                             "`nobody`; or set {variable}=1 to grade anyway",
     "report.check": "check",
     "report.points": "points",
     "report.message": "message",
@@ -106,7 +111,7 @@ TEMPLATES: dict[str, str] = {
     "cli.jobs": "--jobs must be at least 1",
     "cli.not_a_folder": "{path}: not a folder",
     "cli.no_submissions": "{path}: no submissions (.py, .ipynb or one folder per student)",
-    "cli.mixed_assignments": "{path}: the notebooks are of different assignments: {found}; "
+    "cli.mixed_assignments": "{path}: the submissions are of different assignments: {found}; "
                              "name the one to grade with --assignment",
     "notebook.failed": "{check} earned 0 of {points} points: the ✗ line above says why",
     "notebook.unknown_check": "unknown check {check!r}; choose from {ids}",

@@ -53,6 +53,10 @@ TEMPLATES: dict[str, str] = {
     "standin.note": "{text}；本项用套件自己的 {pieces} 评分，因为你的没有通过 {checks}",
 
     # The score table, Gradescope and batches
+    "gradescope.unconfined": "run_autograder：不评分：学生代码将以 root 身份运行，没有 Landlock "
+                             "约束它（也没有可以降级的账户），因此它可以自己写这次评分的结果。"
+                             "请使用带 Landlock 的内核，或让 `nobody` 能读取 Python、torch 和"
+                             "本套件；或者设置 {variable}=1 仍然评分",
     "report.check": "检查项",
     "report.points": "得分",
     "report.message": "说明",
@@ -103,7 +107,7 @@ TEMPLATES: dict[str, str] = {
     "cli.jobs": "--jobs 至少为 1",
     "cli.not_a_folder": "{path}：不是文件夹",
     "cli.no_submissions": "{path}：没有提交（.py、.ipynb，或每个学生一个文件夹）",
-    "cli.mixed_assignments": "{path}：这些 notebook 属于不同的作业：{found}；请用 --assignment "
+    "cli.mixed_assignments": "{path}：这些提交属于不同的作业：{found}；请用 --assignment "
                              "指明要批改哪一个",
     "notebook.failed": "{check} 得 0 分（满分 {points}）：原因见上面 ✗ 开头的那一行",
     "notebook.unknown_check": "没有检查项 {check!r}；可选：{ids}",
