@@ -44,8 +44,8 @@ def test_forbidden_apis_are_caught_in_process_too():
     assert head.score == 0
     assert head.message == msg("runner.forbidden", name="AttentionHead.forward",
                                api="F.scaled_dot_product_attention")
-    looped = run_check("looped_mha", sub)
-    assert looped.score == 0 and looped.message == msg(
+    looped = run_check("looped_mha", sub)  # with the kit's AttentionHead: yours fails its check
+    assert looped.score == 0 and looped.message.params["text"] == msg(
         "runner.forbidden", name="LoopedMultiHeadAttention.forward", api="nn.MultiheadAttention")
     assert run_check("split_heads", sub).passed  # the rest of the file still counts
     assert not torch.overrides._get_current_function_mode_stack()  # no watch left behind

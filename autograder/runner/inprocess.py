@@ -14,6 +14,7 @@ import re
 import sys
 from collections.abc import Callable, Collection
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 import torch
@@ -182,7 +183,7 @@ class _Watch(_Noting, TorchFunctionMode):
     identity or, for `torch.ops`, by its ATen name; and the first of the kit's own functions
     that computes for it (`kit_answering`: the oracle's steps, a stand-in outside its check)."""
 
-    def __init__(self, forbidden: dict[Callable | str, str], stand_ins: bool):
+    def __init__(self, forbidden: dict[Callable | str, str], stand_ins: frozenset[CodeType]):
         super().__init__(forbidden)
         self.stand_ins = stand_ins
         self.kit: str | None = None
@@ -221,6 +222,7 @@ class InProcessSubmission:
         self.memory_limit_gib: float | None = None  # set by the worker, for messages
         self.warnings: list[Message] = []  # what PyTorch warned about, in the current check
         self._replaced: dict[str, Any] = {}  # the student's own values under stand-ins
+        self._stand_in_code: frozenset[CodeType] = frozenset()  # what the kit may run for it
 
     @classmethod
     def from_path(cls, path: str | Path, forbidden: dict[Callable | str, str] | None = None,
@@ -245,11 +247,14 @@ class InProcessSubmission:
                 self.namespace.pop(name, None)
             else:
                 self.namespace[name] = value
-        self._replaced = {}
+        self._replaced, self._stand_in_code = {}, frozenset()
         if stand_ins is not None:
-            for name, value in stand_in_values(stand_ins).items():
+            values = stand_in_values(stand_ins)
+            for name, value in values.items():
                 self._replaced[name] = self.namespace.get(name, _ABSENT)
                 self.namespace[name] = value
+            self._stand_in_code = frozenset(code for value in values.values()
+                                            for code in _code_of(value))
 
     def cpu_seconds(self) -> None:
         """None: no cross-check of the reported times against this process's CPU time. In
@@ -268,7 +273,7 @@ class InProcessSubmission:
         """Run student code; any failure, or a forbidden API, becomes a StudentCodeError, and
         what PyTorch warns about is noted (`warned`). `watch=False` skips the forbidden-API
         watch and the notes, which cost time on every torch call (timing runs)."""
-        watchers = ((_OpWatch(self.forbidden), _Watch(self.forbidden, bool(self._replaced)))
+        watchers = ((_OpWatch(self.forbidden), _Watch(self.forbidden, self._stand_in_code))
                     if watch else ())
         failure = None
         try:
@@ -430,6 +435,13 @@ class InProcessSubmission:
             raise ValueError(f"not a kit job: {job!r}")
         module_name, _, function = job.partition(":")
         return getattr(importlib.import_module(module_name), function)(self, **kwargs)
+
+
+def _code_of(value: Any) -> list[CodeType]:
+    """The code a stand-in runs first: a function's, or a class's own methods'."""
+    if isinstance(value, type):
+        return [f.__code__ for f in vars(value).values() if hasattr(f, "__code__")]
+    return [value.__code__] if hasattr(value, "__code__") else []
 
 
 def load_weights(module: nn.Module, owner: str, params: dict[str, torch.Tensor | None]) -> None:

@@ -10,6 +10,7 @@ import linecache
 import os
 import re
 import sysconfig
+from collections.abc import Collection
 from types import CodeType, FrameType
 
 from ..messages import Message, msg
@@ -39,25 +40,23 @@ StudentLine = tuple[int | None, str, Message | str]
 
 
 # The kit's own code by what it may do while student code runs: the harness (the runner, the
-# jobs that drive student code) calls it; stand-ins answer for a failing piece, in their check
-# only; anything else of the kit's (the oracle, the variants, the baselines) answers nothing
-# for a student.
+# jobs that drive student code) calls it; anything else of the kit's (the oracle, the variants,
+# the baselines, the stand-ins outside the check they stand in for) answers nothing for a
+# student.
 _KIT = os.path.dirname(os.path.dirname(__file__)) + os.sep
 _HARNESS = re.compile(r"runner/[^/]+\.py|assignments/[^/]+/jobs\.py|speed/measure\.py")
-_STAND_IN = re.compile(r"assignments/[^/]+/standins\.py")
 _LIBRARY = tuple(prefix for prefix in _NOT_STUDENT if prefix != _KIT)
 _KINDS: dict[str, str] = {}
 
 
 def _kind(filename: str) -> str:
-    """"harness", "stand_in" or "answer" for the kit's files, "library" for torch's, Python's
-    and installed packages', else "student"."""
+    """"harness" or "answer" for the kit's files, "library" for torch's, Python's and installed
+    packages', else "student"."""
     kind = _KINDS.get(filename)
     if kind is None:
         if filename.startswith(_KIT):
             inside = filename[len(_KIT):].replace(os.sep, "/")
-            kind = ("harness" if _HARNESS.fullmatch(inside) else
-                    "stand_in" if _STAND_IN.fullmatch(inside) else "answer")
+            kind = "harness" if _HARNESS.fullmatch(inside) else "answer"
         elif filename.startswith(_LIBRARY) or filename.startswith("<"):
             kind = "library"
         else:
@@ -66,22 +65,23 @@ def _kind(filename: str) -> str:
     return kind
 
 
-def kit_answering(frame: FrameType | None, stand_ins: bool) -> str | None:
+def kit_answering(frame: FrameType | None, allowed: Collection[CodeType] = ()) -> str | None:
     """The kit's function ("autograder.oracle.split_heads") that made a torch call, from its
     caller's `frame` out, for student code (or as its answer: `split_heads = oracle.split_heads`);
-    None where the student's code, a library or the kit's harness made it, or a stand-in
-    (`stand_ins`: while the check they stand in for runs). Code of the kit's reached through
-    torch or Python (a `vmap`, a `map`) is found too."""
+    None where the student's code, a library or the kit's harness made it, or code `allowed`
+    (the stand-ins of the check that runs). Code of the kit's reached through torch or Python
+    (a `vmap`, a `map`) is found too."""
     found = None
     while frame is not None:
-        kind = _kind(frame.f_code.co_filename)
-        if kind == "stand_in" and stand_ins:
+        if frame.f_code in allowed:
             return None
+        kind = _kind(frame.f_code.co_filename)
         if kind in ("student", "harness"):  # a kit function may be the answer itself
             return found
         if kind != "library" and found is None:
             module = frame.f_code.co_filename[len(_KIT) - len("autograder/"):-len(".py")]
-            found = f"{module.replace(os.sep, '.')}.{frame.f_code.co_name}"
+            name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+            found = f"{module.replace(os.sep, '.')}.{name}"
         frame = frame.f_back
     return found
 
