@@ -14,7 +14,7 @@ from conftest import CORPUS, ROOT
 from nbclient import NotebookClient
 
 from autograder import editions
-from autograder.grading.registry import ASSIGNMENTS, WAITING_MESSAGES
+from autograder.grading.registry import ASSIGNMENTS, SPECS, WAITING_MESSAGES
 from autograder.messages import msg
 from autograder.release import with_interpreter_on_path
 from autograder.runner.loading import is_test_cell
@@ -119,11 +119,16 @@ def errors(cell) -> list[dict]:
 
 
 def unexpected_errors(cell, lang: str | None = None) -> list[str]:
-    """A cell's errors other than "not implemented" (for a check that waits for others, the
-    message of what it waits for), those messages in `lang` (English when None)."""
+    """A cell's errors other than "not implemented" (for a check that waits for others, or
+    whose pieces all fail their own checks, the message of what it waits for), those messages
+    in `lang` (English when None)."""
     check_id = nbgrader_meta(cell).get("grade_id")
+    spec = SPECS.get(check_id)
     if check_id in WAITING_MESSAGES:
         expected = WAITING_MESSAGES[check_id].render(lang or "en")
+    elif spec and set(spec.uses) <= set(spec.stand_ins):  # every piece's own check fails
+        expected = msg("waiting.stand_ins", pieces=", ".join(f"`{n}`" for n in spec.uses)
+                       ).render(lang or "en")
     else:
         stub = msg("runner.not_implemented", name="name").render(lang or "en")
         expected = stub.replace("`name`", "").strip()

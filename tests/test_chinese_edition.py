@@ -82,7 +82,7 @@ def test_code_and_test_cells_are_the_english_ones(folder):
 
 
 def _message(namespace: dict, check_id: str = "split_heads") -> Message:
-    return run_check(check_id, InProcessSubmission(namespace)).message
+    return run_check(check_id, InProcessSubmission(namespace, kit_code=True)).message
 
 
 def _not_implemented(x, num_heads):

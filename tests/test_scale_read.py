@@ -80,12 +80,17 @@ def test_a_scale_is_said_only_when_every_failing_case_follows_one_rule():
 
 
 def test_a_module_scaled_by_a_constant_is_told_the_constant(tmp_path: Path):
+    """The same constant in scaled_scores, AttentionHead and the fused module (the looped
+    module is graded with the kit's AttentionHead, since that one fails its check)."""
     path = tmp_path / "tenth.py"
     path.write_text(TEMPLATE.read_text().replace(
         "torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])",
-        "torch.matmul(q, k.transpose(-2, -1)) * 0.1"))
+        "torch.matmul(q, k.transpose(-2, -1)) * 0.1").replace(
+        "return attend(scaled_scores(q, k), v, attn_mask)",
+        "return attend(q @ k.transpose(-2, -1) * 0.1, v, attn_mask)").replace(
+        "scores = scaled_scores(q, k)", "scores = q @ k.transpose(-2, -1) * 0.1"))
     for result in run_checks(InProcessSubmission.from_path(path),
-                             only=["scaled_scores", "attention_head", "looped_mha", "fused_mha"]):
+                             only=["scaled_scores", "attention_head", "fused_mha"]):
         assert not result.passed
         assert named_in(result.message) == ["scale_read"], result.message
         said = messages_with(result.message, "mistake.scale_read")

@@ -61,7 +61,7 @@ def test_the_style_set_has_every_kind_and_the_reliability_set_covers_them() -> N
                                   "seeds: bmm, nn.Softmax, tensor scale, buffer mask"])
 def test_a_style_is_a_complete_submission(name: str) -> None:
     """`mha-kit bench --reliability` grades styles as submissions: they pass the speed_check."""
-    sub = InProcessSubmission({"MultiHeadAttention": STYLES[name]})
+    sub = InProcessSubmission({"MultiHeadAttention": STYLES[name]}, kit_code=True)
     for check_id in ("fused_mha", "fused_mha_masks", "fused_mha_contract"):
         assert run_check(check_id, sub).passed, check_id
 
@@ -96,7 +96,8 @@ def test_what_grows_with_the_heads_runs_once_per_head() -> None:
      ["torch.Tensor.__getitem__"]),
 ])
 def test_the_timing_run_counts_the_calls(tiny, name: str, loops: list, moves: list) -> None:
-    sub = InProcessSubmission({"MultiHeadAttention": STYLES[name]}, forbidden={})
+    sub = InProcessSubmission({"MultiHeadAttention": STYLES[name]}, forbidden={},
+                              kit_code=True)
     measurement = speed_measure.measure_speed(sub, "cpu", 3, timer=fake_timer(KIT_TIMES, 1e-3))
     judged = speed_score.judge(measurement, "cpu", 3)
     assert judged.problem is None and judged.heads == (TINY.H, TINY.H // 2)
@@ -113,7 +114,8 @@ def test_the_timing_run_counts_the_calls(tiny, name: str, loops: list, moves: li
 
 
 def test_malformed_counts_are_not_scored(tiny) -> None:
-    sub = InProcessSubmission({"MultiHeadAttention": STYLES["einsum"]}, forbidden={})
+    sub = InProcessSubmission({"MultiHeadAttention": STYLES["einsum"]}, forbidden={},
+                              kit_code=True)
     measurement = speed_measure.measure_speed(sub, "cpu", 4, timer=fake_timer(KIT_TIMES, 1e-3))
     for bad in (None, {"heads": [TINY.H, TINY.H], "counts": [{}, {}]},
                 {"heads": [TINY.H, TINY.H // 2], "counts": [{"x": -1}, {}]},

@@ -203,7 +203,8 @@ class ReturnsZeros(as_student_class(FusedReference)):
 
 @pytest.mark.parametrize("cls", [CachesItsOutput, ReturnsZeros])
 def test_spot_check_rejects_wrong_outputs(tiny, cls: type[nn.Module]) -> None:
-    sub, seed = InProcessSubmission({"MultiHeadAttention": cls}, forbidden={}), 5
+    sub = InProcessSubmission({"MultiHeadAttention": cls}, forbidden={}, kit_code=True)
+    seed = 5
     measurement = speed_measure.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 1e-4))
     fraction, message = score_once(measurement, "cpu", seed)
     assert fraction == 0.0
@@ -212,7 +213,8 @@ def test_spot_check_rejects_wrong_outputs(tiny, cls: type[nn.Module]) -> None:
 
 def test_kit_modules_pass_the_spot_check_as_students(tiny) -> None:
     for cls in (FusedReference, HeadLoopReference):
-        sub = InProcessSubmission({"MultiHeadAttention": as_student_class(cls)}, forbidden={})
+        sub = InProcessSubmission({"MultiHeadAttention": as_student_class(cls)}, forbidden={},
+                                  kit_code=True)
         measurement = speed_measure.measure_speed(sub, "cpu", 9, timer=fake_timer(KIT_TIMES, 1e-3))
         assert speed_score.spot_check(measurement["outputs"], TINY, 9) is None
 
@@ -255,9 +257,11 @@ def test_it_waits_for_the_value_checks_it_relies_on() -> None:
                        Context(results={"fused_mha": failed}))
     assert result.score == 0 and result.message == msg("waiting.failing", what=waiting,
                                                        checks="fused_mha")
-    # The timing is causal: a wrong causal mask is a failing value check, never "cheating".
-    tril = TEMPLATE.read_text().replace("torch.triu(", "torch.tril(").replace(
-        "diagonal=1)", "diagonal=0)")
+    # The timing is causal: a module's wrong causal mask is a failing value check, never
+    # "cheating" (one in causal_mask costs that check alone: the module gets the kit's).
+    tril = TEMPLATE.read_text().replace(
+        "causal = causal_mask(tq, device=device)",
+        "causal = torch.ones(tq, tq, dtype=torch.bool, device=device).tril()")
     result = run_check("speed_fused_vs_looped", NeverTimed(_namespace(tril)), Context())
     assert result.score == 0 and result.message == msg("waiting.failing", what=waiting,
                                                        checks="fused_mha_masks")

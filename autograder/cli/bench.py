@@ -57,7 +57,8 @@ def grade_batch(names: list[str], n: int, device: str) -> dict[str, list[tuple[f
                                 f"MultiHeadAttention = STYLES[{name!r}]\n", encoding="utf-8")
                 path.chmod(0o644)
         limits = Limits.from_env()  # as `mha-kit grade` without limit flags
-        for entry, payload in grade_all(discover(Path(folder)), 2, device, "mha", limits):
+        for entry, payload in grade_all(discover(Path(folder)), 2, device, "mha", limits,
+                                        kit_code=True):  # the kit's own styles
             test = next(t for t in payload["tests"] if t["name"] == SPEED_CHECK)
             graded[names[int(entry.student.rpartition("_s")[2])]].append(
                 (test["score"] / test["max_score"], test["output"]))
@@ -81,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_PASS if ok else EXIT_FAIL
     sub = None
     if args.submission:
-        sub = InProcessSubmission.from_path(args.submission, forbidden={})  # not grading
+        sub = InProcessSubmission.from_path(args.submission, forbidden={},
+                                            kit_code=True)  # not grading: beside the kit's
         for problem in sub.problems:
             print(f"while loading {args.submission}: {problem}")
     tables = {}

@@ -48,10 +48,12 @@ R = TypeVar("R")  # what grading one gives
 
 
 @contextlib.contextmanager
-def loaded_worker(path: Path, device: str, limits: Limits | None) -> Iterator[WorkerSubmission]:
-    """A worker with the file loaded: its code runs only there."""
+def loaded_worker(path: Path, device: str, limits: Limits | None,
+                  kit_code: bool = False) -> Iterator[WorkerSubmission]:
+    """A worker with the file loaded: its code runs only there (`kit_code`: as for
+    `WorkerSubmission`)."""
     search.warm_up()  # while this process's zygote (`zygote.prestart`) still imports
-    with WorkerSubmission(path, device, limits) as sub:
+    with WorkerSubmission(path, device, limits, kit_code) as sub:
         sub.start()
         sub.ensure_loaded()
         yield sub
@@ -65,10 +67,10 @@ def worker_problems(sub: WorkerSubmission) -> list:
 
 def grade_submission(path: Path, device: str = "cpu", *, assignment: str = "mha",
                      only: list[str] | None = None, limits: Limits | None = None,
-                     on_result: Callable | None = None, salt: str = ""
-                     ) -> tuple[list, list[str]]:
+                     on_result: Callable | None = None, salt: str = "",
+                     kit_code: bool = False) -> tuple[list, list[str]]:
     """(results, problems) for one file: its code runs only in a worker process."""
-    with loaded_worker(path, device, limits) as sub:
+    with loaded_worker(path, device, limits, kit_code) as sub:
         results = run_checks(sub, only=only, device=device, on_result=on_result,
                              assignment=assignment, salt=salt)
         return results, worker_problems(sub)
@@ -82,7 +84,7 @@ def not_graded(assignment: str, message: Message | str) -> dict:
 
 
 def grade_entry(entry: StudentFile, device: str, assignment: str, limits: Limits,
-                hidden_visibility: str = "none") -> dict:
+                hidden_visibility: str = "none", kit_code: bool = False) -> dict:
     """Gradescope's results for one student, whatever their submission does; unless
     `hidden_visibility` is "none", with every untimed check also on the hidden inputs."""
 
@@ -92,8 +94,9 @@ def grade_entry(entry: StudentFile, device: str, assignment: str, limits: Limits
     try:
         if hidden_visibility == "none":
             return gradescope_results(*grade_submission(entry.path, device,
-                                                        assignment=assignment, limits=limits))
-        with loaded_worker(entry.path, device, limits) as sub:
+                                                        assignment=assignment, limits=limits,
+                                                        kit_code=kit_code))
+        with loaded_worker(entry.path, device, limits, kit_code) as sub:
             results = run_checks(sub, device=device, assignment=assignment)
             problems = worker_problems(sub)  # not after: what it prints of hidden inputs
             sub.restart_clock()  # each run gets the whole cap
@@ -182,9 +185,11 @@ def in_parallel(items: list[T], jobs: int, task: Callable[[T], R], died: Callabl
 
 
 def grade_all(entries: list[StudentFile], jobs: int, device: str, assignment: str,
-              limits: Limits) -> Iterator[tuple[StudentFile, dict]]:
-    """(entry, results) as each finishes, `jobs` at a time (`in_parallel`)."""
-    task = functools.partial(grade_entry, device=device, assignment=assignment, limits=limits)
+              limits: Limits, kit_code: bool = False) -> Iterator[tuple[StudentFile, dict]]:
+    """(entry, results) as each finishes, `jobs` at a time (`in_parallel`); `kit_code` as for
+    `WorkerSubmission`."""
+    task = functools.partial(grade_entry, device=device, assignment=assignment, limits=limits,
+                             kit_code=kit_code)
     with scratch_folder("mha-kit-grade-") as scratch:
         yield from in_parallel(entries, jobs, task,
                                lambda _: not_graded(assignment, msg("batch.grader_died")), scratch)

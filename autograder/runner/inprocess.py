@@ -183,16 +183,17 @@ class _Watch(_Noting, TorchFunctionMode):
     identity or, for `torch.ops`, by its ATen name; and the first of the kit's own functions
     that computes for it (`kit_answering`: the oracle's steps, a stand-in outside its check)."""
 
-    def __init__(self, forbidden: dict[Callable | str, str], stand_ins: frozenset[CodeType]):
+    def __init__(self, forbidden: dict[Callable | str, str],
+                 stand_ins: frozenset[CodeType] | None):
         super().__init__(forbidden)
-        self.stand_ins = stand_ins
+        self.stand_ins = stand_ins  # None: the kit's code may compute (the kit's own styles)
         self.kit: str | None = None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if self.used is None:
             with contextlib.suppress(TypeError):  # an unhashable func is never forbidden
                 self.used = self.forbidden.get(func) or self.forbidden.get(_aten_name(func))
-        if self.kit is None:
+        if self.kit is None and self.stand_ins is not None:
             self.kit = kit_answering(sys._getframe(1), self.stand_ins)
         return func(*args, **(kwargs or {}))
 
@@ -211,12 +212,14 @@ class InProcessSubmission:
     """A submission whose code lives in a namespace of this interpreter.
 
     `forbidden` maps torch functions a graded implementation may not call to their names
-    (default: `policy.forbidden_functions()`, which instructors configure).
+    (default: `policy.forbidden_functions()`, which instructors configure). `kit_code`: the
+    kit's own code may compute for it (the kit grading its own style set, never a student).
     """
 
     def __init__(self, namespace: dict[str, Any], problems: list[Message] | None = None,
-                 forbidden: dict[Callable | str, str] | None = None):
+                 forbidden: dict[Callable | str, str] | None = None, kit_code: bool = False):
         self.namespace = namespace
+        self.kit_code = kit_code
         self.problems = list(problems or [])
         self.forbidden = forbidden_functions() if forbidden is None else forbidden
         self.memory_limit_gib: float | None = None  # set by the worker, for messages
@@ -226,11 +229,11 @@ class InProcessSubmission:
 
     @classmethod
     def from_path(cls, path: str | Path, forbidden: dict[Callable | str, str] | None = None,
-                  skip: Collection[str] = (), on_chunk: Callable[[str], None] | None = None
-                  ) -> InProcessSubmission:
+                  skip: Collection[str] = (), on_chunk: Callable[[str], None] | None = None,
+                  kit_code: bool = False) -> InProcessSubmission:
         """The file loaded here (`load_source`: `skip` and `on_chunk` are its)."""
         loaded = load_source(path, skip, on_chunk)
-        return cls(loaded.namespace, loaded.problems, forbidden)
+        return cls(loaded.namespace, loaded.problems, forbidden, kit_code)
 
     def ensure_loaded(self) -> None:
         """Ready to answer at once (the code is already here; a worker may need starting)."""
@@ -273,8 +276,8 @@ class InProcessSubmission:
         """Run student code; any failure, or a forbidden API, becomes a StudentCodeError, and
         what PyTorch warns about is noted (`warned`). `watch=False` skips the forbidden-API
         watch and the notes, which cost time on every torch call (timing runs)."""
-        watchers = ((_OpWatch(self.forbidden), _Watch(self.forbidden, self._stand_in_code))
-                    if watch else ())
+        allowed = None if self.kit_code else self._stand_in_code
+        watchers = (_OpWatch(self.forbidden), _Watch(self.forbidden, allowed)) if watch else ()
         failure = None
         try:
             with contextlib.ExitStack() as stack:

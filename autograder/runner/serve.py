@@ -119,7 +119,7 @@ def serve(config: dict, request_fd: int, reply_fd: int,
 
     try:
         sub = InProcessSubmission.from_path(config["path"], forbidden, config.get("skip", ()),
-                                            loading)
+                                            loading, config.get("kit_code", False))
     except Exception as err:  # an unreadable file: report it, grade nothing
         sub = InProcessSubmission({}, [msg("load.unreadable", path=config["path"],
                                            type=type(err).__name__, error=str(err))], forbidden)

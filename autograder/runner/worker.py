@@ -69,8 +69,10 @@ def _printed(data: Any) -> Message | None:
 class WorkerSubmission:
     """The `Submission` operations, carried out by a worker process that holds the code."""
 
-    def __init__(self, path: str | Path, device: str = "cpu", limits: Limits | None = None):
+    def __init__(self, path: str | Path, device: str = "cpu", limits: Limits | None = None,
+                 kit_code: bool = False):
         self.path = Path(path).resolve()
+        self.kit_code = kit_code  # as for InProcessSubmission: the kit grading its own styles
         self.device = device
         self.limits = limits or Limits.from_env()
         self.forbidden = forbidden_names()
@@ -117,6 +119,7 @@ class WorkerSubmission:
         self._ready({"path": self.path.name, "device": self.device, "parent": self._proc.parent,
                      "memory_gib": self.limits.memory_gib, "forbidden": list(self.forbidden),
                      "cwd": home, "env": env, "account": account, "skip": self._slow_cells,
+                     "kit_code": self.kit_code,
                      "confine": self._confinement()},
                     deadline)
 

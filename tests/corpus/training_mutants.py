@@ -1,6 +1,7 @@
 """Submissions that give the right forward values but cannot be trained, would crash on the
 first GPU, or change the caller's tensors: each one exact text edit of template.py, with the
-checks it must fail.
+checks it must fail (a step function's own check alone: the modules that call it are graded
+with the kit's version).
 
 `kind` is "gradient" (the failing messages are gradient messages, ids `grad.*`), "device"
 (the device message, `device.*`) or "in_place" (`check.in_place`): never a message about
@@ -14,7 +15,7 @@ from pathlib import Path
 
 TEMPLATE = Path(__file__).with_name("template.py")
 
-HEAD_AND_LOOPED = frozenset({"attention_head", "looped_mha"})  # they use attend
+# A step's mistake costs its own check: the modules that call it get the kit's version.
 FUSED = frozenset({"fused_mha", "fused_mha_masks"})  # the contract check is forward only
 BOTH_MASKS = frozenset({"fused_mha_masks", "looped_mha"})  # _combined_mask, which both use
 
@@ -43,7 +44,7 @@ TRAINING: tuple[Broken, ...] = (
     Broken("attend detaches the scores before the softmax", "gradient",
            "    weights = F.softmax(scores, dim=-1)\n",
            "    weights = F.softmax(scores.detach(), dim=-1)\n",
-           HEAD_AND_LOOPED | {"attend"}),
+           frozenset({"attend"})),
     Broken("output_projection reads weight.data", "gradient",
            "torch.matmul(x, weight.t())", "torch.matmul(x, weight.data.t())",
            frozenset({"output_projection"})),
@@ -53,17 +54,17 @@ TRAINING: tuple[Broken, ...] = (
            FUSED),
     Broken("merge_heads round-trips through numpy", "gradient",
            _MERGE, "torch.from_numpy(x.detach().numpy()).permute(0, 2, 1, 3).reshape(b, t, h * d)",
-           FUSED | {"merge_heads"}),
+           frozenset({"merge_heads"})),
     Broken("attend zeroes the blocked weights with masked_fill_ after the softmax", "gradient",
            _SOFTMAX,
            "    weights = F.softmax(scores, dim=-1)\n    if mask is not None:\n"
            "        weights.masked_fill_(mask, 0.0)\n    return torch.matmul(weights, v), weights",
-           HEAD_AND_LOOPED | {"attend"}),
+           frozenset({"attend"})),
     # and three more of our own
     Broken("split_heads re-wraps its result with torch.tensor", "gradient",
            "return x.reshape(b, t, num_heads, e // num_heads).permute(0, 2, 1, 3)",
            "return torch.tensor(x.reshape(b, t, num_heads, e // num_heads).permute(0, 2, 1, 3))",
-           FUSED | {"split_heads"}),
+           frozenset({"split_heads"})),
     Broken("the fused module detaches the output of out_proj", "gradient",
            "self.out_proj(merge_heads(torch.matmul(weights, v)))",
            "self.out_proj(merge_heads(torch.matmul(weights, v))).detach()",
@@ -76,10 +77,10 @@ TRAINING: tuple[Broken, ...] = (
            "    weights = (scores - scores.amax(dim=-1, keepdim=True)).exp()\n"
            "    weights /= weights.sum(dim=-1, keepdim=True)\n"
            "    return torch.matmul(weights, v), weights",
-           HEAD_AND_LOOPED | {"attend"}),
+           frozenset({"attend"})),
     Broken("merge_heads calls .numpy() on its input", "gradient",
            _MERGE, "torch.from_numpy(x.numpy()).permute(0, 2, 1, 3).reshape(b, t, h * d)",
-           FUSED | {"merge_heads"}),
+           frozenset({"merge_heads"})),
 )
 
 DEVICES: tuple[Broken, ...] = (
@@ -89,7 +90,7 @@ DEVICES: tuple[Broken, ...] = (
     Broken("scaled_scores keeps the scale in a shape-(1,) CPU tensor", "device",
            "torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])",
            "torch.matmul(q, k.transpose(-2, -1)) / torch.sqrt(torch.Tensor([q.shape[-1]]))",
-           HEAD_AND_LOOPED | FUSED | {"scaled_scores"}),
+           frozenset({"scaled_scores"})),
     Broken("output_projection makes a zero bias with torch.zeros and no device", "device",
            "    if bias is not None:\n        out = out + bias\n    return out",
            "    if bias is None:\n        bias = torch.zeros(weight.shape[0], dtype=x.dtype)\n"
@@ -98,7 +99,7 @@ DEVICES: tuple[Broken, ...] = (
     Broken("causal_mask ignores its device argument", "device",
            "torch.ones(seq_len, seq_len, dtype=torch.bool, device=device)",
            "torch.ones(seq_len, seq_len, dtype=torch.bool)",
-           BOTH_MASKS | {"causal_mask"}),
+           frozenset({"causal_mask"})),
 )
 
 IN_PLACE: tuple[Broken, ...] = (

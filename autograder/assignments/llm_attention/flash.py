@@ -88,10 +88,10 @@ MEMORY_SHAPE = {"B": 1, "H": 2, "T": 4096, "D": 64, "block": 256}
 REAL_SHAPE = {"B": 1, "H": 2, "T": 512, "D": 16, "block": 64}
 
 
-def _pair(name: str, value: Any, c: Flash) -> tuple[Any, Any]:
+def _pair(name: str, value: Any, case: Message | str) -> tuple[Any, Any]:
     if not isinstance(value, tuple) or len(value) != 2:
         raise CheckFailed(msg("llm.flash_pair", name=name, type=type(value).__name__),
-                          case=c.label())
+                          case=case)
     return value
 
 
@@ -110,7 +110,7 @@ def check_flash_forward(sub, ctx: Context) -> float:
                                                     "block_size": c.block}, backward) \
             if backward else sub.call(FLASH, q, k, v, is_causal=c.causal, block_size=c.block)
         expect_unchanged(FLASH, call, {"q": q, "k": k, "v": v}, c.label())
-        out, lse = _pair(FLASH, call.value, c)
+        out, lse = _pair(FLASH, call.value, c.label())
         mistakes = variants.flash_candidates(q, k, v, c.causal, c.block)
         expect_close(msg("llm.flash_out", name=FLASH), out, want_out.to(c.dtype), c.label(),
                      c.tol, dims=("B", "H", "Tq", "D"), mistakes=mistakes, part=0, beside=lse)
@@ -141,9 +141,10 @@ def _real_inputs(ctx: Context, causal: bool) -> tuple[Tensor, Tensor, Tensor]:
 
 
 def _measure(sub, name: str, causal: bool, backward: bool,
-             inputs: tuple[Tensor, Tensor, Tensor] | None = None) -> dict[str, Any]:
-    """The memory job's report on meta tensors, or on the real `inputs` (then with the
-    output's values checked against the oracle)."""
+             inputs: tuple[Tensor, Tensor, Tensor] | None = None,
+             want: Tensor | None = None) -> dict[str, Any]:
+    """The memory job's report on meta tensors, or on the real `inputs` (then with the output
+    compared with `want`, by default the oracle's)."""
     s = REAL_SHAPE if inputs else MEMORY_SHAPE
     shape = (s["B"], s["H"], s["T"], s["D"])
     case = _memory_case(causal, inputs is not None)
@@ -163,7 +164,7 @@ def _measure(sub, name: str, causal: bool, backward: bool,
     if inputs is not None:
         out = report.get("out")
         out = out[0] if name == FLASH and isinstance(out, tuple) and len(out) == 2 else out
-        want = oracle.flash(*inputs, causal)[0]
+        want = oracle.flash(*inputs, causal)[0] if want is None else want
         expect_close(msg("llm.flash_out", name=name), out, want, case, FLOAT32_TOL,
                      dims=("B", "H", "Tq", "D"))
     return report
@@ -192,10 +193,18 @@ def _expect_no_full_matrix(name: str, part: Any, causal: bool, stage: str,
 
 
 def check_flash_memory(sub, ctx: Context) -> float:
+    """On meta tensors, then on real ones: the output there is the oracle's, or, where
+    flash_attention fails its own check (wrong values cost that check, not this one), what it
+    gives outside the watch: the code measured is the code graded."""
+    forward = ctx.results.get("llm_flash_forward")
     for causal in (False, True):
         report = _measure(sub, FLASH, causal, backward=False)
         _expect_no_full_matrix(FLASH, report.get("forward"), causal, "forward")
-        report = _measure(sub, FLASH, causal, backward=False, inputs=_real_inputs(ctx, causal))
+        inputs = _real_inputs(ctx, causal)
+        own = None if forward is None or forward.passed else _pair(FLASH, sub.call(
+            FLASH, *inputs, is_causal=causal, block_size=REAL_SHAPE["block"]).value,
+            _memory_case(causal, True))[0]
+        report = _measure(sub, FLASH, causal, backward=False, inputs=inputs, want=own)
         _expect_no_full_matrix(FLASH, report.get("forward"), causal, "forward", real=True)
     return 1.0
 
