@@ -11,8 +11,8 @@ CHECKS: tuple[CheckSpec, ...] = (
               waiting="waiting.llm_rope"),
     CheckSpec("llm_kv_cache", 15, (*_MODULE, "KVCache"), gqa.check_kv_cache,
               needs=("llm_gqa",), waiting="waiting.llm_gqa"),
-    # The timing decodes through the cache: its outputs must be right first, or a wrong one
-    # would read as a timing that skips work.
+    # The count decodes through the cache: its outputs must be right first, or a wrong one
+    # would read as work saved.
     CheckSpec(decode_speed.DECODE_SPEED_CHECK, 10, (*_MODULE, "KVCache"),
               decode_speed.check_decode_speed, needs=("llm_kv_cache",),
               waiting="waiting.llm_kv_cache", timed=True),
