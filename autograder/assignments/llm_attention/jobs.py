@@ -174,7 +174,7 @@ LINEAR = frozenset(f"aten::{name}" for name in """
     full_like scalar_tensor arange linspace logspace eye lift rand rand_like randn randn_like
     randint randint_like randperm normal normal_ uniform uniform_ bernoulli bernoulli_
     native_dropout floor_divide floor_divide_ polar complex __and__ __or__ __iand__ __ior__
-    __irshift__ true_divide_ glu hardswish prelu _prelu_kernel log_sigmoid_forward _add_relu
+    __irshift__ true_divide_ glu hardswish prelu _prelu_kernel log_sigmoid_forward _add_relu addr
     """.split())
 
 
@@ -185,9 +185,10 @@ def _linear(name: str) -> bool:
     if name in LINEAR or name.endswith("_copy"):
         return True
     base = name.removeprefix("aten::")
-    packet = getattr(torch.ops.aten, base.removesuffix("_"), None) if name != base else None
-    return packet is not None and any(torch.Tag.pointwise in getattr(packet, overload).tags
-                                      for overload in packet.overloads())
+    packets = [getattr(torch.ops.aten, n, None) for n in {base, base.removesuffix("_")}]
+    return name != base and any(torch.Tag.pointwise in getattr(packet, overload).tags
+                                for packet in packets if packet is not None
+                                for overload in packet.overloads())
 
 
 class WorkCount(TorchDispatchMode):
