@@ -1,5 +1,6 @@
 """The in-notebook API: `check` for the test cells, `compare` for timing your own modules,
-`train` for training your fused module beside nn.MultiheadAttention.
+`train` for training your fused module beside nn.MultiheadAttention, `decoding_work` for what
+the decoding speed check measures of your KV cache.
 
 A test cell is `check("split_heads")`. It grades the names the notebook has defined, prints
 one line (✓, or ✗ and the message), shows a picture of the failure when there is one, and
@@ -13,17 +14,19 @@ import inspect
 import re
 import textwrap
 
+from .assignments.llm_attention.decode_speed import counted_run, decide
 from .checks.core import HIDDEN_SALT, CheckResult, Context
 from .grading.pictures import show
 from .grading.registry import POINTS, run_check
 from .grading.report import score_line
 from .messages import language, msg, render
 from .runner.inprocess import InProcessSubmission
+from .runner.protocol import StudentCodeError
 from .runtime import default_device
 from .speed.bench import compare_in_notebook as compare
 from .training import plot_losses, shown, train_side_by_side
 
-__all__ = ["check", "compare", "train"]
+__all__ = ["check", "compare", "decoding_work", "train"]
 
 
 def check(check_id: str, *, hidden: bool = False) -> float:
@@ -111,3 +114,15 @@ def train(module_cls: type, *, steps: int = 60) -> dict[str, list[float]]:
     plot_losses(losses)
     plt.show()
     return losses
+
+
+def decoding_work(layer_cls: type, cache_cls: type) -> None:
+    """Decode through your KVCache as llm_decode_speed does, at its sizes, the work counted
+    against the kit's count of recomputing the prefix; print what the check would say, the
+    factor it needs included (not graded)."""
+    sub = InProcessSubmission({"GroupedQueryAttention": layer_cls, "KVCache": cache_cls})
+    try:
+        _, message = decide(counted_run(sub, 0))
+    except StudentCodeError as err:
+        message = err.message
+    print(wrap(render(message)))

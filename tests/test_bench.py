@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import time
 
 import matplotlib.image
 import pytest
@@ -98,15 +99,15 @@ def test_reliability_reports_every_case_and_stops_its_busy_process(tiny, monkeyp
     report, met = reliability.reliability(1, "cpu", batch)
     lines = report.splitlines()
     for name in styleset.RELIABILITY:
-        for condition in ("alone", "one core busy", "grade --jobs 2"):
+        for condition in ("alone", "one core busy", reliability.GRADED):
             assert sum(line.startswith(name) and f" {condition} " in line for line in lines) == 1
-    grade_rows = [line for line in lines[:-1] if " grade --jobs 2 " in line]
+    grade_rows = [line for line in lines[:-1] if f" {reliability.GRADED} " in line]
     assert len(grade_rows) == len(styleset.RELIABILITY)
     assert all("3.1 / 3.1 / 3.1" in row and " 1/1 " in row for row in grade_rows)  # re-measured
     assert lines[-1].startswith("reliability on cpu, N=1 (alone ")
     assert lines[-1].endswith("target met" if met else "TARGET MISSED")
-    hogs = [hog for hog in started if hog is not None]
-    assert len(started) == 2 and len(hogs) == 1 and hogs[0].poll() is not None
+    hogs = [hog for hog in started if hog is not None]  # beside a core, and beside the batch
+    assert len(started) == 3 and len(hogs) == 2 and all(h.poll() is not None for h in hogs)
 
 
 def test_calibration_prints_each_style_and_the_band(tiny) -> None:
@@ -144,3 +145,32 @@ def test_styles_graded_inside_a_batch(tiny) -> None:
     # the run before the count speaks: either way, no points, said by the speed check.
     assert fraction == 0.0 and message.startswith(("part of the attention loops over heads",
                                                    "speed not scored"))
+
+
+def test_calibrating_under_load_grades_beside_it_and_stops(monkeypatch) -> None:
+    """--under-load: `mha-kit grade --jobs 2` over the reliability styles, again and again, and
+    a busy core, for as long as the calibration runs; nothing is left running after it."""
+    from autograder.grading import batch
+
+    graded, started = [], []
+    original = reliability.busy_core
+
+    @contextlib.contextmanager
+    def recorded(busy: bool = True):
+        with original(busy) as hog:
+            started.append(hog)
+            yield hog
+
+    def grade_all(entries: list, jobs: int, device: str, assignment: str, limits):
+        graded.append((len(entries), jobs, assignment))
+        yield from ((entry, {}) for entry in entries)
+
+    monkeypatch.setattr(batch, "grade_all", grade_all)
+    monkeypatch.setattr(reliability, "busy_core", recorded)
+    with bench_command.grading_load("cpu"):
+        while len(graded) < 2:  # graded twice: again and again
+            time.sleep(0.01)
+    stopped = len(graded)
+    time.sleep(0.1)
+    assert graded[0] == (len(styleset.RELIABILITY), 2, "mha") and len(graded) == stopped
+    assert len(started) == 1 and started[0].poll() is not None

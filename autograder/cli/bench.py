@@ -4,7 +4,10 @@ calibration (`--calibrate [N]`) and reliability (`--reliability N`): docs/speed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +35,26 @@ def add(commands: Any) -> None:
                        help="run the style set through the speed check N times each (default "
                        f"{CALIBRATE_N}); print each style's speedups, the dead band, the "
                        "threshold it supports and its margins")
+    parser.add_argument("--under-load", action="store_true",
+                       help="with --calibrate: while `mha-kit grade --jobs 2` keeps both cores "
+                       "busy grading, and one more process does torch work")
     parser.add_argument("--reliability", type=int, metavar="N",
                        help="run the speed check N times on each style of a small set, alone, "
-                       "with one CPU core busy and inside `mha-kit grade --jobs 2`; print the "
-                       "points each earned")
+                       "with one CPU core busy and inside `mha-kit grade --jobs 2` with one "
+                       "more core busy; print the points each earned")
     parser.set_defaults(run=run)
+
+
+def _style_files(folder: str, names: list[str], n: int) -> None:
+    """n submission files per style, interleaved: each a style of the set, as `MultiHeadAttention`
+    (`r<i>_s<j>.py`: round i, style j of `names`)."""
+    Path(folder).chmod(0o755)  # a worker running as another account reads the files
+    for i in range(n):
+        for j, name in enumerate(names):
+            path = Path(folder, f"r{i:04d}_s{j:02d}.py")
+            path.write_text("from autograder.speed.styleset import STYLES\n\n"
+                            f"MultiHeadAttention = STYLES[{name!r}]\n", encoding="utf-8")
+            path.chmod(0o644)
 
 
 def grade_batch(names: list[str], n: int, device: str) -> dict[str, list[tuple[float, str]]]:
@@ -49,13 +67,7 @@ def grade_batch(names: list[str], n: int, device: str) -> dict[str, list[tuple[f
 
     graded: dict[str, list[tuple[float, str]]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="mha-kit-reliability-") as folder:
-        Path(folder).chmod(0o755)  # a worker running as another account reads the files
-        for i in range(n):
-            for j, name in enumerate(names):
-                path = Path(folder, f"r{i:04d}_s{j:02d}.py")
-                path.write_text("from autograder.speed.styleset import STYLES\n\n"
-                                f"MultiHeadAttention = STYLES[{name!r}]\n", encoding="utf-8")
-                path.chmod(0o644)
+        _style_files(folder, names, n)
         limits = Limits.from_env()  # as `mha-kit grade` without limit flags
         for entry, payload in grade_all(discover(Path(folder)), 2, device, "mha", limits,
                                         kit_code=True):  # the kit's own styles
@@ -63,6 +75,36 @@ def grade_batch(names: list[str], n: int, device: str) -> dict[str, list[tuple[f
             graded[names[int(entry.student.rpartition("_s")[2])]].append(
                 (test["score"] / test["max_score"], test["output"]))
     return graded
+
+
+@contextlib.contextmanager
+def grading_load(device: str) -> Iterator[None]:
+    """While the block runs, `mha-kit grade --jobs 2` grades the reliability styles over and
+    over (its graders and their workers are processes: both cores busy, while a thread of this
+    one waits for them), and one more process does torch work (`busy_core`)."""
+    from ..grading.batch import grade_all
+    from ..grading.files import discover
+    from ..runner.policy import Limits
+    from ..speed.reliability import busy_core
+    from ..speed.styleset import RELIABILITY
+
+    stop = threading.Event()
+
+    def grade(entries: list) -> None:
+        while not stop.is_set():
+            for _ in grade_all(entries, 2, device, "mha", Limits.from_env()):
+                if stop.is_set():
+                    break
+
+    with tempfile.TemporaryDirectory(prefix="mha-kit-load-") as folder, busy_core():
+        _style_files(folder, list(RELIABILITY), 1)
+        thread = threading.Thread(target=grade, args=(discover(Path(folder)),))
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
     if device is None:
         return EXIT_USAGE
     if args.calibrate:
-        report, ok = reliability.calibrate(args.calibrate, device)
+        with grading_load(device) if args.under_load else contextlib.nullcontext():
+            report, ok = reliability.calibrate(args.calibrate, device)
         print(report)
         return EXIT_PASS if ok else EXIT_FAIL
     if args.reliability:

@@ -80,8 +80,7 @@ def timed_job(sub: Submission, what: Message, device: str, prepare: str, job: st
               **kwargs: Any) -> TimedRun:
     """A timing job (`job`, with `device` and `kwargs`) run beside the student's code, after its
     `prepare` job (with `device`: construction and first calls, not part of the cross-checked
-    run), with the wall clock and the worker's CPU time the grader saw meanwhile. Any speed
-    check times this way."""
+    run), with the wall clock and the worker's CPU time the grader saw meanwhile."""
     sub.ensure_loaded()  # a worker restarted after an earlier check: not part of the timing
     sub.run_job(prepare, what, device=device)
     with gpu_turn(device):

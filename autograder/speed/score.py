@@ -74,9 +74,9 @@ def speed_fraction(speedup: float) -> float:
     return 1.0 if speedup >= SPEEDUP_NEEDED else 0.0
 
 
-def near_threshold(speedup: float, needed: float = SPEEDUP_NEEDED) -> bool:
-    """Close enough to `needed` that another measurement could decide otherwise."""
-    return needed / NEAR < speedup < needed * NEAR
+def near_threshold(speedup: float) -> bool:
+    """Close enough to SPEEDUP_NEEDED that another measurement could decide otherwise."""
+    return SPEEDUP_NEEDED / NEAR < speedup < SPEEDUP_NEEDED * NEAR
 
 
 def moves_data(op: str) -> bool:
@@ -198,7 +198,7 @@ Run = TypeVar("Run")  # one timing run, judged: it has a `problem` and a `speedu
 
 def deciding_run(runs: list[Run]) -> tuple[Message | None, Run]:
     """The first problem that stops the scoring, if any; and the run whose speedup decides:
-    the median one (the upper one of two), whose times are shown. Any speed check's."""
+    the median one (the upper one of two), whose times are shown."""
     problem = next((r.problem for r in runs if r.problem is not None), None)
     return problem, sorted(runs, key=lambda r: r.speedup)[len(runs) // 2]
 

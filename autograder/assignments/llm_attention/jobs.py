@@ -1,17 +1,19 @@
 """Kit code that runs beside the student's code (the worker, or the notebook's kernel) for the
-checks that drive it through more than one call: decoding with the KV cache, and the memory
-watch of FlashAttention on the `meta` device. What these return is untrusted data: the checks
-(`gqa.py`, `flash.py`) judge it, on their side of the pipe."""
+checks that drive it through more than one call or watch it run: decoding with the KV cache,
+the memory watch of FlashAttention on the `meta` device, and the count of decoding's work.
+What these return is untrusted data: the checks (`gqa.py`, `flash.py`, `decode_speed.py`)
+judge it, on their side of the pipe."""
 
 from __future__ import annotations
 
+import functools
+import time
 import weakref
-from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
@@ -23,8 +25,7 @@ from .decode_config import DecodeConfig, decode_config, decode_input, decode_par
 Tensor = torch.Tensor
 DECODE_JOB = "autograder.assignments.llm_attention.jobs:decode"
 MEMORY_JOB = "autograder.assignments.llm_attention.jobs:memory"
-PREPARE_TIMING_JOB = "autograder.assignments.llm_attention.jobs:prepare_timing"
-TIMING_JOB = "autograder.assignments.llm_attention.jobs:time_decoding"
+WORK_JOB = "autograder.assignments.llm_attention.jobs:decode_work"
 MODULE = "GroupedQueryAttention"
 # Ops that read a tensor's values into Python (`.item()`, `int(t)`, `if t:`): meta tensors
 # have none, so code that does cannot be measured there.
@@ -204,21 +205,119 @@ def memory(sub: LocalSubmission, *, name: str, q_shape: tuple[int, ...],
     return result
 
 
-# --------------------------------------------------------------------------- decoding speed
+# --------------------------------------------------------------------------- decoding's work
+
+# The work of an op, in one unit: a matrix product's FLOPs (2 per multiply-add), the elements
+# any other op reads and writes. Products, by where their two operands start among the
+# arguments (addmm's first argument is the tensor added).
+PRODUCTS = {"aten::mm": 0, "aten::bmm": 0, "aten::mv": 0, "aten::dot": 0, "aten::vdot": 0,
+            "aten::_int_mm": 0, "aten::addmm": 1, "aten::_addmm_activation": 1,
+            "aten::baddbmm": 1, "aten::addbmm": 1, "aten::addmv": 1}
+# Fused attention (forbidden in graded code, counted all the same): q, k, v (B, H, L, D).
+ATTENTION = frozenset(f"aten::_scaled_dot_product_{kind}" for kind in (
+    "flash_attention_for_cpu", "flash_attention", "efficient_attention", "cudnn_attention",
+    "fused_attention_overrideable"))
+# Ops whose work is proportional to the elements they read and write, besides those torch
+# tags pointwise (and their in-place forms) and the copies of views (`*_copy`): reductions,
+# normalisations, copies, indexing, padding, new tensors, in-place views. An op in no list is
+# not counted but named, and the check is not scored: its work could far exceed its elements
+# (a convolution, an embedding bag, a linear solve, a custom op are products in disguise).
+LINEAR = frozenset(f"aten::{name}" for name in """
+    sum nansum mean amax amin aminmax max min prod argmax argmin any all count_nonzero
+    logsumexp logcumsumexp cumsum cumprod cummax cummin _softmax _log_softmax _safe_softmax
+    var std var_mean std_mean norm linalg_vector_norm dist trace bincount histc
+    native_layer_norm _fused_rms_norm native_group_norm native_batch_norm renorm
+    cat stack _chunk_cat block_diag diag diag_embed copy_ _copy_from _copy_from_and_resize
+    _unsafe_view repeat repeat_interleave roll rot90 flip tril triu tril_ triu_ tril_indices
+    triu_indices index _unsafe_index _unsafe_masked_index index_select take gather scatter
+    scatter_ scatter_add scatter_add_ scatter_reduce scatter_reduce_ index_put index_put_
+    _index_put_impl_ _unsafe_index_put index_copy index_copy_ index_add index_add_ index_fill
+    index_fill_ index_reduce index_reduce_ masked_fill_ masked_scatter masked_scatter_
+    masked_select slice_scatter select_scatter diagonal_scatter as_strided_scatter
+    unsafe_chunk unsafe_split unsafe_split_with_sizes nonzero nonzero_static one_hot
+    constant_pad_nd reflection_pad1d reflection_pad2d reflection_pad3d replication_pad1d
+    replication_pad2d replication_pad3d pixel_shuffle pixel_unshuffle channel_shuffle
+    t_ transpose_ unsqueeze_ squeeze_ as_strided_ resize_ resize_as_ _resize_output_ set_
+    equal fill fill_ zero zero_ empty empty_like empty_strided empty_permuted new_empty
+    new_empty_strided new_zeros new_ones new_full zeros zeros_like ones ones_like full
+    full_like scalar_tensor arange linspace logspace eye lift rand rand_like randn randn_like
+    randint randint_like randperm normal normal_ uniform uniform_ bernoulli bernoulli_
+    native_dropout floor_divide floor_divide_ polar complex __and__ __or__ __iand__ __ior__
+    __irshift__ true_divide_ glu hardswish prelu _prelu_kernel log_sigmoid_forward _add_relu addr
+    """.split())
 
 
-# The module prepare_timing built and warmed up for the next time_decoding, by submission.
-_PREPARED: weakref.WeakKeyDictionary[Any, tuple[str, nn.Module]] = weakref.WeakKeyDictionary()
+@functools.cache
+def _linear(name: str) -> bool:
+    """Whether `name`'s work is proportional to its elements: LINEAR, a copy of a view, or an
+    op torch tags pointwise (any overload of it or of its out-of-place form)."""
+    if name in LINEAR or name.endswith("_copy"):
+        return True
+    base = name.removeprefix("aten::")
+    packets = [getattr(torch.ops.aten, n, None) for n in {base, base.removesuffix("_")}]
+    return name != base and any(torch.Tag.pointwise in getattr(packet, overload).tags
+                                for packet in packets if packet is not None
+                                for overload in packet.overloads())
 
 
-def _load(sub: LocalSubmission, module: nn.Module, cfg: DecodeConfig, seed: int,
-          device: str) -> nn.Module:
-    """`module`, float32 on `device` in eval mode, holding the weights of `seed`."""
-    params = {k: v.to(device) for k, v in decode_params(cfg, seed).items()}
+class WorkCount(TorchDispatchMode):
+    """The work of every ATen op run while it is active, however the op was reached (a torch
+    function, TorchScript; compiled code runs eagerly under a dispatch mode): FLOPs for
+    products and attention, elements read and written for linear ops (`_linear`), nothing for
+    views. The names of the ops it cannot count, and of those that read values into
+    Python (`.item()`, `int(t)`, `if t:`), whose work on those values it cannot see."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.work = 0
+        self.uncounted: set[str] = set()
+        self.reads: set[str] = set()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
+        out = func(*args, **(kwargs or {}))
+        name = func._schema.name
+        if name in PRODUCTS:
+            a, b = args[PRODUCTS[name]:PRODUCTS[name] + 2]
+            self.work += 2 * a.numel() * (b.shape[-1] if b.dim() > 1 else 1)
+        elif name in ATTENTION:
+            q, k, v = args[:3]  # (B, H, Lq, D), (B, Hk, Lk, D), (B, Hk, Lk, Dv)
+            self.work += 2 * q.numel() // q.shape[-1] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
+        elif name in READS_VALUES:
+            self.reads.add(name)
+        elif _linear(name):
+            self.work += sum(t.numel() for t in tree_leaves((args, kwargs, out))
+                             if isinstance(t, Tensor))
+        elif not func.is_view:
+            self.uncounted.add(name)
+        return out
+
+
+class ValueReads(TorchFunctionMode):
+    """The tensor methods called while it is active that hand a tensor's values to Python or
+    NumPy, by name: the dispatcher sees the single values (`WorkCount.reads`), never a
+    `tolist` or `numpy`."""
+
+    READ = frozenset({Tensor.tolist, Tensor.numpy, Tensor.__array__, Tensor.__dlpack__,
+                      Tensor.item, Tensor.__int__, Tensor.__float__, Tensor.__bool__,
+                      Tensor.__index__, Tensor.__complex__})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: set[str] = set()
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
+        if func in self.READ:
+            self.reads.add(f"Tensor.{func.__name__}")
+        return func(*args, **(kwargs or {}))
+
+
+def _load(sub: LocalSubmission, cfg: DecodeConfig, seed: int) -> nn.Module:
+    """The student's module, float32 on the CPU in eval mode, holding the weights of `seed`."""
+    module, params = sub.construct(MODULE, cfg.E, cfg.H, cfg.Hkv), decode_params(cfg, seed)
 
     def prepare() -> None:
         with torch.no_grad():
-            module.to(device=device, dtype=torch.float32)
+            module.to(device="cpu", dtype=torch.float32)
             load_weights(module, MODULE, params)
         module.eval()
 
@@ -226,66 +325,41 @@ def _load(sub: LocalSubmission, module: nn.Module, cfg: DecodeConfig, seed: int,
     return module
 
 
-def _candidates(sub: LocalSubmission, module: nn.Module, x: Tensor, cfg: DecodeConfig
-                ) -> dict[str, Callable[[], tuple[float, list[Tensor]]]]:
-    """The two ways of decoding N tokens after the prefill, each timed in CPU seconds (the
-    check times on the CPU whatever device grades: `decode_speed`) with its outputs: through a
-    KVCache (its prefill untimed), and the whole prefix again for each token."""
-    cache_class = sub.lookup("KVCache")
-    now = CPU_CLOCK
+def decode_work(sub: LocalSubmission, *, seed: int) -> dict[str, Any]:
+    """A prefill of P tokens through a fresh KVCache, then N tokens decoded one at a time,
+    counted (`WorkCount`, `ValueReads`: the prefill is watched, not counted); then the same
+    decoding `rounds` times more, timed and not counted, for the message. The work of the N
+    tokens, the ops not counted, the ways values were read, the outputs, the seconds."""
+    cfg = decode_config()
+    module, cache_class = _load(sub, cfg, seed), sub.lookup("KVCache")
+    x = decode_input(cfg, seed)  # (B, P + N, E)
+    tokens = [x[:, cfg.P + n:cfg.P + n + 1] for n in range(cfg.N)]  # (B, 1, E) each
+    count, reads = WorkCount(), ValueReads()
+    outs: list[Tensor] = []
+    times: dict[str, list[float]] = {"cpu": [], "wall": []}
 
-    def cached() -> tuple[float, list[Tensor]]:
+    def counted() -> int:
+        with reads, count:
+            cache = cache_class()
+            module(x[:, :cfg.P], cache=cache)
+            prefill = count.work
+            outs.extend(module(token, cache=cache) for token in tokens)
+        return count.work - prefill
+
+    def timed() -> None:
         cache = cache_class()
         module(x[:, :cfg.P], cache=cache)
-        start = now()
-        outs = [module(x[:, cfg.P + n:cfg.P + n + 1], cache=cache) for n in range(cfg.N)]
-        return now() - start, outs
-
-    def recomputed() -> tuple[float, list[Tensor]]:
-        start = now()
-        outs = [module(x[:, :cfg.P + n + 1])[:, -1:] for n in range(cfg.N)]
-        return now() - start, outs
-
-    return {"cached": cached, "recomputed": recomputed}
-
-
-def prepare_timing(sub: LocalSubmission, *, device: str) -> None:
-    """Build the module and decode once each way (weights and tokens of no seed): a slow
-    constructor or first call then costs nothing in the run whose CPU time the grader compares
-    with the reported times."""
-    cfg = decode_config()
-    module = _load(sub, sub.construct(MODULE, cfg.E, cfg.H, cfg.Hkv), cfg, 0, device)
-    candidates = _candidates(sub, module, decode_input(cfg, 0).to(device), cfg)
-    with timing_conditions():
-        for _ in range(max(cfg.warmup, 1)):
-            for run in candidates.values():
-                sub.guard(f"{MODULE}.forward", run, watch=False)
-    _PREPARED[sub] = (device, module)
-
-
-def time_decoding(sub: LocalSubmission, *, device: str, seed: int) -> dict[str, Any]:
-    """Decode N tokens with the cache and by recomputing, in interleaved rounds (who goes
-    first alternates): the seconds of each round, the cached outputs of the first."""
-    cfg = decode_config()
-    found = _PREPARED.pop(sub, None)
-    module = (found[1] if found is not None and found[0] == device
-              else sub.construct(MODULE, cfg.E, cfg.H, cfg.Hkv))
-    module = _load(sub, module, cfg, seed, device)
-    x = decode_input(cfg, seed).to(device)  # (B, P + N, E)
-    candidates = _candidates(sub, module, x, cfg)
-    times: dict[str, list[float]] = {name: [] for name in candidates}
-    kept: list[Tensor] = []
-
-    def run() -> None:
-        for r in range(cfg.rounds):
-            for name in (("cached", "recomputed") if r % 2 == 0 else ("recomputed", "cached")):
-                seconds, outs = candidates[name]()
-                times[name].append(seconds)
-                if name == "cached" and r == 0:
-                    kept.extend(outs)
+        cpu, wall = CPU_CLOCK(), time.perf_counter()
+        for token in tokens:
+            module(token, cache=cache)
+        times["cpu"].append(CPU_CLOCK() - cpu)
+        times["wall"].append(time.perf_counter() - wall)
 
     forward = f"{MODULE}.forward"
     with timing_conditions():
-        sub.guard(forward, run, watch=False)
-    outputs = [vetted(out, forward).cpu() for out in kept]
-    return {"config": asdict(cfg), "seed": seed, "times": times, "outputs": outputs}
+        work = sub.guard(forward, counted, watch=False)
+        for _ in range(cfg.rounds):
+            sub.guard(forward, timed, watch=False)
+    return {"work": work, "uncounted": sorted(count.uncounted),
+            "reads": sorted(reads.reads or count.reads),
+            "outputs": [vetted(out, forward) for out in outs], **times}

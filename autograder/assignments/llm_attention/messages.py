@@ -73,18 +73,35 @@ TEMPLATES: dict[str, dict[str, str]] = {
                             "of the Function's ctx: tensors kept there stay alive as saved ones "
                             "do. Keep q, k, v, out and the logsumexp only (ctx.save_for_backward)"
                             ", and recompute the scores block by block in backward",
-        "llm.timing_decoding": "{name} (timing the decoding)",
-        "llm.speed_malformed": "the timing run gave back something other than its times",
-        "llm.speed_spot": "{name} decoded other values while timed than the oracle's",
-        "llm.speed_measured": "decoding {N} tokens after a prefill of {P}: {cached:.2f} ms per "
-                              "token with your cache, {recomputed:.2f} ms recomputing the "
-                              "prefix: {speedup:.1f}× faster{runs} (on {device}{config})",
-        "llm.speed_passed": "{measured}; needed: at least {needed:g}×",
-        "llm.speed_too_slow": "{measured}; a cache is at least {needed:g}× faster here. Keep "
-                              "the keys and values of past tokens in the KVCache and compute "
-                              "them for the new token only: q, k and v of one token, then "
-                              "attention over the cache",
-        "waiting.llm_kv_cache": "timed only once decoding with the KVCache gives the right "
+        "llm.counting_decoding": "{name} (decoding through the KVCache, its work counted)",
+        "llm.speed_malformed": "the counting run gave back something other than its counts",
+        "llm.speed_spot": "{name} decoded other values while counted than the oracle's",
+        "llm.speed_measured": "work per decoded token after a prefill of {P} tokens, counted "
+                              "(the FLOPs of matrix products, the elements other torch "
+                              "operations read and write): {cached:.1f} M through your KVCache, "
+                              "{recomputed:.0f} M to recompute the prefix (the kit's count), "
+                              "{ratio:.1f}× less; time, not graded: {cpu:.2f} ms of CPU per "
+                              "token, {wall:.2f} ms wall (on {device}{config})",
+        "llm.speed_passed": "{measured}; needed: at least {needed:g}× less",
+        "llm.speed_too_slow": "{measured}; a cache does at least {needed:g}× less work here. "
+                              "Keep the keys and values of past tokens in the KVCache and "
+                              "compute them for the new token only, then attend over the tokens "
+                              "the cache holds: attention over a preallocated buffer costs the "
+                              "buffer's whole length at every step",
+        "llm.speed_reads": "{name} read tensor values into Python while decoding through the "
+                           "KVCache ({how}): the check counts the work of torch operations, and "
+                           "work on values taken out of tensors, in Python or NumPy, would "
+                           "escape the count. Decode with tensor operations only (a position is "
+                           "len(cache), a Python int)",
+        "llm.speed_uncounted": "{name} ran {ops} while decoding through the KVCache: the check "
+                               "counts the work of matrix products, elementwise operations, "
+                               "reductions, copies and indexing, and cannot count these. "
+                               "Decode with those",
+        "llm.speed_unseen": "the work counted, {work:.2f} M per token, is less than computing "
+                            "one token's key and value takes ({least:.2f} M): work done where "
+                            "the counter cannot see it (another thread, code outside PyTorch) "
+                            "is not scored",
+        "waiting.llm_kv_cache": "counted only once decoding with the KVCache gives the right "
                                 "outputs",
         "waiting.llm_gqa": "run once GroupedQueryAttention passes its check without a cache: "
                            "the cache is read and written inside its forward, which no "
@@ -235,17 +252,30 @@ TEMPLATES: dict[str, dict[str, str]] = {
                             "{shape}），这是 Function 的 ctx 的一个属性：放在那里的张量和保存的"
                             "张量一样一直占着内存。只保留 q、k、v、out 和 logsumexp"
                             "（ctx.save_for_backward），在反向传播中逐块重新计算分数",
-        "llm.timing_decoding": "{name}（解码计时）",
-        "llm.speed_malformed": "计时运行返回的不是计时结果",
-        "llm.speed_spot": "{name} 计时时解码出的值与标准答案不同",
-        "llm.speed_measured": "预填 {P} 个词元后解码 {N} 个：用你的缓存每个词元 {cached:.2f} "
-                              "ms，重算整个前缀 {recomputed:.2f} ms：快 {speedup:.1f} 倍{runs}"
-                              "（在 {device} 上{config}）",
-        "llm.speed_passed": "{measured}；要求：至少 {needed:g} 倍",
-        "llm.speed_too_slow": "{measured}；在这里缓存至少应快 {needed:g} 倍。请把过去词元的键和值"
-                              "保存在 KVCache 里，只为新词元计算：一个词元的 q、k、v，再对缓存做"
-                              "注意力",
-        "waiting.llm_kv_cache": "用 KVCache 解码的输出正确之后才计时",
+        "llm.counting_decoding": "{name}（经 KVCache 解码，并统计计算量）",
+        "llm.speed_malformed": "计数运行返回的不是计数结果",
+        "llm.speed_spot": "{name} 在计数时解码出的值与标准答案不同",
+        "llm.speed_measured": "预填 {P} 个词元后，每解码一个词元的计算量（计数方法：矩阵乘法的"
+                              "浮点运算次数，其他 torch 运算读写的元素个数）：经你的 KVCache "
+                              "{cached:.1f} M，重算整个前缀 {recomputed:.0f} M（本套件的计数），"
+                              "少 {ratio:.1f} 倍；耗时（不计分）：每个词元 CPU 时间 {cpu:.2f} ms，"
+                              "实际时间 {wall:.2f} ms（在 {device} 上{config}）",
+        "llm.speed_passed": "{measured}；要求：至少少 {needed:g} 倍",
+        "llm.speed_too_slow": "{measured}；在这里缓存的计算量至少应少 {needed:g} 倍。请把过去词元"
+                              "的键和值保存在 KVCache 里，只为新词元计算，再对缓存中已有的词元做"
+                              "注意力：对预先分配的整个缓冲区做注意力，每一步都要付出整个缓冲区"
+                              "长度的代价",
+        "llm.speed_reads": "{name} 在经 KVCache 解码时把张量的值读进了 Python（{how}）：这项检查"
+                           "统计的是 torch 运算的计算量，对从张量中取出的值在 Python 或 NumPy 里"
+                           "做的计算会逃过计数。请只用张量运算解码（位置就是 len(cache)，一个 "
+                           "Python 整数）",
+        "llm.speed_uncounted": "{name} 在经 KVCache 解码时调用了 {ops}：这项检查统计矩阵乘法、"
+                               "逐元素运算、归约、复制和索引的计算量，无法统计这些运算。请用前面"
+                               "这些运算来解码",
+        "llm.speed_unseen": "统计到的计算量为每个词元 {work:.2f} M，少于计算一个词元的键和值所需"
+                            "（{least:.2f} M）：在计数器看不到的地方完成的计算（另一个线程、"
+                            "PyTorch 之外的代码）不计分",
+        "waiting.llm_kv_cache": "用 KVCache 解码的输出正确之后才计数",
         "waiting.llm_gqa": "GroupedQueryAttention 不带缓存通过检查后才运行：缓存是在它的 forward "
                            "里读写的，套件没有可以代替它的版本",
         "mistake.rope_interleaved": (

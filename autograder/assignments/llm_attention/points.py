@@ -12,8 +12,8 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("llm_gqa", 15, _MODULE, gqa.check_gqa, stand_ins=_PIECES),
     CheckSpec("llm_kv_cache", 15, (*_MODULE, "KVCache"), gqa.check_kv_cache,
               needs=("llm_gqa",), waiting="waiting.llm_gqa", stand_ins=_PIECES),
-    # The timing decodes through the cache: its outputs must be right first, or a wrong one
-    # would read as a timing that skips work.
+    # The count decodes through the cache: its outputs must be right first, or a wrong one
+    # would read as work saved.
     CheckSpec(decode_speed.DECODE_SPEED_CHECK, 10, (*_MODULE, "KVCache"),
               decode_speed.check_decode_speed, needs=("llm_kv_cache",),
               waiting="waiting.llm_kv_cache", stand_ins=_PIECES, timed=True),

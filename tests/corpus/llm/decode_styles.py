@@ -1,6 +1,7 @@
 """Styles of decoding with a KVCache, for the decoding speed check's dead band: each is
 reference.py with classes redefined at its end. Every one decodes the right values (it passes
-llm_kv_cache); the correct ones do O(T) work per new token, the others recompute.
+llm_kv_cache); the correct ones do O(T·E) work per new token, the others recompute the prefix,
+O(T·E²).
 """
 
 from __future__ import annotations
@@ -25,8 +26,71 @@ class KVCache:
         return 0 if self.x is None else self.x.shape[1]
 '''
 
+_RECOMPUTED = '''
+
+_whole = GroupedQueryAttention.forward
+
+
+def _recomputed(self, x, cache=None):
+    if cache is None:
+        return _whole(self, x)
+    return _whole(self, cache.update(x))[:, -x.shape[1]:]  # (B, T, E)
+'''
+
 STYLES: dict[str, tuple[bool, str]] = {
-    "a growing cache (torch.cat)": (True, ""),
+    "the solution: a growing cache (torch.cat)": (True, ""),
+    "a static buffer of 2048 tokens attended whole (gpt-fast)": (True, '''
+
+class KVCache:
+    """Buffers for the longest sequence, allocated once and written in place; attention runs
+    over all of them, the positions not yet written masked as future ones (gpt-fast)."""
+
+    MAX_LEN = 2048
+
+    def __init__(self):
+        self.k = self.v = None
+        self.length = 0
+
+    def update(self, k, v):
+        if self.k is None:
+            B, Hkv, _, D = k.shape
+            self.k = k.new_zeros(B, Hkv, self.MAX_LEN, D)  # (B, Hkv, S, D)
+            self.v = v.new_zeros(B, Hkv, self.MAX_LEN, v.shape[-1])  # (B, Hkv, S, D)
+        positions = torch.arange(self.length, self.length + k.shape[2], device=k.device)
+        self.k[:, :, positions] = k
+        self.v[:, :, positions] = v
+        self.length += k.shape[2]
+        return self.k, self.v
+
+    def __len__(self):
+        return self.length
+'''),
+    "one head at a time": (True, '''
+
+def _per_head(self, x, cache=None):
+    B, T, E = x.shape
+    H, Hkv, D = self.num_heads, self.num_kv_heads, self.head_dim
+    start = 0 if cache is None else len(cache)
+    positions = torch.arange(start, start + T, device=x.device)  # (T,)
+    q = self.q_proj(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+    k = self.k_proj(x).view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
+    v = self.v_proj(x).view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
+    if self.rope_base is not None:
+        q, k = apply_rope(q, positions, self.rope_base), apply_rope(k, positions, self.rope_base)
+    if cache is not None:
+        k, v = cache.update(k, v)  # (B, Hkv, L, D)
+    L = k.shape[2]
+    blocked = torch.arange(L, device=x.device)[None, :] > positions[:, None]  # (T, L)
+    heads = []
+    for h in range(H):
+        kh, vh = k[:, h * Hkv // H], v[:, h * Hkv // H]  # (B, L, D)
+        scores = q[:, h] @ kh.transpose(-2, -1) / math.sqrt(D)  # (B, T, L)
+        heads.append(scores.masked_fill(blocked, float("-inf")).softmax(dim=-1) @ vh)
+    return self.out_proj(torch.cat(heads, dim=-1))  # (B, T, E)
+
+
+GroupedQueryAttention.forward = _per_head
+'''),
     "a preallocated cache, doubled when full": (True, '''
 
 class KVCache:
@@ -66,18 +130,24 @@ class KVCache:
     def __len__(self):
         return 0 if self.k is None else self.k.shape[2]
 '''),
-    "recomputes everything, keeps the new rows": (False, _TOKENS_CACHE + '''
-
-_whole = GroupedQueryAttention.forward
-
-
-def _recomputed(self, x, cache=None):
-    if cache is None:
-        return _whole(self, x)
-    return _whole(self, cache.update(x))[:, -x.shape[1]:]  # (B, T, E)
-
+    "recomputes everything, keeps the new rows": (False, _TOKENS_CACHE + _RECOMPUTED + '''
 
 GroupedQueryAttention.forward = _recomputed
+'''),
+    "recomputes everything; without a cache, does it 12 times": (False, _TOKENS_CACHE
+                                                                  + _RECOMPUTED + '''
+
+def _slow_without_cache(self, x, cache=None):
+    """Issue 40: a cache that saves nothing, against a cache-less forward that makes it look
+    fast, 12 times the work."""
+    if cache is not None:
+        return _recomputed(self, x, cache)
+    for _ in range(11):
+        _whole(self, x)
+    return _whole(self, x)
+
+
+GroupedQueryAttention.forward = _slow_without_cache
 '''),
     "recomputes the keys and values of every token": (False, _TOKENS_CACHE + '''
 
@@ -101,6 +171,47 @@ def _keys_recomputed(self, x, cache=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, L)
     blocked = torch.arange(L)[None, :] > torch.arange(start, start + T)[:, None]  # (T, L)
     weights = scores.masked_fill(blocked, float("-inf")).softmax(dim=-1)
+    return self.out_proj((weights @ v).transpose(1, 2).reshape(B, T, E))  # (B, T, E)
+
+
+GroupedQueryAttention.forward = _keys_recomputed
+'''),
+    "recomputes the keys of every token, caches the values": (False, '''
+
+class KVCache:
+    """The tokens and the values: the keys are made again from the tokens at every step."""
+
+    def __init__(self):
+        self.x = self.v = None
+
+    def update(self, x, v):
+        self.x = x if self.x is None else torch.cat([self.x, x], dim=1)  # (B, L, E)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)  # (B, Hkv, L, D)
+        return self.x, self.v
+
+    def __len__(self):
+        return 0 if self.x is None else self.x.shape[1]
+
+
+def _keys_recomputed(self, x, cache=None):
+    B, T, E = x.shape
+    H, Hkv, D = self.num_heads, self.num_kv_heads, self.head_dim
+    start = 0 if cache is None else len(cache)
+    positions = torch.arange(start, start + T, device=x.device)  # (T,)
+    q = self.q_proj(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+    v = self.v_proj(x).view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
+    tokens = x
+    if cache is not None:
+        tokens, v = cache.update(x, v)  # (B, L, E), (B, Hkv, L, D)
+    L = tokens.shape[1]
+    k = self.k_proj(tokens).view(B, L, Hkv, D).transpose(1, 2)  # (B, Hkv, L, D)
+    if self.rope_base is not None:
+        q = apply_rope(q, positions, self.rope_base)  # (B, H, T, D)
+        k = apply_rope(k, torch.arange(L, device=x.device), self.rope_base)  # (B, Hkv, L, D)
+    k, v = repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)  # (B, H, L, D)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, L)
+    blocked = torch.arange(L, device=x.device)[None, :] > positions[:, None]  # (T, L)
+    weights = scores.masked_fill(blocked, float("-inf")).softmax(dim=-1)  # (B, H, T, L)
     return self.out_proj((weights @ v).transpose(1, 2).reshape(B, T, E))  # (B, T, E)
 
 
