@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +85,24 @@ def check_here(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *
     return subprocess.CompletedProcess(["mha-kit", "check", *args], code, out, err)
 
 
+@contextlib.contextmanager
+def renders_recorded() -> Iterator[list[str]]:
+    """The ids of the messages rendered meanwhile. Grading renders none: ids and data decide
+    inputs, points and the mistakes named, whatever the templates' words."""
+    rendered: list[str] = []
+    render = Message.render
+
+    def recorded(self: Message, lang: str | None = None) -> str:
+        rendered.append(self.id)
+        return render(self, lang)
+
+    Message.render = recorded
+    try:
+        yield rendered
+    finally:
+        Message.render = render
+
+
 def assert_full_marks(found: dict[str, tuple[bool, float]], check_ids) -> None:
     """check id -> (passed, points) for exactly `check_ids`, each passed with full points (the
     timed check too: all or nothing, decided with a margin, docs/speed.md)."""
@@ -112,6 +132,9 @@ SHARED = {"course": "course", "kit_course": "course", "hostile_batch": "hostile_
 GROUPS = {"test_course_autograde.py": "course", "test_hostile_notebooks.py": "course",
           "test_nbgrader_cycle.py": "course",
           "test_batch.py": "hostile_batch",
+          # a file whose tests share graded mutants (functools.cache): graded once, in one process
+          "test_corpus.py": "test_corpus.py", "test_llm_attention.py": "test_llm_attention.py",
+          "test_gradients.py": "test_gradients.py",
           "test_sandbox.py": "sandbox"}  # write to shared places (home, /tmp): one at a time
 
 

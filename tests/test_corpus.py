@@ -13,7 +13,14 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS, DETERMINISTIC, STUBS, TEMPLATE, messages_with
+from conftest import (
+    CORPUS,
+    DETERMINISTIC,
+    STUBS,
+    TEMPLATE,
+    messages_with,
+    renders_recorded,
+)
 
 from autograder.assignments import modules
 from autograder.checks.core import CheckResult
@@ -24,6 +31,7 @@ from autograder.runner.inprocess import InProcessSubmission
 
 sys.path.insert(0, str(CORPUS))
 from mutants import MUTANTS, Mutant  # noqa: E402
+from test_messages import assert_chinese  # noqa: E402
 
 ALTERNATIVES = sorted((CORPUS / "alternatives").glob("*.py"))
 RATE_NEEDED = 0.95
@@ -33,11 +41,15 @@ def grade(path: Path) -> list[CheckResult]:
     return run_checks(InProcessSubmission.from_path(path), only=DETERMINISTIC)
 
 
+RENDERED: dict[str, list[str]] = {}  # mutant label -> the messages rendered while grading it
+
+
 @cache
 def graded_mutant(mutant: Mutant, folder: Path) -> list[CheckResult]:
     path = folder / f"mutant_{MUTANTS.index(mutant)}.py"
     path.write_text(mutant.source())
-    return grade(path)
+    with renders_recorded() as RENDERED[mutant.label]:
+        return grade(path)
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +80,21 @@ def test_each_mutant_fails_exactly_its_checks(mutant: Mutant, folder: Path):
     failed = {r.id for r in results if not r.passed}
     messages = "\n".join(f"{r.id}: {r.message}" for r in results if not r.passed)
     assert failed == mutant.fails, f"{mutant.label}\n{messages}"
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.mistake for m in MUTANTS])
+def test_mutant_messages_are_chinese(mutant: Mutant, folder: Path, monkeypatch):
+    failed = [r for r in graded_mutant(mutant, folder) if not r.passed]
+    assert failed
+    assert_chinese(failed, [], monkeypatch)
+
+
+def test_words_decide_nothing(folder: Path):
+    """Grading a mutant of every mistake renders no message: the templates' words decide no
+    input, point or mistake named."""
+    for mutant in MUTANTS:
+        graded_mutant(mutant, folder)
+        assert RENDERED[mutant.label] == [], mutant.label
 
 
 def test_the_diagnosis_names_the_mistake_for_95_percent(folder: Path, capsys):

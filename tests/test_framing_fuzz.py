@@ -1,7 +1,8 @@
 """The worker runs student code, so what it sends is hostile: fuzz the grader's decoder with
 truncated, oversized, mistyped and malicious frames. Each is refused with ValueError (or, from
 a pipe, EOFError for an impossible length) in bounded time; no tensor it builds reaches past its
-storage, and all of a message's tensors together span at most MAX_MESSAGE bytes."""
+storage, and all of a message's tensors together span at most MAX_MESSAGE bytes. "Bounded" is
+the hang guard's: no time is measured (the machine's load would decide it)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pickle
 import struct
 import time
 
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -28,7 +30,7 @@ from autograder.runner.framing import (
 
 FUZZ = settings(max_examples=150, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow])
-BOUND_S = 2.0  # far above what any frame takes; a hang would show
+pytestmark = pytest.mark.timeout(300)  # a decoder that hangs fails here, not after 15 minutes
 
 
 def _claims(value: object) -> bytes:
@@ -45,14 +47,11 @@ def _claims(value: object) -> bytes:
 
 
 def _decoded_or_refused(body: bytes) -> object:
-    started = time.monotonic()
     try:
-        value = decode(body)
+        return decode(body)
     except (ValueError, pickle.UnpicklingError, EOFError, struct.error, TypeError, KeyError,
             IndexError, AttributeError, OverflowError, RuntimeError, MemoryError) as err:
-        value = err  # `receive` turns every one of these into ValueError
-    assert time.monotonic() - started < BOUND_S
-    return value
+        return err  # `receive` turns every one of these into ValueError
 
 
 def _fits(tensor: torch.Tensor) -> bool:
@@ -130,12 +129,11 @@ def test_an_impossible_length_is_refused_without_reading_it():
     read, write = os.pipe()
     try:
         os.write(write, HEADER.pack(MAX_MESSAGE + 1))
-        started = time.monotonic()
-        try:
-            receive(read, time.monotonic() + 5)
+        try:  # waiting for the body would last until the deadline: the hang guard's failure
+            receive(read, time.monotonic() + 3600)
             raise AssertionError("an impossible length was read")
         except EOFError:
-            assert time.monotonic() - started < 1
+            pass
     finally:
         os.close(read)
         os.close(write)

@@ -20,7 +20,8 @@ import torch.nn.functional as F
 
 from .. import oracle
 from ..assignments import modules
-from ..messages import Message, ids_in, msg
+from ..messages import Message, ids_in, msg, texts_in
+from ..runner.protocol import StudentCodeError
 from ..runtime import one_thread
 from .scale import ScaleReading, scale_sentence
 
@@ -119,9 +120,9 @@ def _reproduces(got: Any, value: Any, tol: dict) -> bool:
     if isinstance(got, tuple):  # both parts of an answer, (weights, out) say
         return (isinstance(value, tuple) and len(value) == len(got)
                 and all(_reproduces(g, v, tol) for g, v in zip(got, value)))
-    if isinstance(got, BaseException):  # the student's code raised: the same error?
+    if isinstance(got, StudentCodeError):  # the student's code raised: the same error?
         first_line = str(value).strip().splitlines()[0] if isinstance(value, Exception) else ""
-        return bool(first_line) and first_line in str(got)
+        return bool(first_line) and any(first_line in text for text in texts_in(got.message))
     if not isinstance(got, Tensor) or not isinstance(value, Tensor) or got.shape != value.shape:
         return False
     if got.dtype == torch.bool or value.dtype == torch.bool:

@@ -175,6 +175,22 @@ def ids_in(message: Message | str) -> set[str]:
     return found
 
 
+def texts_in(message: Message | str) -> list[str]:
+    """The plain strings in a message and every message inside it (a student's error text,
+    say), without the kit's words around them."""
+    found: list[str] = []
+    todo: list[Any] = [message]
+    while todo:
+        value = todo.pop()
+        if isinstance(value, Message):
+            todo += value.params.values()
+        elif isinstance(value, list):
+            todo += value
+        elif isinstance(value, str):
+            found.append(value)
+    return found
+
+
 def _render_value(value: Any, lang: str) -> Any:
     if isinstance(value, Message):
         return DisplayText(value.render(lang))
