@@ -127,7 +127,9 @@ def graded_speed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # Fixtures that many tests share and that take a minute or more to build, and the xdist group
 # of the tests that use each: `make test` runs the suite in two processes (pytest -n 2) and
-# sends each group, file by file, to one of them, so that each fixture is built once.
+# sends each group, file by file, to one of them, so that each fixture is built once. The groups
+# start first, the longest (`course`, minutes in one process) before all: what is left fills
+# the other process meanwhile.
 SHARED = {"course": "course", "kit_course": "course", "hostile_batch": "hostile_batch"}
 GROUPS = {"test_course_autograde.py": "course", "test_hostile_notebooks.py": "course",
           "test_nbgrader_cycle.py": "course",
@@ -138,19 +140,28 @@ GROUPS = {"test_course_autograde.py": "course", "test_hostile_notebooks.py": "co
           "test_sandbox.py": "sandbox"}  # write to shared places (home, /tmp): one at a time
 
 
+GROUP_ORDER = ["course", *dict.fromkeys(g for g in GROUPS.values() if g != "course")]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that uses a shared fixture is in a file of that fixture's group."""
+    """A test that uses a shared fixture is in a file of that fixture's group; the groups'
+    tests come first, in GROUP_ORDER (xdist's queue keeps this order: see below)."""
     for item in items:
         for name in set(getattr(item, "fixturenames", ())) & set(SHARED):
             if GROUPS.get(item.path.name) != SHARED[name]:
                 raise pytest.UsageError(f"{item.nodeid} uses `{name}`: add its file to "
                                         f"conftest.GROUPS as {SHARED[name]!r}")
+    rank = {group: n for n, group in enumerate(GROUP_ORDER)}
+    items.sort(key=lambda item: rank.get(GROUPS.get(item.path.name), len(rank)))  # stable
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """xdist's scheduling by scope, where a scope is a file's group, else a single test."""
+    """xdist's scheduling by scope, where a scope is a file's group, else a single test; the
+    scopes are queued in collection order, not by their number of tests."""
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
 
     class GroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
