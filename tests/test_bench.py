@@ -81,8 +81,10 @@ def test_compare_in_notebook(tiny, capsys) -> None:
     assert "B=2, T=5, E=8, H=4, cpu" in out and "your MultiHeadAttention" in out
 
 
-def test_reliability_reports_every_case_and_stops_its_busy_process(tiny, monkeypatch) -> None:
-    started: list[subprocess.Popen] = []
+@pytest.fixture
+def busy_cores(monkeypatch) -> list[subprocess.Popen | None]:
+    """The busy processes `reliability.busy_core` starts (None where it was asked for none)."""
+    started: list[subprocess.Popen | None] = []
     original = reliability.busy_core
 
     @contextlib.contextmanager
@@ -91,11 +93,18 @@ def test_reliability_reports_every_case_and_stops_its_busy_process(tiny, monkeyp
             started.append(hog)
             yield hog
 
+    monkeypatch.setattr(reliability, "busy_core", recorded)
+    return started
+
+
+def test_reliability_reports_every_case_and_stops_its_busy_process(tiny, monkeypatch,
+                                                                   busy_cores) -> None:
+    started = busy_cores
+
     def batch(names: list[str], n: int, device: str) -> dict[str, list[tuple[float, str]]]:
         said = "measured: 3.1× faster than the kit's looped version, the median of 3 measurements"
         return {name: [(float(styleset.must_earn(name)), said)] * n for name in names}
 
-    monkeypatch.setattr(reliability, "busy_core", recorded)
     report, met = reliability.reliability(1, "cpu", batch)
     lines = report.splitlines()
     for name in styleset.RELIABILITY:
@@ -147,26 +156,18 @@ def test_styles_graded_inside_a_batch(tiny) -> None:
                                                    "speed not scored"))
 
 
-def test_calibrating_under_load_grades_beside_it_and_stops(monkeypatch) -> None:
+def test_calibrating_under_load_grades_beside_it_and_stops(monkeypatch, busy_cores) -> None:
     """--under-load: `mha-kit grade --jobs 2` over the reliability styles, again and again, and
     a busy core, for as long as the calibration runs; nothing is left running after it."""
     from autograder.grading import batch
 
-    graded, started = [], []
-    original = reliability.busy_core
-
-    @contextlib.contextmanager
-    def recorded(busy: bool = True):
-        with original(busy) as hog:
-            started.append(hog)
-            yield hog
+    graded, started = [], busy_cores
 
     def grade_all(entries: list, jobs: int, device: str, assignment: str, limits):
         graded.append((len(entries), jobs, assignment))
         yield from ((entry, {}) for entry in entries)
 
     monkeypatch.setattr(batch, "grade_all", grade_all)
-    monkeypatch.setattr(reliability, "busy_core", recorded)
     with bench_command.grading_load("cpu"):
         while len(graded) < 2:  # graded twice: again and again
             time.sleep(0.01)
