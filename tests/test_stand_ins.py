@@ -56,3 +56,17 @@ def test_the_worker_stands_in_for_one_check_only(tmp_path: Path):
     (note,) = messages_with(results["attention_head"].message, "standin.note")
     assert note.params == {"text": msg("ok"), "pieces": "`attend`", "checks": "attend"}
     assert torch.allclose(after, scores.softmax(dim=-2))  # the student's own, again
+
+
+def test_a_stand_in_the_graded_code_never_calls_is_not_named(tmp_path: Path):
+    """attend is wrong, and the fused module never calls it: fused_mha passes with no note,
+    while AttentionHead, which calls it, is told it was graded with the kit's."""
+    path = tmp_path / "wrong_attend.py"
+    path.write_text(TEMPLATE.read_text().replace("F.softmax(scores, dim=-1)",  # in attend
+                                                 "F.softmax(scores, dim=-2)", 1))
+    with loaded_worker(path, "cpu", None) as sub:
+        results = {r.id: r for r in run_checks(sub, only=["attend", "attention_head",
+                                                          "fused_mha"])}
+    assert not results["attend"].passed
+    assert messages_with(results["attention_head"].message, "standin.note")
+    assert results["fused_mha"].passed and results["fused_mha"].message == msg("ok")

@@ -183,18 +183,21 @@ class _Watch(_Noting, TorchFunctionMode):
     identity or, for `torch.ops`, by its ATen name; and the first of the kit's own functions
     that computes for it (`kit_answering`: the oracle's steps, a stand-in outside its check)."""
 
-    def __init__(self, forbidden: dict[Callable | str, str],
-                 stand_ins: frozenset[CodeType] | None):
+    def __init__(self, forbidden: dict[Callable | str, str], stand_ins: frozenset[CodeType],
+                 kit_code: bool):
         super().__init__(forbidden)
-        self.stand_ins = stand_ins  # None: the kit's code may compute (the kit's own styles)
+        self.stand_ins = stand_ins
+        self.kit_code = kit_code  # the kit's code may compute (the kit's own styles)
         self.kit: str | None = None
+        self.seen: set[CodeType] = set()  # the stand-ins that made torch calls
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if self.used is None:
             with contextlib.suppress(TypeError):  # an unhashable func is never forbidden
                 self.used = self.forbidden.get(func) or self.forbidden.get(_aten_name(func))
-        if self.kit is None and self.stand_ins is not None:
-            self.kit = kit_answering(sys._getframe(1), self.stand_ins)
+        if self.kit is None and (self.stand_ins or not self.kit_code):
+            kit = kit_answering(sys._getframe(1), self.stand_ins, self.seen)
+            self.kit = None if self.kit_code else kit
         return func(*args, **(kwargs or {}))
 
 
@@ -225,7 +228,8 @@ class InProcessSubmission:
         self.memory_limit_gib: float | None = None  # set by the worker, for messages
         self.warnings: list[Message] = []  # what PyTorch warned about, in the current check
         self._replaced: dict[str, Any] = {}  # the student's own values under stand-ins
-        self._stand_in_code: frozenset[CodeType] = frozenset()  # what the kit may run for it
+        self._stand_in_code: dict[CodeType, str] = {}  # what the kit may run for it, by piece
+        self.stand_ins_ran: set[str] = set()  # those of the last `stand_in` that computed
 
     @classmethod
     def from_path(cls, path: str | Path, forbidden: dict[Callable | str, str] | None = None,
@@ -250,14 +254,13 @@ class InProcessSubmission:
                 self.namespace.pop(name, None)
             else:
                 self.namespace[name] = value
-        self._replaced, self._stand_in_code = {}, frozenset()
+        self._replaced, self._stand_in_code = {}, {}
         if stand_ins is not None:
-            values = stand_in_values(stand_ins)
-            for name, value in values.items():
+            self.stand_ins_ran = set()
+            for name, value in stand_in_values(stand_ins).items():
                 self._replaced[name] = self.namespace.get(name, _ABSENT)
                 self.namespace[name] = value
-            self._stand_in_code = frozenset(code for value in values.values()
-                                            for code in _code_of(value))
+                self._stand_in_code |= dict.fromkeys(_code_of(value), name)
 
     def cpu_seconds(self) -> None:
         """None: no cross-check of the reported times against this process's CPU time. In
@@ -276,8 +279,9 @@ class InProcessSubmission:
         """Run student code; any failure, or a forbidden API, becomes a StudentCodeError, and
         what PyTorch warns about is noted (`warned`). `watch=False` skips the forbidden-API
         watch and the notes, which cost time on every torch call (timing runs)."""
-        allowed = None if self.kit_code else self._stand_in_code
-        watchers = (_OpWatch(self.forbidden), _Watch(self.forbidden, allowed)) if watch else ()
+        watchers = (_OpWatch(self.forbidden),
+                    _Watch(self.forbidden, frozenset(self._stand_in_code), self.kit_code)
+                    ) if watch else ()
         failure = None
         try:
             with contextlib.ExitStack() as stack:
@@ -292,6 +296,8 @@ class InProcessSubmission:
         if used:
             raise StudentCodeError("forbidden", msg("runner.forbidden", name=name, api=used))
         kit = watchers[1].kit if watchers else None
+        if watchers:
+            self.stand_ins_ran |= {self._stand_in_code[code] for code in watchers[1].seen}
         if kit:
             raise StudentCodeError("forbidden", msg("runner.kit_code", name=name, function=kit))
         if failure is not None:

@@ -111,6 +111,7 @@ class Submission(Protocol):
 
     problems: list[Message]  # what went wrong while loading the file
     warnings: list[Message]  # what PyTorch warned about in the student's code, this check
+    stand_ins_ran: set[str]  # the pieces of the last `stand_in` whose kit's versions computed
 
     def ensure_loaded(self) -> None:
         """Ready to answer at once (a worker may need starting: not part of any timing)."""

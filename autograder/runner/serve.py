@@ -155,8 +155,12 @@ def _answer(sub: InProcessSubmission, request: dict) -> dict:
             stand_ins["module"], tuple(stand_ins["names"])))
         if op in ("call", "run_module", "check_constructor"):
             with one_thread():  # the checks' tensors are tiny: a pool of threads only costs time
-                return _answer_op(sub, op, request)
-        return _answer_op(sub, op, request)
+                reply = _answer_op(sub, op, request)
+        else:
+            reply = _answer_op(sub, op, request)
+        if stand_ins is not None:
+            reply["stand_ins_ran"] = sorted(sub.stand_ins_ran)
+        return reply
     except Exception as err:  # the grader's own request was wrong: say so, keep serving
         return _grader_error(err)
     finally:

@@ -65,15 +65,18 @@ def _kind(filename: str) -> str:
     return kind
 
 
-def kit_answering(frame: FrameType | None, allowed: Collection[CodeType] = ()) -> str | None:
+def kit_answering(frame: FrameType | None, allowed: Collection[CodeType] = (),
+                  seen: set[CodeType] | None = None) -> str | None:
     """The kit's function ("autograder.oracle.split_heads") that made a torch call, from its
     caller's `frame` out, for student code (or as its answer: `split_heads = oracle.split_heads`);
     None where the student's code, a library or the kit's harness made it, or code `allowed`
-    (the stand-ins of the check that runs). Code of the kit's reached through torch or Python
-    (a `vmap`, a `map`) is found too."""
+    (the stand-ins of the check that runs: the one found is added to `seen`). Code of the
+    kit's reached through torch or Python (a `vmap`, a `map`) is found too."""
     found = None
     while frame is not None:
         if frame.f_code in allowed:
+            if seen is not None:
+                seen.add(frame.f_code)
             return None
         kind = _kind(frame.f_code.co_filename)
         if kind in ("student", "harness"):  # a kit function may be the answer itself

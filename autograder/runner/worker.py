@@ -89,6 +89,7 @@ class WorkerSubmission:
         self._loading: tuple[float, bool] | None = None  # the load's deadline, and if capped
         self._check: tuple[str, float | None] | None = None  # the running check, its deadline
         self._stand_ins: StandIns | None = None  # sent with every request while set
+        self.stand_ins_ran: set[str] = set()
 
     # -- lifecycle
     def _left(self) -> float:
@@ -287,6 +288,8 @@ class WorkerSubmission:
         """Every request from now on asks the worker to put the kit's versions of these pieces
         in place of the student's while it runs: a restarted worker gets them too."""
         self._stand_ins = stand_ins
+        if stand_ins is not None:
+            self.stand_ins_ran = set()
 
     def _check_left(self) -> float:
         if self._check is None or self._check[1] is None:
@@ -334,6 +337,9 @@ class WorkerSubmission:
         if not isinstance(reply, dict):
             raise StudentCodeError("bad_reply", self._malformed(what))
         self._read_printed(reply)
+        if self._stand_ins is not None and isinstance(reply.get("stand_ins_ran"), list):
+            self.stand_ins_ran |= set(self._stand_ins.names) & {
+                name for name in reply["stand_ins_ran"] if isinstance(name, str)}
         if not reply.get("ok"):
             exc_type = reply.get("exc_type")
             raise StudentCodeError(clean(reply.get("kind"), 40),
