@@ -179,8 +179,8 @@ def course(tmp_path_factory) -> Path:
     module-level Python before them (tests/corpus/module_features.py: "complete"), as
     released ("empty"), with three steps answered ("partial"), and that with one test cell
     edited and another deleted ("tampered"); so do the hostile notebooks
-    (tests/hostile_notebooks.py). Every other assignment and edition gets its solution
-    with that cell ("complete") and its committed release ("empty").
+    (tests/hostile_notebooks.py). Every other assignment, and one edition (SUBMITTED), gets
+    its solution with that cell ("complete") and its committed release ("empty").
     tests/nbgrader_cycle.py then runs nbgrader's generate_assignment for each, autograde and
     generate_feedback for every submission, and exports grades.csv.
     """
@@ -190,9 +190,9 @@ def course(tmp_path_factory) -> Path:
         COURSE_ASSIGNMENTS,
         MHA_STUDENTS,
         PARTIAL,
-        RELEASE_SUBMITTED,
         SOLUTION,
         STUDENTS,
+        SUBMITTED,
         is_test_cell,
         kernel_env,
         read,
@@ -239,7 +239,7 @@ def course(tmp_path_factory) -> Path:
         if name != "mha":
             shutil.copytree(ROOT / "solutions" / name, course / "solutions" / name)
             for student, folder in zip(STUDENTS, ("solutions", "assignments")):
-                if student == "complete" or name in RELEASE_SUBMITTED:
+                if name in SUBMITTED:
                     shutil.copytree(ROOT / folder / name, course / "submitted" / student / name)
             for path in (course / "submitted" / "complete" / name).glob("*.ipynb"):
                 nbformat.write(with_module_features(read(path)), str(path))

@@ -29,13 +29,14 @@ PARTIAL = ("split_heads", "causal_mask", "merge_heads")
 VERDICT = re.compile(r"^([✓✗]) (\w+): ([\d.]+)/(\d+)", re.MULTILINE)
 # The nbgrader cycle (conftest's `course`) goes through every assignment and every edition.
 COURSE_ASSIGNMENTS = (*ASSIGNMENTS, *editions.edition_names(ROOT))
-# Who submits what: the core assignment gets four students, every other one its solution
-# ("complete") and, where listed in RELEASE_SUBMITTED, its release ("empty"): an edition's
-# release differs from its master's in words, and one edition's stands for the others.
+# Who submits what: the core assignment gets four students, every other assignment of
+# SUBMITTED two, its solution ("complete") and its release ("empty"). Every edition is
+# released, one is handed in: an edition's code and test cells are its master's
+# (test_chinese_edition.py), so one tells whether an edition's grades come out in its language.
 MHA_STUDENTS = ("complete", "empty", "partial", "tampered")
 MHA_CHECK_IDS = [spec.id for spec in ASSIGNMENTS["mha"]]
 STUDENTS = ("complete", "empty")
-RELEASE_SUBMITTED = (*ASSIGNMENTS, "llm_attention_zh")
+SUBMITTED = (*ASSIGNMENTS, "llm_attention_zh")
 
 
 def read(path: Path) -> nbformat.NotebookNode:

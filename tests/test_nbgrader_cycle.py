@@ -3,8 +3,8 @@
 `mha-kit release` (points sync + `nbgrader generate_assignment`), four submissions of the core
 assignment, two of every other one, then nbgrader's `autograde`, `generate_feedback` and
 `export`; the grades CSV must hold exactly what each submission's code earns, computed from
-the points table. Every other assignment and edition: its solution passes every test cell,
-its release (RELEASE_SUBMITTED) fails only with "not implemented", in the edition's language.
+the points table. Every other assignment, and one edition (SUBMITTED): its solution passes
+every test cell, its release fails only with "not implemented", in the edition's language.
 """
 
 import csv
@@ -19,9 +19,9 @@ from notebook_helpers import (
     MHA_CHECK_IDS,
     MHA_STUDENTS,
     PARTIAL,
-    RELEASE_SUBMITTED,
     SOLUTION,
     STUDENTS,
+    SUBMITTED,
     errors,
     is_test_cell,
     nbgrader_meta,
@@ -36,7 +36,7 @@ from autograder.grading.registry import ASSIGNMENTS, POINTS, split_name
 from autograder.messages import msg
 
 NOTEBOOK = SOLUTION.stem
-OTHERS = [name for name in COURSE_ASSIGNMENTS if name != "mha"]  # two students each
+OTHERS = [name for name in COURSE_ASSIGNMENTS if name != "mha"]
 
 
 @pytest.mark.parametrize("name", COURSE_ASSIGNMENTS)
@@ -91,7 +91,7 @@ def _graded(course, name: str, student: str) -> nbformat.NotebookNode:
     return read(path)
 
 
-@pytest.mark.parametrize("name", COURSE_ASSIGNMENTS)
+@pytest.mark.parametrize("name", SUBMITTED)
 def test_solution_passes_every_test_cell(course, name):
     base, lang = split_name(name)
     table = {s.id for s in ASSIGNMENTS[base]}
@@ -103,7 +103,7 @@ def test_solution_passes_every_test_cell(course, name):
                for c in nb.cells if is_test_cell(c) and nbgrader_meta(c)["grade_id"] not in TIMED)
 
 
-@pytest.mark.parametrize("name", RELEASE_SUBMITTED)
+@pytest.mark.parametrize("name", SUBMITTED)
 def test_release_fails_only_with_not_implemented(course, name):
     base, lang = split_name(name)
     nb = _graded(course, name, "empty")
@@ -118,8 +118,9 @@ def test_grades_csv_holds_what_the_test_cells_earned(course):
     expected = {}
     for name in OTHERS:
         table = ASSIGNMENTS[split_name(name)[0]]
-        expected[(name, "complete")] = sum(s.points for s in table)  # the timed one included
-        expected[(name, "empty")] = 0  # the release earns nothing; no submission, nothing
+        submitted = name in SUBMITTED  # nbgrader exports 0 for what was not handed in
+        expected[(name, "complete")] = sum(s.points for s in table) * submitted  # timed too
+        expected[(name, "empty")] = 0
     with open(course / "grades.csv", newline="") as f:
         scores = {(r["assignment"], r["student_id"]): float(r["score"]) for r in csv.DictReader(f)
                   if r["assignment"] in OTHERS and r["student_id"] in STUDENTS}
