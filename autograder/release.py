@@ -1,7 +1,8 @@
 """`mha-kit release`: regenerate assignments/ from solutions/ with nbgrader.
 
 For each assignment, the points of every test cell in solutions/<assignment>/*.ipynb are first
-set from that assignment's table in `grading/registry.py` (the one place points are decided); then
+set from that assignment's table, `assignments/<assignment>/points.py` (the one place points are
+decided); then
 `nbgrader generate_assignment` writes assignments/<assignment>/ and records the test cells in
 gradebook.db, from which `nbgrader autograde` restores them.
 """
