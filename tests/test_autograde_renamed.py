@@ -4,6 +4,7 @@ leaves in place, and a class report of a run that left some submissions as they 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -11,7 +12,7 @@ import nbformat
 import pytest
 from conftest import ROOT
 from nbgrader.api import Gradebook
-from notebook_helpers import SOLUTION, autograde
+from notebook_helpers import SOLUTION, autograde, read
 
 from autograder.release import with_interpreter_on_path
 
@@ -27,7 +28,8 @@ def test_a_renamed_notebook_is_named_with_the_fix_and_the_others_are_recorded(tm
         patch.setenv("PATH", with_interpreter_on_path(dict(os.environ))["PATH"])
         with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gradebook:
             gradebook.add_assignment("mha")
-            gradebook.add_notebook(SOLUTION.stem, "mha")
+            gradebook.add_notebook(SOLUTION.stem, "mha",  # as generate_assignment records it
+                                   kernelspec=json.dumps(read(SOLUTION).metadata.kernelspec))
     for student, name in (("alice", f"{SOLUTION.stem} (1).ipynb"), ("bob", SOLUTION.name),
                           ("carol", SOLUTION.name), ("carol", f"Copy of {SOLUTION.name}")):
         folder = tmp_path / "submitted" / student / "mha"
