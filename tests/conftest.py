@@ -218,6 +218,8 @@ def course(tmp_path_factory) -> Path:
     release = run("-m", "autograder.cli", "release", "mha", "--course-dir", str(course))
     assert release.returncode == 0, release.stdout + release.stderr
     assert "points updated" in release.stdout
+    assert (f"warning: assignments/mha/{SOLUTION.name} installs the kit from the placeholder "
+            "address") in release.stderr  # the kit's own master still holds YOUR-ORG
 
     released = read(course / "assignments" / "mha" / SOLUTION.name)
     complete = with_module_features(solved(released))

@@ -15,6 +15,7 @@ from autograder.grading.batch import write_csv
 from autograder.grading.files import StudentFile
 from autograder.grading.registry import run_checks
 from autograder.grading.report import gradescope_results
+from autograder.messages import msg
 from autograder.runner.inprocess import InProcessSubmission
 
 sys.path.insert(0, str(CORPUS))
@@ -73,3 +74,12 @@ def test_a_chinese_class_picture_has_no_missing_characters(tmp_path, monkeypatch
         warnings.simplefilter("always")
         class_report.write(report, tmp_path / "class")
     assert [str(w.message) for w in caught if "missing from" in str(w.message)] == []
+
+
+def test_a_class_with_no_known_mistake_says_so_over_the_empty_panel(tmp_path):
+    assert class_report.mistakes_title(0).id == "report.class_no_mistakes"
+    assert class_report.mistakes_title(3) == msg("report.class_mistakes", top=3)
+    report = class_report.summarise([payload(TEMPLATE)])
+    assert report.mistakes == []
+    _, picture = class_report.write(report, tmp_path / "class")
+    assert matplotlib.image.imread(picture).shape[1] > 1000

@@ -10,6 +10,9 @@ from pathlib import Path
 from ..grading.registry import ASSIGNMENTS
 from .exits import EXIT_FAIL, EXIT_PASS, EXIT_USAGE
 
+# The install address the kit's own notebooks ship with, to be replaced by each course.
+PLACEHOLDER_SOURCE = "git+https://github.com/YOUR-ORG/mha-kit.git"
+
 
 def add(commands: argparse._SubParsersAction) -> None:
     release = commands.add_parser(
@@ -61,4 +64,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"nbgrader generate_assignment {name} failed", file=sys.stderr)
             return EXIT_FAIL
         print(f"released assignments/{name}/")
+        for notebook in sorted((course / "assignments" / name).glob("*.ipynb")):
+            if PLACEHOLDER_SOURCE in notebook.read_text(encoding="utf-8"):
+                print(f"warning: {notebook.relative_to(course)} installs the kit from the "
+                      f"placeholder address {PLACEHOLDER_SOURCE}: students without the kit "
+                      "(Colab) stop at its setup cell. Set MHA_KIT_SOURCE in the setup cell of "
+                      f"solutions/{split_name(name)[0]}/ to where your students install the "
+                      "kit from, and release again.", file=sys.stderr)
     return EXIT_PASS

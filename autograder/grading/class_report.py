@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..messages import msg, render
+from ..messages import Message, msg, render
 
 BINS = 10  # the histogram's bars: 0-9, 10-19, ..., 90-100 for a total of 100
 
@@ -79,6 +79,11 @@ def _share(n: int, total: int) -> str:
     return f"{n / total:.2f}" if total else "0"
 
 
+def mistakes_title(shown: int) -> Message:
+    """The title of the mistakes panel, which says so when no known mistake was named."""
+    return msg("report.class_mistakes", top=shown) if shown else msg("report.class_no_mistakes")
+
+
 def _plot(report: ClassReport, path: Path, top: int = 8) -> None:
     """class.png, its words as a picture of a failure has them (`pictures.drawing_language`)."""
     import matplotlib
@@ -107,7 +112,7 @@ def _plot(report: ClassReport, path: Path, top: int = 8) -> None:
                      color="tab:red")
         axes[2].set_yticks(range(len(shown)), labels, fontsize=8)
         axes[2].set_xlim(0, 100)
-        axes[2].set_title(render(msg("report.class_mistakes", top=len(shown)), lang))
+        axes[2].set_title(render(mistakes_title(len(shown)), lang))
         fig.tight_layout()
         fig.savefig(path, dpi=110)
         plt.close(fig)

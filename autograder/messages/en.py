@@ -125,6 +125,7 @@ TEMPLATES: dict[str, str] = {
     "report.class_total": "total (out of {max:g})",
     "report.class_pass_rates": "students with full points, per check (%)",
     "report.class_mistakes": "the {top} mistakes named most often (% of students)",
+    "report.class_no_mistakes": "no known mistake was named in this class",
     "report.class_written": "wrote the class report: {table} and {picture}",
     "trusted.problem": "while grading the submitted notebook in the kit's worker: {problem}",
     "trusted.hidden_failed": "your code passes this check on the notebook's inputs but fails "

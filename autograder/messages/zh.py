@@ -121,6 +121,7 @@ TEMPLATES: dict[str, str] = {
     "report.class_total": "总分（满分 {max:g}）",
     "report.class_pass_rates": "每个检查项拿到满分的学生比例（%）",
     "report.class_mistakes": "最常被指出的 {top} 个错误（占学生的 %）",
+    "report.class_no_mistakes": "这个班级里没有被指出的已知错误",
     "report.class_written": "已写出班级报告：{table} 和 {picture}",
     "trusted.problem": "在评分工具包的工作进程中评分提交的 notebook 时：{problem}",
     "trusted.hidden_failed": "你的代码在 notebook 的输入上通过了这项检查，但在隐藏测试的输入上"
