@@ -13,6 +13,7 @@ from autograder.checks.core import TIGHT
 from autograder.checks.diagnosis import CATALOGUE, MHA_VARIANTS, Diagnosis, Knobs, named_in
 from autograder.checks.inputs import Attn, draw_inputs
 from autograder.messages import msg
+from autograder.runner.protocol import StudentCodeError
 
 GEN = torch.Generator().manual_seed(0)
 
@@ -136,10 +137,13 @@ def test_a_mistake_that_raises_the_same_error_is_named():
     try:
         x @ weight
     except RuntimeError as err:
-        student_error = RuntimeError(f"`output_projection` raised RuntimeError, line 3: {err}")
+        student_error = StudentCodeError("raised", msg(  # the student's text, the kit's words
+            "runner.raised_text", name="output_projection", type="RuntimeError", line="",
+            error=str(err)))
     found = Diagnosis(student_error, diagnosis.output_projection(x, weight), TIGHT)
     assert found.mistake.id == "weight_not_transposed"
-    other = RuntimeError("`output_projection` raised RuntimeError: shape '[2, 3]' is invalid")
+    other = StudentCodeError("raised", "`output_projection` raised RuntimeError: shape '[2, 3]' "
+                                       "is invalid")
     assert Diagnosis(other, diagnosis.output_projection(x, weight), TIGHT).mistake is None
 
 
