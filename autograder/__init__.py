@@ -14,7 +14,14 @@ Names load on first use, so `import autograder` stays light.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
+
+# jsonschema, which nbformat imports, imports `rfc3987_syntax` where it is installed (Jupyter's
+# packages bring it), and that compiles 38 grammars at import: 3 s in every process that reads a
+# notebook, for the string format "iri", which no notebook schema uses. The kit's processes
+# (the CLI, nbgrader's autograde under the kit, their job processes) do without it.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 _PUBLIC = {
     "grade_file": "grading.batch:grade_submission",

@@ -23,13 +23,10 @@ runs in the kernel.
 from __future__ import annotations
 
 import base64
-import contextlib
 import dataclasses
 import functools
 import io
-import os
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,31 +37,18 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_locked, is_solution
 from traitlets import Bool, default
 
+from . import settings
 from .checks.core import HIDDEN_SALT, CheckResult
+from .course_settings import configured
 from .grading.batch import loaded_worker, worker_problems
 from .grading.files import detect_assignment, notebook_language
 from .grading.registry import ASSIGNMENTS, POINTS, SPECS, run_checks, split_name
 from .grading.report import score_line
-from .messages import LANG_VARIABLE, Message, msg, render
+from .messages import Message, msg, render
 from .notebook import CheckFailedHere, wrap
 from .runner.loading import is_demo, is_test_cell
 from .runner.policy import Limits
 from .runtime import default_device
-
-
-@contextlib.contextmanager
-def language(lang: str | None) -> Iterator[None]:
-    """Messages rendered in `lang` meanwhile (None: as they are)."""
-    before = os.environ.get(LANG_VARIABLE)
-    if lang:
-        os.environ[LANG_VARIABLE] = lang
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(LANG_VARIABLE, None)
-        else:
-            os.environ[LANG_VARIABLE] = before
 
 
 def _png(result: CheckResult) -> str | None:
@@ -88,7 +72,7 @@ def _png(result: CheckResult) -> str | None:
 def cell_outputs(result: CheckResult, lang: str | None = None) -> list[nbformat.NotebookNode]:
     """What a test cell shows for a result, in `lang`: ✓ and the points, or ✗, the picture
     and an error."""
-    with language(lang):
+    with settings.chosen(lang=lang):
         return _outputs(result)
 
 
@@ -163,12 +147,17 @@ class TrustedGrades(Preprocessor):
 
     def preprocess(self, nb: nbformat.NotebookNode, resources: dict[str, Any]
                    ) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
+        with settings.chosen(**configured(self.config)):  # c.MhaKit in nbgrader_config.py
+            return self._graded(nb, resources)
+
+    def _graded(self, nb: nbformat.NotebookNode, resources: dict[str, Any]
+                ) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
         device = default_device()
         with tempfile.TemporaryDirectory(prefix="mha-kit-autograde-") as folder:
             path = Path(folder) / "submission.ipynb"
             nbformat.write(nb, str(path))
             assignment = graded_assignment(resources) or detect_assignment(path)
-            with loaded_worker(path, device, Limits.from_env()) as sub:  # for both runs
+            with loaded_worker(path, device, Limits.from_settings()) as sub:  # for both runs
                 grade = functools.partial(run_checks, sub, device=device, assignment=assignment)
                 hidden = grade(salt=HIDDEN_SALT)
                 again = [r.id for r in hidden if not r.passed and not SPECS[r.id].timed]
@@ -218,7 +207,8 @@ class StudentCells(Execute):
                    ) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
         self._lang = notebook_language(nb.cells)
         self._halted: Message | None = None
-        return super().preprocess(nb, resources, km)
+        with settings.chosen(**configured(self.config)):  # the kernel's, and its workers'
+            return super().preprocess(nb, resources, km)
 
     def preprocess_cell(self, cell: nbformat.NotebookNode, resources: dict[str, Any],
                         index: int) -> tuple[nbformat.NotebookNode, dict[str, Any]]:

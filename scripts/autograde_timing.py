@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from autograder import settings
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 import nbformat  # noqa: E402
@@ -59,9 +61,9 @@ def env() -> dict[str, str]:
     """The instructor's environment: the venv's bin/ on PATH, no headless matplotlib, and the
     speed config this script states (the test helpers it imports set the `small` one)."""
     kept = {k: v for k, v in os.environ.items()
-            if k not in ("MPLBACKEND", speed_config.SPEED_CONFIG_ENV)}
+            if k not in ("MPLBACKEND", settings.variable("speed_config"))}
     if SPEED_CONFIG != "graded":
-        kept[speed_config.SPEED_CONFIG_ENV] = SPEED_CONFIG
+        kept[settings.variable("speed_config")] = SPEED_CONFIG
     return with_interpreter_on_path(kept)
 
 

@@ -53,7 +53,7 @@ def graded(n: int) -> dict[str, list[tuple[float, str]]]:
                 path.chmod(0o644)
         with busy_core():
             for entry, payload in grade_all(discover(Path(folder)), 2, "cpu", "llm_attention",
-                                            Limits.from_env()):
+                                            Limits.from_settings()):
                 test = next(t for t in payload["tests"] if t["name"] == DECODE_SPEED_CHECK)
                 results[names[int(entry.student.rpartition("_s")[2])]].append(
                     (test["score"] / test["max_score"], test["output"]))

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from autograder import settings
 from autograder.grading.registry import ASSIGNMENTS, POINTS, SPECS
 from autograder.messages import Message
 from autograder.runner import landlock, sandbox
@@ -27,6 +28,7 @@ TEMPLATE = CORPUS / "template.py"
 STUBS = CORPUS / "stubs.py"
 HOSTILE = ROOT / "tests" / "hostile"
 KERNEL_TIMEOUT_S = 15  # nbgrader's Execute.timeout in the course of the `course` fixture
+COURSE_SPEED_CONFIG = "small"  # c.MhaKit.speed_config in that course's nbgrader_config.py
 SPEED = "speed_fused_vs_looped"
 TIMED = {s.id for s in SPECS.values() if s.timed}  # the checks that time: not "ok" but times
 # Every check but the speed check: what a submission gets the same way on any machine.
@@ -39,7 +41,7 @@ KILL_REFUSED = worker_user() is not None or (sandbox.LANDLOCK in sandbox.layers(
                                              and landlock.abi() >= 6)
 # The suite, and every process it starts, grades the speed check at the `small` config: a
 # correct module passes, in a third of the CPU time. `tiny` and `graded_speed` choose otherwise.
-os.environ.setdefault(speed_config.SPEED_CONFIG_ENV, "small")
+os.environ.setdefault(settings.variable("speed_config"), "small")
 
 
 def score_once(measurement: dict, device: str, seed: int) -> tuple[float, Message]:
@@ -114,13 +116,13 @@ def assert_full_marks(found: dict[str, tuple[bool, float]], check_ids) -> None:
 @pytest.fixture
 def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CPU speed check at the TINY size."""
-    monkeypatch.setenv(speed_config.SPEED_CONFIG_ENV, "tiny")
+    monkeypatch.setenv(settings.variable("speed_config"), "tiny")
 
 
 @pytest.fixture
 def graded_speed(monkeypatch: pytest.MonkeyPatch) -> None:
     """The speed check at the size it is graded at, as a student's run has it."""
-    monkeypatch.delenv(speed_config.SPEED_CONFIG_ENV, raising=False)
+    monkeypatch.delenv(settings.variable("speed_config"), raising=False)
 
 
 # --------------------------------------------------------------------------- nbgrader
@@ -203,13 +205,17 @@ def course(tmp_path_factory) -> Path:
 
     course = tmp_path_factory.mktemp("course")
 
+    # The suite's speed config comes from the course's nbgrader_config.py, not the environment.
+    env = {k: v for k, v in kernel_env().items() if k != settings.variable("speed_config")}
+
     def run(*command: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, *command], cwd=ROOT, env=kernel_env(), text=True,
+        return subprocess.run([sys.executable, *command], cwd=ROOT, env=env, text=True,
                               capture_output=True, timeout=1200)  # a hang guard only
 
     shutil.copy(ROOT / "nbgrader_config.py", course)
     with open(course / "nbgrader_config.py", "a") as config:  # hostile_notebooks' loop: not 2 min
-        config.write(f"\nc.Execute.timeout = {KERNEL_TIMEOUT_S}\n")
+        config.write(f"\nc.Execute.timeout = {KERNEL_TIMEOUT_S}\n"
+                     f"c.MhaKit.speed_config = {COURSE_SPEED_CONFIG!r}\n")
     source = course / "solutions" / "mha" / SOLUTION.name
     shutil.copytree(SOLUTION.parent, source.parent)
     nb = read(source)
@@ -229,10 +235,10 @@ def course(tmp_path_factory) -> Path:
         folder.mkdir(parents=True)
         nbformat.write(nb, str(folder / SOLUTION.name))
     bases = {"complete": solved(released), "empty": released}
-    for case in hostile_notebooks.cases():
-        folder = course / "submitted" / case.student / "mha"
+    for student, attacks in hostile_notebooks.submissions(hostile_notebooks.cases()).items():
+        folder = course / "submitted" / student / "mha"
         folder.mkdir(parents=True)
-        nb = hostile_notebooks.build(case, bases, course, ROOT / "autograder")
+        nb = hostile_notebooks.build(attacks, bases, course, ROOT / "autograder")
         nbformat.write(nb, str(folder / SOLUTION.name))
     submitted = sorted(course.glob("submitted/*/*/*.ipynb"))
     (course.parent / "submitted-before.json").write_text(

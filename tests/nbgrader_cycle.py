@@ -17,6 +17,9 @@ import os
 import sys
 from pathlib import Path
 
+import autograder  # noqa: F401  (before nbgrader imports nbformat: autograder/__init__.py)
+
+# isort: split
 from nbgrader.api import Gradebook
 from nbgrader.apps.api import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory

@@ -21,7 +21,7 @@ import pytest
 from conftest import ROOT
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from autograder.assignments import FOLDERS_ENV
+from autograder import settings
 
 TOY = {
     "__init__.py": '"""A toy assignment: double a tensor."""\n',
@@ -65,7 +65,8 @@ def toy_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (packages / "toy").mkdir()
     for name, text in TOY.items():
         (packages / "toy" / name).write_text(text, encoding="utf-8")
-    return {**os.environ, FOLDERS_ENV: str(packages), "MHA_KIT_WORKER_USER": ""}
+    return {**os.environ, settings.variable("assignments"): str(packages),
+            settings.variable("worker_user"): ""}
 
 
 def kit(env: dict[str, str], *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import CORPUS, HOSTILE, KILL_REFUSED, ROOT, SPEED, TEMPLATE, run_cli
 
+from autograder import settings
 from autograder.cli import main
 from autograder.grading.batch import in_parallel, write_csv
 from autograder.grading.files import (
@@ -32,7 +33,7 @@ from autograder.grading.registry import ASSIGNMENTS, POINTS, WAITING_MESSAGES, r
 from autograder.messages import LANG_VARIABLE, msg, render
 from autograder.runner import sandbox
 from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.policy import WORKER_USER_ENV, worker_user
+from autograder.runner.policy import worker_user
 
 sys.path.insert(0, str(CORPUS))
 from mutants import MUTANTS  # noqa: E402
@@ -340,7 +341,7 @@ def test_a_grader_that_cannot_start_workers_stops_instead_of_grading_zeros(tmp_p
         pytest.skip("needs a root grader whose Python the `nobody` account cannot run")
     (tmp_path / "alice.py").write_text(TEMPLATE.read_text())
     run = run_cli("grade", str(tmp_path), "--csv", str(tmp_path / "grades.csv"),
-                  env={WORKER_USER_ENV: "nobody"})
+                  env={settings.variable("worker_user"): "nobody"})
     assert run.returncode == 2
     assert "could not start as user 'nobody'" in run.stderr
     assert not (tmp_path / "grades.csv").exists()
@@ -388,7 +389,7 @@ def test_gradescope_refuses_a_root_worker_with_nothing_to_confine_it(tmp_path):
     (upload / "answer.py").write_text(TEMPLATE.read_text())
     results = tmp_path / "results.json"
     run = run_autograder(upload, results, cwd=tmp_path, MHA_KIT_SANDBOX="bwrap",
-                         **{WORKER_USER_ENV: ""})
+                         **{settings.variable("worker_user"): ""})
     assert run.returncode != 0 and not results.exists()
     assert "MHA_KIT_ALLOW_UNCONFINED=1" in run.stderr
 

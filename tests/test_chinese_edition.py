@@ -3,6 +3,7 @@ notebooks, grader messages in Chinese (what the nbgrader cycle gave each edition
 test_nbgrader_cycle.py)."""
 
 import json
+import os
 import re
 import shutil
 
@@ -10,7 +11,7 @@ import pytest
 from conftest import HOSTILE, ROOT, STUBS, check_here
 from notebook_helpers import read
 
-from autograder import editions, oracle
+from autograder import editions, oracle, settings
 from autograder.grading.registry import ASSIGNMENTS, run_check, split_name
 from autograder.messages import Message
 from autograder.runner.inprocess import InProcessSubmission
@@ -138,15 +139,14 @@ def test_cli_speaks_the_language_of_an_editions_notebook(capsys, monkeypatch):
     language its kernel speaks); --lang still decides."""
     from autograder.cli import main
 
-    monkeypatch.setenv("MHA_KIT_LANG", "en")  # restored (to unset, say) after the test
-    monkeypatch.delenv("MHA_KIT_LANG")
+    monkeypatch.delenv("MHA_KIT_LANG", raising=False)
     notebook = str(ROOT / "assignments" / "mha_zh" / "multi_head_attention_zh.ipynb")
     assert main(["check", notebook, "--only", "split_heads"]) == 1
     assert "`split_heads` 还没有实现" in capsys.readouterr().out
-    monkeypatch.delenv("MHA_KIT_LANG")
     assert main(["check", notebook, "--only", "split_heads", "--lang", "en"]) == 1
     assert "`split_heads` is not implemented yet" in capsys.readouterr().out
-    monkeypatch.delenv("MHA_KIT_LANG")  # --lang set it
+    # The language travels as an argument: nothing is left in the environment, or chosen.
+    assert "MHA_KIT_LANG" not in os.environ and settings.current().lang == "en"
 
 
 def test_concepts_zh_follows_the_english_outline():

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from conftest import CORPUS
 
+from autograder import settings
 from autograder.grading.registry import run_checks
 from autograder.messages import ids_in
 from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.policy import FORBIDDEN_ENV
 from autograder.runner.worker import WorkerSubmission
 
 sys.path.insert(0, str(CORPUS))
@@ -50,7 +50,7 @@ def test_each_route_is_right_once_allowed(route: Route, tmp_path: Path, monkeypa
     """What the watch takes is earned otherwise: with nothing forbidden, the route gives
     torch's values, so a module built on it would earn these checks (the contract check
     aside: the kernel applies no dropout to the weights the module returns)."""
-    monkeypatch.setenv(FORBIDDEN_ENV, "")
+    monkeypatch.setenv(settings.variable("forbidden"), "")
     results = run_checks(InProcessSubmission.from_path(written(route, tmp_path)), only=FUSED)
     assert {r.id for r in results if not r.passed} == {"fused_mha_contract"}
 

@@ -1,7 +1,7 @@
 """The hostile notebooks (hostile_notebooks.py), graded by the suite's real nbgrader cycle
 (conftest's `course`) and by `mha-kit grade` run as an ordinary user (no drop to `nobody`):
-each earns exactly what its code earns, nothing lands outside its scratch folder, and a kernel
-that dies or hangs is named in the autograded notebook."""
+each earns exactly what its code earns, whatever its attacks, nothing lands outside its scratch
+folder, and a kernel that dies or hangs is named in the autograded notebook."""
 
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from autograder.trusted_autograde import KERNEL_TROUBLE
 
 CASES = hostile_notebooks.cases()
 FULL_MARKS = sum(POINTS[i] for i in MHA_CHECK_IDS)
-STUDENTS = ["complete", "empty", *(case.student for case in CASES)]
+STUDENTS = ["complete", "empty", *hostile_notebooks.submissions(CASES)]
 
 
-def earned(case: hostile_notebooks.HostileNotebook) -> float:
-    """What the case's code earns: its hostile cell adds nothing to its base."""
+def earned(case: hostile_notebooks.Attack) -> float:
+    """What the notebook of the case's code earns: its hostile cells add nothing to its base."""
     return FULL_MARKS if case.base == "complete" else 0
 
 
@@ -36,7 +36,8 @@ def gradebook_totals(course: Path) -> dict[str, float]:
 def written_outside(course: Path) -> list[Path]:
     """The files the cases tried to create outside their scratch folders, that exist."""
     found = hostile_notebooks.targets(course, ROOT / "autograder", Path.home())
-    found += [course / "autograded" / case.student / "mha" / "filler.bin" for case in CASES]
+    found += [course / "autograded" / student / "mha" / "filler.bin"
+              for student in hostile_notebooks.submissions(CASES)]
     return [path for path in found if path.exists()]
 
 

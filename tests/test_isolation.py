@@ -10,12 +10,12 @@ import pytest
 import torch
 from conftest import HOSTILE, TEMPLATE, TINY
 
+from autograder import settings
 from autograder.grading.batch import grade_submission
 from autograder.grading.registry import run_check
 from autograder.messages import ids_in, msg
 from autograder.runner import policy
 from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.policy import FORBIDDEN_ENV
 from autograder.runner.worker import WorkerSubmission
 from autograder.speed import config as speed_config
 from autograder.speed.baselines import SdpaReference, TorchMHA
@@ -84,17 +84,17 @@ def test_the_speed_check_times_without_the_watch(monkeypatch):
 
 
 def test_instructors_choose_the_forbidden_list(monkeypatch):
-    monkeypatch.setenv(FORBIDDEN_ENV, "")
+    monkeypatch.setenv(settings.variable("forbidden"), "")
     allowed = InProcessSubmission.from_path(HOSTILE / "forbidden_apis.py")
     assert run_check("fused_mha", allowed).passed
     assert run_check("attention_head", allowed).passed
-    monkeypatch.setenv(FORBIDDEN_ENV, "torch.nn.functional.softmax")
+    monkeypatch.setenv(settings.variable("forbidden"), "torch.nn.functional.softmax")
     strict = InProcessSubmission.from_path(TEMPLATE)  # its attend uses F.softmax
     result = run_check("attend", strict)
     assert result.score == 0
     assert result.message == msg("runner.forbidden", name="attend",
                                  api="torch.nn.functional.softmax")
-    monkeypatch.setenv(FORBIDDEN_ENV, "torch.no_such_function")
+    monkeypatch.setenv(settings.variable("forbidden"), "torch.no_such_function")
     with pytest.raises(ValueError, match="no_such_function"):
         InProcessSubmission.from_path(TEMPLATE)
 

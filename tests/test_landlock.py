@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder import settings
 from autograder.runner import landlock, sandbox
 
 pytestmark = pytest.mark.skipif(landlock.problem() is not None,
@@ -134,7 +135,7 @@ def test_the_launcher_refuses_to_run_where_it_cannot_confine(monkeypatch, capsys
 def test_a_kernel_of_another_python_can_read_its_installation(tmp_path, monkeypatch):
     """The kernel's command may name a Python other than the grader's (a kernelspec's): its
     installation stays readable, by the link's name and by what it resolves to."""
-    monkeypatch.setenv(sandbox.SANDBOX_ENV, sandbox.LANDLOCK)
+    monkeypatch.setenv(settings.variable("sandbox"), sandbox.LANDLOCK)
     other = tmp_path / "other-env"
     (other / "bin").mkdir(parents=True)
     (other / "bin" / "python").symlink_to(Path(sys.executable).resolve())
@@ -195,7 +196,7 @@ def test_a_process_with_a_second_thread_is_not_confined(tmp_path):
 def test_the_launcher_imports_nothing_from_its_working_folder(tmp_path, monkeypatch):
     """A kernel starts in the copy of the notebook's folder, where a student's json.py could
     stand in for the standard library's before the confinement."""
-    monkeypatch.setenv(sandbox.SANDBOX_ENV, sandbox.LANDLOCK)
+    monkeypatch.setenv(settings.variable("sandbox"), sandbox.LANDLOCK)
     marker = tmp_path / "ran before confinement"
     (tmp_path / "json.py").write_text(f"open({str(marker)!r}, 'w').close()\n"
                                       "from _json import *  # noqa\n")
@@ -208,7 +209,7 @@ def test_the_launcher_imports_nothing_from_its_working_folder(tmp_path, monkeypa
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root's capabilities: run as root")
 def test_a_root_kernel_keeps_no_capability(tmp_path, monkeypatch):
-    monkeypatch.setenv(sandbox.SANDBOX_ENV, sandbox.LANDLOCK)
+    monkeypatch.setenv(settings.variable("sandbox"), sandbox.LANDLOCK)
     show = "print(next(l for l in open('/proc/self/status') if l.startswith('CapEff')))"
     argv = sandbox.confined([sys.executable, "-c", show], [tmp_path],
                             kit_link=tmp_path / "kit", drop_capabilities=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,14 +24,14 @@ PACKAGE = ROOT / "autograder"
 # Each layer may import its own and lower layers only: cli → grading → assignments → speed →
 # checks → runner/oracle → contract, messages, runtime (and the assignments' data modules).
 LAYERS = {
-    "contract": 0, "messages": 0, "runtime": 0,
+    "contract": 0, "messages": 0, "runtime": 0, "settings": 0,
     "oracle": 1, "runner": 1,
     "checks": 2,
     "speed": 3,
     "assignments": 4,
     "grading": 5,
     "notebook": 6, "training": 6, "trusted_autograde": 6, "release": 6, "editions": 6,
-    "course_autograde": 6, "sandboxed_kernel": 6,
+    "course_autograde": 6, "sandboxed_kernel": 6, "course_settings": 6,
     "conftest": 6, "test_submission": 6,
     "cli": 7,
 }
@@ -255,3 +257,13 @@ def test_no_module_is_longer_than_the_limit():
     long = {str(p.relative_to(ROOT)): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}
+
+
+def test_reading_a_notebook_compiles_no_grammar_it_never_uses():
+    """jsonschema's optional `rfc3987_syntax` (3 s of grammars at import) stays out of the kit's
+    processes that read notebooks."""
+    probe = ("import sys, autograder.course_autograde, nbformat\n"
+             "print(sys.modules.get('rfc3987_syntax') is None)")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=120)
+    assert run.stdout.strip() == "True", run.stderr

@@ -11,7 +11,7 @@ import csv
 
 import nbformat
 import pytest
-from conftest import ROOT, TIMED, assert_full_marks
+from conftest import COURSE_SPEED_CONFIG, ROOT, SPEED, TIMED, assert_full_marks
 from notebook_helpers import (
     COPIED,
     COURSE_ASSIGNMENTS,
@@ -32,6 +32,7 @@ from notebook_helpers import (
     verdicts,
 )
 
+from autograder import settings
 from autograder.grading.registry import ASSIGNMENTS, POINTS, split_name
 from autograder.messages import msg
 
@@ -125,3 +126,13 @@ def test_grades_csv_holds_what_the_test_cells_earned(course):
         scores = {(r["assignment"], r["student_id"]): float(r["score"]) for r in csv.DictReader(f)
                   if r["assignment"] in OTHERS and r["student_id"] in STUDENTS}
     assert scores == expected
+
+
+def test_a_setting_in_nbgrader_config_holds_for_the_kits_grading(course):
+    """The course's nbgrader_config.py sets `c.MhaKit.speed_config`, which its environment
+    does not: the speed check names the config it timed."""
+    graded = read(course / "autograded" / "complete" / "mha" / SOLUTION.name)
+    (cell,) = [c for c in graded.cells if nbgrader_meta(c).get("grade_id") == SPEED]
+    text = "".join(o.get("text", "") for o in cell.outputs)
+    said = f"`{settings.variable('speed_config')}={COURSE_SPEED_CONFIG}`"
+    assert text.startswith(f"✓ {SPEED}") and said in text, text

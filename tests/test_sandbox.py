@@ -20,6 +20,7 @@ import nbformat
 import pytest
 from conftest import HOSTILE, ROOT, STUBS, TEMPLATE, check_here, run_cli
 
+from autograder import settings
 from autograder.grading.batch import grade_submission
 from autograder.grading.registry import ASSIGNMENTS, POINTS, WAITING_MESSAGES
 from autograder.messages import ids_in, msg, render
@@ -31,6 +32,7 @@ from autograder.sandboxed_kernel import (
     SandboxedStudentCells,
 )
 
+SANDBOX, BWRAP = settings.variable("sandbox"), settings.variable("bwrap")
 needs_sandbox = pytest.mark.skipif(sandbox.unprotected() is not None,
                                    reason=f"no sandbox here ({sandbox.unprotected()})")
 needs_bwrap = pytest.mark.skipif(
@@ -41,7 +43,7 @@ EACH_LAYER = [pytest.param(layer, marks=pytest.mark.skipif(
     sandbox.layer_problem(layer) is not None,
     reason=f"no {layer} here ({sandbox.layer_problem(layer)})"))
     for layer in (sandbox.LANDLOCK, sandbox.BUBBLEWRAP)]
-BOTH = pytest.param("on", marks=pytest.mark.skipif(
+BOTH = pytest.param("auto", marks=pytest.mark.skipif(
     len(sandbox.layers()) < 2, reason=f"not both layers here: {sandbox.layers()}"))
 REFUSED_CONNECTION = {sandbox.LANDLOCK: {"EACCES"},  # no socket at all
                       sandbox.BUBBLEWRAP: {"ECONNREFUSED", "ENETUNREACH"}}  # its own loopback
@@ -114,14 +116,14 @@ def test_a_hostile_submission_writes_nowhere_and_connects_nowhere_but_is_graded(
         layer, course_dir, outside, listener, monkeypatch):
     """Each layer alone; Landlock also keeps another submission and the grade book unread
     (bubblewrap alone leaves reading to the account's rights, outside /tmp)."""
-    monkeypatch.setenv(sandbox.SANDBOX_ENV, layer)
+    monkeypatch.setenv(SANDBOX, layer)
     path = course_dir / "submitted" / "alice" / "mha" / "writes_outside.py"
-    shutil.copy(HOSTILE / "writes_outside.py", path)
     secret = course_dir / "submitted" / "bob" / "mha" / "answers.py"
     secret.write_text("bob's answers")
-    monkeypatch.setenv("MHA_KIT_HOSTILE_TARGETS", json.dumps(
-        {"files": [str(p) for p in outside], "port": listener.getsockname()[1],
-         "reads": [str(secret), str(course_dir / "gradebook.db")]}))
+    targets = {"files": [str(p) for p in outside], "port": listener.getsockname()[1],
+               "reads": [str(secret), str(course_dir / "gradebook.db")]}
+    path.write_text((HOSTILE / "writes_outside.py").read_text().replace(
+        'TARGETS = {"files": []}', f"TARGETS = {targets!r}"))
     results, problems = grade_submission(path)
     assert_untouched(outside, course_dir, listener)
     for result in results:  # the six steps are right; nothing else is defined
@@ -152,8 +154,8 @@ def test_the_worker_is_in_a_network_namespace_of_its_own_unless_turned_off(tmp_p
     source = tmp_path / "net_ns.py"
     source.write_text(NET_NS)
     ours = os.stat("/proc/self/ns/net").st_ino
-    for setting, sandboxed in (("on", True), ("off", False), ("on", True)):
-        monkeypatch.setenv(sandbox.SANDBOX_ENV, setting)
+    for setting, sandboxed in (("auto", True), ("off", False), ("auto", True)):
+        monkeypatch.setenv(SANDBOX, setting)
         with WorkerSubmission(source) as sub:
             assert (sub.call("causal_mask", 1).value.item() != ours) == sandboxed, setting
 
@@ -165,7 +167,7 @@ def test_every_thread_of_a_worker_is_confined(forked, tmp_path, monkeypatch):
     """Landlock and seccomp bind the thread that asks and those it starts: the worker confines
     itself before any other thread starts (torch's pool, CUDA's), so none runs free. So does a
     zygote that becomes the worker (no subreaper)."""
-    monkeypatch.setenv(sandbox.SANDBOX_ENV, sandbox.LANDLOCK)
+    monkeypatch.setenv(SANDBOX, sandbox.LANDLOCK)
     monkeypatch.setattr(zygote, "FORK", forked)
     source = tmp_path / "threads.py"
     source.write_text(THREADS)
@@ -175,14 +177,14 @@ def test_every_thread_of_a_worker_is_confined(forked, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("env, reason", [
-    ({sandbox.SANDBOX_ENV: "off"}, "MHA_KIT_SANDBOX=off"),
-    ({sandbox.SANDBOX_ENV: "bwrap", sandbox.BWRAP_ENV: "/nonexistent/bwrap"},
+    ({SANDBOX: "off"}, "MHA_KIT_SANDBOX=off"),
+    ({SANDBOX: "bwrap", BWRAP: "/nonexistent/bwrap"},
      "/nonexistent/bwrap not found"),
-    ({sandbox.SANDBOX_ENV: "bwrap", sandbox.BWRAP_ENV: shutil.which("false") or "/bin/false"},
+    ({SANDBOX: "bwrap", BWRAP: shutil.which("false") or "/bin/false"},
      "cannot build its sandbox"),
-    ({sandbox.SANDBOX_ENV: "landlock", "no_landlock": "ENOSYS"},
+    ({SANDBOX: "landlock", "no_landlock": "ENOSYS"},
      "this kernel offers no Landlock (ENOSYS)"),
-    ({sandbox.BWRAP_ENV: "/nonexistent/bwrap", "no_landlock": "EOPNOTSUPP"},
+    ({BWRAP: "/nonexistent/bwrap", "no_landlock": "EOPNOTSUPP"},
      "this kernel offers no Landlock (EOPNOTSUPP); /nonexistent/bwrap not found"),
 ])
 def test_without_the_sandbox_check_works_and_says_what_is_not_protected_when_asked(
@@ -203,18 +205,18 @@ def test_the_warning_is_shown_once_by_grade_and_in_chinese(tmp_path):
     for name in ("alice", "bob"):
         shutil.copy(STUBS, tmp_path / f"{name}.py")
     run = run_cli("grade", str(tmp_path), "--csv", str(tmp_path / "grades.csv"),
-                  env={sandbox.SANDBOX_ENV: "bwrap", sandbox.BWRAP_ENV: "/nonexistent/bwrap",
+                  env={SANDBOX: "bwrap", BWRAP: "/nonexistent/bwrap",
                        "MHA_KIT_LANG": "zh"})
     assert run.returncode == 0, run.stdout + run.stderr
     warning = msg("sandbox.off", reason=[msg("sandbox.missing", bwrap="/nonexistent/bwrap")],
-                  variable=sandbox.SANDBOX_ENV).render("zh")
+                  variable=SANDBOX).render("zh")
     assert run.stderr.count(warning) == 1, run.stderr
 
 
 @pytest.mark.parametrize("layer", EACH_LAYER)
 def test_with_the_sandbox_there_is_no_warning_and_verbose_names_the_layer(layer, capsys,
                                                                           monkeypatch):
-    monkeypatch.setenv(sandbox.SANDBOX_ENV, layer)
+    monkeypatch.setenv(SANDBOX, layer)
     run = check_here(capsys, monkeypatch, str(TEMPLATE), "--only", "causal_mask", "-v")
     assert run.returncode == 0 and "sandbox" not in run.stderr, run.stderr
     assert sandbox.layers() == (layer,)
@@ -280,7 +282,7 @@ def test_the_kernel_writes_only_to_its_copy_of_its_folder_and_connects_nowhere(
         layer, course_dir, outside, listener, kernel_scratch, monkeypatch):
     """bwrap mounts the copy at the folder's own path; with Landlock alone the kernel works
     in the copy, and reads no other submission."""
-    monkeypatch.setenv(sandbox.SANDBOX_ENV, layer)
+    monkeypatch.setenv(SANDBOX, layer)
     folder = course_dir / "submitted" / "alice" / "mha"
     (folder / "data.txt").write_text("data beside the notebook")
     (course_dir / "submitted" / "bob" / "mha" / "answers.py").write_text("bob's answers")
@@ -422,7 +424,7 @@ def _seen_in_sandbox(tmp_path: Path, layer: str, import_path: Path, secret: Path
                "print(subprocess.run(argv, capture_output=True, text=True).stdout)")
     run = subprocess.run([sys.executable, "-c", outside], capture_output=True, text=True,
                          cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(
-                             import_path), sandbox.SANDBOX_ENV: layer})
+                             import_path), SANDBOX: layer})
     assert run.returncode == 0, run.stderr
     return run.stdout.split()
 

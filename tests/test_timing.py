@@ -10,6 +10,7 @@ import torch
 from conftest import SPEED, STUBS, TEMPLATE, TINY, score_once
 from torch import nn
 
+from autograder import settings
 from autograder.assignments.mha.modules import LONGEST_TIMED_T
 from autograder.checks.core import CheckResult, Context
 from autograder.grading.batch import grade_submission
@@ -87,10 +88,10 @@ def test_medians_and_paired_ratios() -> None:
     ("small", "cpu", speed_config.SpeedConfig(B=2, T=16, E=128, H=32, rounds=9, calls=8, warmup=1)),
     ("small", "cuda", speed_config.SpeedConfig(B=8, T=128, E=512, H=32, rounds=9, calls=8,
                                                warmup=1)),
-    ("", "cpu", speed_config.CONFIGS["cpu"]), ("huge", "cuda", speed_config.CONFIGS["cuda"])])
+    ("", "cpu", speed_config.CONFIGS["cpu"]), ("graded", "cuda", speed_config.CONFIGS["cuda"])])
 def test_a_test_config_is_chosen_by_name_else_the_devices(name, device, config, monkeypatch
                                                          ) -> None:
-    monkeypatch.setenv(speed_config.SPEED_CONFIG_ENV, name)
+    monkeypatch.setenv(settings.variable("speed_config"), name)
     assert speed_config.config_for(device) == config
 
 

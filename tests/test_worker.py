@@ -17,6 +17,7 @@ import torch
 from conftest import HOSTILE
 from torch import nn
 
+from autograder import settings
 from autograder.grading.registry import run_check
 from autograder.messages import msg
 from autograder.runner import fonts
@@ -31,7 +32,7 @@ from autograder.runner.framing import (
     write_all,
 )
 from autograder.runner.inprocess import vetted
-from autograder.runner.policy import WORKER_USER_ENV, Limits, worker_user
+from autograder.runner.policy import Limits, worker_user
 from autograder.runner.protocol import StudentCodeError
 from autograder.runner.worker import WorkerStartError, WorkerSubmission
 
@@ -287,13 +288,13 @@ def test_the_worker_runs_as_another_account_when_the_grader_is_root(tmp_path, mo
         return
     # Here Python lives where `nobody` may not go: asking for the drop anyway is a clear
     # setup error, before any student code runs, not a grade of 0.
-    monkeypatch.setenv(WORKER_USER_ENV, "nobody")
+    monkeypatch.setenv(settings.variable("worker_user"), "nobody")
     with pytest.raises(WorkerStartError) as raised:
         with WorkerSubmission(source) as sub:
             sub.ensure_loaded()
     (said,) = raised.value.args  # could not start as user 'nobody'
-    assert said.id == "worker.cannot_start" and said.params["user"] == msg("worker.as_user",
-                                                                           user="nobody")
+    assert said.id == "worker.cannot_start" and said.params["user"] == msg(
+        "worker.as_user", user="nobody", variable=settings.variable("worker_user"))
 
 
 def test_a_fresh_home_gets_a_font_list_that_matplotlib_uses_as_it_is(tmp_path):

@@ -12,22 +12,22 @@ A package holds everything of its exercise (docs/architecture.md, "Adding an ass
 
 The data modules are read by the lowest layers (`contract`, `messages`), the points tables by
 `grading.registry`, each through `modules(part)`. An assignment imports no other assignment.
-A course's own assignments may live elsewhere: each folder named in $MHA_KIT_ASSIGNMENTS
-(separated by os.pathsep) holds more `<name>/` packages, as in the test that adds one.
+A course's own assignments may live elsewhere: each folder the `assignments` setting names holds
+more `<name>/` packages, as in the test that adds one.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 import pkgutil
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
 
-FOLDERS_ENV = "MHA_KIT_ASSIGNMENTS"
-__path__ += [folder for folder in os.environ.get(FOLDERS_ENV, "").split(os.pathsep) if folder]
+from .. import settings
+
+__path__ += list(settings.current().assignments)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import sys
 import threading
 from typing import NoReturn
 
+from .. import settings
 from .exits import EXIT_PASS, EXIT_USAGE
 
 COMMANDS = ("check", "grade", "autograde", "bench", "release")
@@ -33,6 +34,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _run(argv)
+    except settings.SettingError as err:  # a variable's or a flag's value
+        print(f"mha-kit: {err}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _run(argv: list[str]) -> int:
+    settings.current()  # a bad variable is said first, before anything starts
     if argv[:1] == ["check"] and not {"-h", "--help"} & set(argv):
         from ..runner import zygote
 
@@ -42,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:
         return EXIT_USAGE if exit_.code else EXIT_PASS
-    return args.run(args)
+    from .options import chosen_by_flags
+
+    with settings.chosen(**chosen_by_flags(args)):
+        return args.run(args)
 
 
 def console() -> NoReturn:

@@ -68,7 +68,7 @@ def grade_batch(names: list[str], n: int, device: str) -> dict[str, list[tuple[f
     graded: dict[str, list[tuple[float, str]]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="mha-kit-reliability-") as folder:
         _style_files(folder, names, n)
-        limits = Limits.from_env()  # as `mha-kit grade` without limit flags
+        limits = Limits.from_settings()  # as `mha-kit grade` without limit flags
         for entry, payload in grade_all(discover(Path(folder)), 2, device, "mha", limits,
                                         kit_code=True):  # the kit's own styles
             test = next(t for t in payload["tests"] if t["name"] == SPEED_CHECK)
@@ -92,7 +92,7 @@ def grading_load(device: str) -> Iterator[None]:
 
     def grade(entries: list) -> None:
         while not stop.is_set():
-            for _ in grade_all(entries, 2, device, "mha", Limits.from_env()):
+            for _ in grade_all(entries, 2, device, "mha", Limits.from_settings()):
                 if stop.is_set():
                     break
 

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from .. import settings
 from ..grading.batch import grade_submission
 from ..grading.files import detect_assignment, edition_language, readable_submission
 from ..grading.registry import ASSIGNMENTS
 from ..grading.report import format_table, score_line, write_gradescope_json
-from ..messages import LANG_VARIABLE, msg, render
+from ..messages import Message, msg, render
 from ..runner import sandbox
 from ..runner.worker import WorkerStartError
 from .exits import EXIT_FAIL, EXIT_PASS, EXIT_USAGE
@@ -22,7 +22,6 @@ from .options import (
     add_lang_flag,
     add_limit_flags,
     chosen_device,
-    limits_from,
 )
 
 
@@ -49,9 +48,12 @@ def add(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     path = Path(args.path)
     problem = readable_submission(path)
-    lang = args.lang or (None if problem or LANG_VARIABLE in os.environ else edition_language(path))
-    if lang:
-        os.environ[LANG_VARIABLE] = lang  # read by the report, and by the worker's notebook
+    edition = None if problem or settings.is_set("lang") else edition_language(path)
+    with settings.chosen(lang=edition):  # an edition's messages in its language
+        return _graded(args, path, problem)
+
+
+def _graded(args: argparse.Namespace, path: Path, problem: Message | None) -> int:
     if problem:
         print(render(problem), file=sys.stderr)
         return EXIT_USAGE
@@ -75,10 +77,9 @@ def run(args: argparse.Namespace) -> int:
         if args.verbose:
             print(score_line(result), flush=True)
 
-    limits = limits_from(args)
     try:
         results, problems = grade_submission(path, device, assignment=assignment,
-                                             only=args.only, limits=limits, on_result=progress)
+                                             only=args.only, on_result=progress)
     except WorkerStartError as err:
         print(f"mha-kit: {err}", file=sys.stderr)
         return EXIT_USAGE

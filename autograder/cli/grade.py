@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from .. import settings
 from ..grading import class_report
 from ..grading.batch import Progress, grade_all, safe_name, summary, write_csv
 from ..grading.files import MixedAssignments, StudentFile, class_assignment, discover
 from ..grading.registry import ASSIGNMENTS, assignment_names, split_name
 from ..grading.report import write_results
-from ..messages import LANG_VARIABLE, msg, render
+from ..messages import msg, render
+from ..runner.policy import Limits
 from ..runner.worker import WorkerStartError
 from .exits import EXIT_PASS, EXIT_USAGE
 from .options import (
     add_device_flag,
     add_limit_flags,
     chosen_device,
-    limits_from,
     warn_if_unprotected,
 )
 
@@ -69,9 +69,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.assignment:  # now known: each student's folder of it, in nbgrader's layout
         entries = discover(root, folder)
     assignment, lang = split_name(folder)
-    if lang:
-        os.environ[LANG_VARIABLE] = lang  # the edition's language, in the sheet's notes
-    limits = limits_from(args)
+    with settings.chosen(lang=lang):  # an edition's language, in the sheet's notes
+        return _graded(args, entries, assignment)
+
+
+def _graded(args: argparse.Namespace, entries: list[StudentFile], assignment: str) -> int:
     device = chosen_device(args)
     if device is None:
         return EXIT_USAGE
@@ -84,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     warn_if_unprotected()
     rows: dict[str, tuple[StudentFile, dict]] = {}
     try:
-        for entry, payload in grade_all(entries, args.jobs, device, assignment, limits):
+        for entry, payload in grade_all(entries, args.jobs, device, assignment,
+                                        Limits.from_settings()):
             rows[entry.student] = (entry, payload)
             progress.update(entry.student, payload)
     except WorkerStartError as err:

@@ -1,15 +1,22 @@
-"""What several commands share: the limits on student code, the device, the language, and
-the warning where student code runs without the sandbox."""
+"""What several commands share: the limits on student code, the device, the language (flags
+that override the kit's settings: `autograder.settings`), and the warning where student code
+runs without the sandbox."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from ..messages import LANG_VARIABLE, LANGUAGES, msg, render
+from .. import settings
+from ..messages import msg, render
 from ..runner import sandbox
-from ..runner.policy import Limits
 from ..runtime import default_device
+from ..settings import LANGUAGES, Settings
+
+# flag (its `dest`) -> the setting it overrides
+SETTING_FLAGS = {"timeout": "call_timeout", "check_timeout": "check_timeout",
+                 "total_timeout": "total_timeout", "memory_gib": "memory_gib", "lang": "lang"}
 
 
 def warn_if_unprotected() -> None:
@@ -18,27 +25,25 @@ def warn_if_unprotected() -> None:
         print(render(unprotected), file=sys.stderr, flush=True)
 
 
+def _help(setting: str) -> str:
+    """A flag's help: its setting's, with its default and variable."""
+    meta = settings.FIELDS[setting].metadata
+    return (f"{meta['help']} (default {getattr(Settings, setting):g}; "
+            f"${settings.variable(setting)})")
+
+
 def add_limit_flags(parser: argparse.ArgumentParser) -> None:
     """--timeout, --check-timeout, --total-timeout and --memory-gib, for `check` and `grade`."""
-    defaults = Limits()
-    parser.add_argument("--timeout", type=float, metavar="S",
-                        help=f"seconds for one call into student code (default "
-                             f"{defaults.call_s:g}; ${Limits.ENV['call_s']})")
-    parser.add_argument("--check-timeout", type=float, metavar="S",
-                        help=f"seconds for all the calls of one check (default "
-                             f"{defaults.check_s:g}; ${Limits.ENV['check_s']})")
-    parser.add_argument("--total-timeout", type=float, metavar="S",
-                        help=f"seconds for a whole submission (default {defaults.total_s:g}; "
-                             f"${Limits.ENV['total_s']})")
-    parser.add_argument("--memory-gib", type=float, metavar="G",
-                        help=f"memory for student code (default {defaults.memory_gib:g}; "
-                             f"${Limits.ENV['memory_gib']})")
+    for flag, metavar in (("--timeout", "S"), ("--check-timeout", "S"),
+                          ("--total-timeout", "S"), ("--memory-gib", "G")):
+        dest = flag[2:].replace("-", "_")
+        parser.add_argument(flag, type=float, metavar=metavar, help=_help(SETTING_FLAGS[dest]))
 
 
-def limits_from(args: argparse.Namespace) -> Limits:
-    """The limits the flags and MHA_KIT_* variables set (flags win)."""
-    return Limits.from_env(call_s=args.timeout, check_s=args.check_timeout,
-                           total_s=args.total_timeout, memory_gib=args.memory_gib)
+def chosen_by_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings the command's flags override (those given)."""
+    return {setting: getattr(args, dest) for dest, setting in SETTING_FLAGS.items()
+            if getattr(args, dest, None) is not None}
 
 
 def add_device_flag(parser: argparse.ArgumentParser, what: str = "run and time") -> None:
@@ -59,4 +64,5 @@ def chosen_device(args: argparse.Namespace) -> str | None:
 
 def add_lang_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lang", choices=LANGUAGES,
-                        help=f"language of the messages (default: ${LANG_VARIABLE}, else en)")
+                        help=f"language of the messages (default: ${settings.variable('lang')}, "
+                             "else en)")

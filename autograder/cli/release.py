@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..grading.registry import ASSIGNMENTS
+from ..settings import SOURCE_VARIABLE
 from .exits import EXIT_FAIL, EXIT_PASS, EXIT_USAGE
 
 # The install address the kit's own notebooks ship with, to be replaced by each course.
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             if PLACEHOLDER_SOURCE in notebook.read_text(encoding="utf-8"):
                 print(f"warning: {notebook.relative_to(course)} installs the kit from the "
                       f"placeholder address {PLACEHOLDER_SOURCE}: students without the kit "
-                      "(Colab) stop at its setup cell. Set MHA_KIT_SOURCE in the setup cell of "
+                      f"(Colab) stop at its setup cell. Set {SOURCE_VARIABLE} in the setup cell of "
                       f"solutions/{split_name(name)[0]}/ to where your students install the "
                       "kit from, and release again.", file=sys.stderr)
     return EXIT_PASS

@@ -31,6 +31,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .. import settings
 from ..checks import search
 from ..checks.core import HIDDEN_SALT, CheckResult
 from ..messages import Message, msg, render
@@ -110,15 +111,16 @@ def grade_entry(entry: StudentFile, device: str, assignment: str, limits: Limits
                                           error=str(err)))
 
 
-def _prepare_grader(scratch: str) -> None:
-    """In each grader process: worker folders go into the batch's scratch folder (removed at
-    the end, even those of a grader that was killed); its workers' zygote, started at once
-    (its sandbox lets them write there); and one torch thread, since the grader's side is
-    small tensors and the workers need the cores."""
+def _prepare_grader(scratch: str, chosen: settings.Settings) -> None:
+    """In each grader process: the batch's settings; worker folders go into the batch's
+    scratch folder (removed at the end, even those of a grader that was killed); its workers'
+    zygote, started at once (its sandbox lets them write there); and one torch thread, since
+    the grader's side is small tensors and the workers need the cores."""
     import torch
 
     from ..runner import zygote
 
+    settings.adopt(chosen)
     tempfile.tempdir = scratch
     zygote.prestart()
     torch.set_num_threads(1)
@@ -126,7 +128,8 @@ def _prepare_grader(scratch: str) -> None:
 
 def _pool(jobs: int, scratch: str) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_prepare_grader, initargs=(scratch,))
+                               initializer=_prepare_grader,
+                               initargs=(scratch, settings.current()))
 
 
 @contextlib.contextmanager

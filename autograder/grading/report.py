@@ -39,8 +39,6 @@ def format_table(results: Iterable[CheckResult], problems: Iterable[Message | st
     return "\n".join(lines)
 
 
-# Gradescope's visibilities of a test, and "none": no hidden-input tests at all.
-HIDDEN_VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible", "none")
 HIDDEN_NAME = "{id} (hidden inputs)"
 
 

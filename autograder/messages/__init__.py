@@ -1,10 +1,10 @@
 """Every sentence a student or instructor reads, by id, with an English and a Chinese template.
 
 Code builds `Message(id, params)`; the text is rendered only when it is shown, in the
-language of `MHA_KIT_LANG` (or `mha-kit check --lang`). Templates use `str.format` fields;
-a parameter may itself be a `Message` (rendered in the same language), a list of them (joined
-with the language's separator), or a plain value (code, numbers, shapes: shown as it is; a
-format spec such as `{ms:.2f}` applies to it).
+language of the `lang` setting (`autograder.settings`; `mha-kit check --lang`). Templates use
+`str.format` fields; a parameter may itself be a `Message` (rendered in the same language), a
+list of them (joined with the language's separator), or a plain value (code, numbers, shapes:
+shown as it is; a format spec such as `{ms:.2f}` applies to it).
 
 Rendered text pads by display width in a format spec such as `{label:<8}` (a CJK character
 counts twice), so columns line up in Chinese too; `pad` and `display_width` do the same for
@@ -20,7 +20,6 @@ id has a template in every language, with the same fields (zh*.py).
 
 from __future__ import annotations
 
-import os
 import re
 import unicodedata
 from collections.abc import Callable
@@ -29,11 +28,12 @@ from functools import cache
 from string import Formatter
 from typing import Any
 
+from .. import settings
 from ..assignments import modules
+from ..settings import LANGUAGES
 from . import en, zh
 
-LANG_VARIABLE = "MHA_KIT_LANG"
-LANGUAGES = ("en", "zh")
+LANG_VARIABLE = settings.variable("lang")  # what an edition's language cell sets in its kernel
 
 
 def _all_templates() -> dict[str, dict[str, str]]:
@@ -57,9 +57,8 @@ MAX_DEPTH, MAX_PARAMS, MAX_ITEMS = 6, 16, 64
 
 
 def language() -> str:
-    """The language of messages: MHA_KIT_LANG when it names one we have, else English."""
-    lang = os.environ.get(LANG_VARIABLE, "en").strip().lower()
-    return lang if lang in LANGUAGES else "en"
+    """The language of messages: the `lang` setting's."""
+    return settings.current().lang
 
 
 @dataclass(frozen=True)

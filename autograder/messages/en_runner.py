@@ -75,7 +75,7 @@ TEMPLATES: dict[str, str] = {
                          "plain tensors",
     "worker.grader_error": "{type}: {error}",  # the grader's own code failed in the worker
     "worker.cannot_start": "the grading worker could not start{user}: {error}",
-    "worker.as_user": " as user {user!r} (MHA_KIT_WORKER_USER chooses another)",
+    "worker.as_user": " as user {user!r} ({variable} chooses another)",
     "worker.printed": "{text}",
     "worker.printed_more": "{text} ... ({count:,} characters in all)",
     "runner.params_in_forward": "`{name}` makes new parameters on every call ({count} of "

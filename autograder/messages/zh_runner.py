@@ -66,7 +66,7 @@ TEMPLATES: dict[str, str] = {
     "worker.unsendable": "`{what}` 返回的东西无法传回（{type}）：请返回普通的张量",
     "worker.grader_error": "{type}：`{error}`",
     "worker.cannot_start": "评分子进程无法启动{user}：{error}",
-    "worker.as_user": "（以用户 {user!r} 运行；可用 MHA_KIT_WORKER_USER 换一个）",
+    "worker.as_user": "（以用户 {user!r} 运行；可用 {variable} 换一个）",
     "worker.printed": "`{text}`",
     "worker.printed_more": "`{text}` ……（共 {count:,} 个字符）",
     "runner.params_in_forward": "`{name}` 每次调用都会新建参数（共 {count} 个，第一个在一个 "

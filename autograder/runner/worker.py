@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from .. import settings
 from ..messages import Message, msg
 from . import fonts, sandbox
 from .devices import on_meta
@@ -74,7 +75,7 @@ class WorkerSubmission:
         self.path = Path(path).resolve()
         self.kit_code = kit_code  # as for InProcessSubmission: the kit grading its own styles
         self.device = device
-        self.limits = limits or Limits.from_env()
+        self.limits = limits or Limits.from_settings()
         self.forbidden = forbidden_names()
         forbidden_functions(self.forbidden)  # a misconfigured list fails here, not per check
         self.user = worker_user()
@@ -140,7 +141,8 @@ class WorkerSubmission:
         return entry.pw_uid, entry.pw_gid
 
     def _as_user(self) -> Message | str:
-        return msg("worker.as_user", user=self.user) if self.user else ""
+        return (msg("worker.as_user", user=self.user, variable=settings.variable("worker_user"))
+                if self.user else "")
 
     def _ready(self, setup: dict, deadline: float) -> None:
         """The worker's setup, then `ready` before any student code runs (else the grader's

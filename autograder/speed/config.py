@@ -4,12 +4,12 @@ one seed. Why these configs: docs/speed.md.
 
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import dataclass, replace
 
 import torch
 
+from .. import settings
 from ..checks.inputs import random_params
 
 Tensor = torch.Tensor
@@ -32,25 +32,24 @@ CONFIGS = {
     "cpu": SpeedConfig(B=2, T=16, E=128, H=32, rounds=31, calls=8),
     "cuda": SpeedConfig(B=8, T=128, E=512, H=32, rounds=31, calls=10),
 }
-# The kit's tests choose a smaller config through MHA_KIT_SPEED_CONFIG (the speed message
-# then names it). "tiny" takes milliseconds, for tests of the check's logic: its timed calls
+# The kit's tests choose a smaller config through the `speed_config` setting (the speed
+# message then names it). "tiny" takes milliseconds, for tests of the check's logic: its timed calls
 # may be too short for the CPU-time bound (speed.check), so a correct module need not pass.
 # "small" is the device's graded config with 72 timed calls instead of 248 (CPU) and one
 # warm-up call: a correct module passes, for a third of the CPU time (docs/speed.md).
-SPEED_CONFIG_ENV = "MHA_KIT_SPEED_CONFIG"
 TEST_CONFIGS = ("tiny", "small")
 TINY = SpeedConfig(B=2, T=5, E=8, H=4, rounds=6, calls=3, warmup=1)
 SPOT_CHECKS = 8  # timed calls whose outputs the grader compares with nn.MultiheadAttention
 
 
 def chosen_test_config() -> str | None:
-    """The test config MHA_KIT_SPEED_CONFIG names, if it names one."""
-    name = os.environ.get(SPEED_CONFIG_ENV, "")
+    """The test config the `speed_config` setting names, if it names one."""
+    name = settings.current().speed_config
     return name if name in TEST_CONFIGS else None
 
 
 def config_for(device: str) -> SpeedConfig:
-    """The graded config on this device, or the test config MHA_KIT_SPEED_CONFIG names."""
+    """The graded config on this device, or the test config `speed_config` names."""
     graded = CONFIGS["cuda" if device.startswith("cuda") else "cpu"]
     name = chosen_test_config()
     if name == "tiny":

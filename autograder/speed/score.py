@@ -12,10 +12,9 @@ from typing import Any, TypeVar
 
 import torch
 
-from .. import oracle
+from .. import oracle, settings
 from ..messages import Message, msg
 from .config import (
-    SPEED_CONFIG_ENV,
     SpeedConfig,
     chosen_test_config,
     config_for,
@@ -180,8 +179,8 @@ def how_measured(runs: int) -> dict[str, Message]:
     """The `config` and `runs` fields of any speed check's message: the config it timed (the
     graded one, or the kit's test config) and over how many runs."""
     name = chosen_test_config()
-    return {"config": msg("speed.test_config", variable=SPEED_CONFIG_ENV, name=name) if name
-            else msg("speed.graded_config"),
+    config = msg("speed.test_config", variable=settings.variable("speed_config"), name=name)
+    return {"config": config if name else msg("speed.graded_config"),
             "runs": msg("speed.one_run") if runs == 1 else msg("speed.median_of", runs=runs)}
 
 

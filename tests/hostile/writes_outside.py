@@ -1,23 +1,21 @@
 """Hostile: right step functions, but it writes outside its folder, calls the grader's machine
 and reads another submission.
 
-At import and in every call it appends to each file MHA_KIT_HOSTILE_TARGETS names (JSON:
-{"files": [paths], "port": a TCP port on 127.0.0.1, "reads": [paths]}; tests/test_sandbox.py
-names the kit's package, the grader's home, the course folder and /tmp), connects to the port,
-and reads each of "reads". It prints how each attempt went, once at import and once at the
-first call ("import: writes ... connect ... reads ..."). Without the variable it tries nothing.
+At import and in every call it appends to each file TARGETS names ({"files": [paths], "port": a
+TCP port on 127.0.0.1, "reads": [paths]}; tests/test_sandbox.py writes in a copy the kit's
+package, the grader's home, the course folder and /tmp), connects to the port, and reads each
+of "reads". It prints how each attempt went, once at import and once at the first call
+("import: writes ... connect ... reads ..."). As it is, it tries nothing.
 """
 
 import errno
-import json
 import math
-import os
 import socket
 
 import torch
 import torch.nn.functional as F
 
-TARGETS = json.loads(os.environ.get("MHA_KIT_HOSTILE_TARGETS", '{"files": []}'))
+TARGETS = {"files": []}
 reported = set()
 
 

@@ -32,14 +32,14 @@ class DecodeConfig:
 # third of recomputing everything, and a buffer attended whole costs its length, not the
 # tokens it holds (docs/speed.md, the dead band).
 GRADED = DecodeConfig(B=1, P=192, N=12, E=512, H=8, Hkv=4, rounds=3)
-# The kit's tests (MHA_KIT_SPEED_CONFIG, as for the other speed check): "small" keeps the
+# The kit's tests (the `speed_config` setting, as for the other speed check): "small" keeps the
 # graded sizes and times one round, "tiny" takes milliseconds, for the check's logic only.
 TINY = DecodeConfig(B=1, P=6, N=3, E=16, H=4, Hkv=2, rounds=1)
 SPOT_TOLERANCE = {"rtol": 1e-3, "atol": 1e-3}  # float32 against a float64 oracle
 
 
 def decode_config() -> DecodeConfig:
-    """The graded config, or the test config MHA_KIT_SPEED_CONFIG names."""
+    """The graded config, or the test config the `speed_config` setting names."""
     name = chosen_test_config()
     if name == "tiny":
         return TINY

@@ -1,0 +1,87 @@
+"""The kit's settings (autograder/settings.py): one module reads them, each has a type, a
+default and a help text, nbgrader_config.py can set every one, and docs/settings.md is made
+from them."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import ROOT
+from traitlets.config import Config
+
+from autograder import settings
+from autograder.course_settings import MhaKit, configured
+from autograder.runner.policy import Limits
+
+KIT_CODE = [*(ROOT / "autograder").rglob("*.py"), ROOT / "gradescope" / "run_autograder"]
+
+
+def test_only_the_settings_module_names_a_kit_variable_or_reads_the_environment_for_one():
+    """Other modules ask `settings.current()`; a message names a variable as a parameter."""
+    named = {str(p.relative_to(ROOT)) for p in KIT_CODE if p.name != "settings.py"
+             and "MHA_KIT_" in p.read_text(encoding="utf-8")}
+    assert named == set()
+    reads = re.compile(r"os\.(environ|getenv)\b[^\n]*(settings\.|PREFIX|variable\()")
+    assert [str(p) for p in KIT_CODE if reads.search(p.read_text(encoding="utf-8"))] == []
+
+
+def test_docs_hold_the_table_the_settings_make():
+    """Regenerate with `python -m autograder.settings` (the table between the markers)."""
+    docs = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
+    assert settings.table() in docs
+
+
+def test_the_environment_then_what_an_entry_point_chooses(monkeypatch):
+    monkeypatch.setenv(settings.variable("call_timeout"), "7")
+    monkeypatch.setenv(settings.variable("forbidden"), "torch.einsum, nn.MultiheadAttention")
+    assert settings.current().call_timeout == 7.0
+    assert settings.current().forbidden == ("torch.einsum", "nn.MultiheadAttention")
+    with settings.chosen(call_timeout=30, lang=None) as chosen:
+        assert chosen.call_timeout == 30.0 and Limits.from_settings().call_s == 30.0
+        assert settings.current().environment()[settings.variable("call_timeout")] == "30"
+    assert settings.current().call_timeout == 7.0  # nothing is left behind
+
+
+def test_a_child_process_gets_back_the_settings_in_force():
+    chosen = settings.Settings().replace(memory_gib="3", forbidden="", sandbox="landlock",
+                                         worker_user="", allow_unconfined="1")
+    assert settings.from_environment(chosen.environment()) == chosen
+    assert settings.from_environment({}) == settings.Settings()
+
+
+@pytest.mark.parametrize(("name", "value", "said"), [
+    ("call_timeout", "soon", "call_timeout ($MHA_KIT_CALL_TIMEOUT): 'soon' is not a number"),
+    ("memory_gib", "0", "memory_gib ($MHA_KIT_MEMORY_GIB) must be positive"),
+    ("lang", "fr", "lang ($MHA_KIT_LANG): 'fr' is not one of en, zh"),
+    ("allow_unconfined", "maybe", "allow_unconfined ($MHA_KIT_ALLOW_UNCONFINED): 'maybe' is not"),
+])
+def test_a_bad_value_names_its_setting_and_where_it_came_from(monkeypatch, name, value, said):
+    monkeypatch.setenv(settings.variable(name), value)
+    with pytest.raises(settings.SettingError, match=re.escape(said)):
+        settings.current()
+
+
+def test_a_bad_variable_is_one_line_from_the_cli(capsys, monkeypatch):
+    from autograder.cli import main
+
+    monkeypatch.setenv(settings.variable("check_timeout"), "-1")
+    assert main(["check", str(ROOT / "tests" / "corpus" / "template.py")]) == 2
+    assert capsys.readouterr().err.strip() == \
+        "mha-kit: check_timeout ($MHA_KIT_CHECK_TIMEOUT) must be positive, not '-1'"
+
+
+def test_nbgrader_config_sets_every_setting_with_its_type():
+    assert set(MhaKit.class_trait_names(config=True)) == set(settings.FIELDS)
+    config = Config()
+    config.MhaKit.call_timeout = 30
+    config.MhaKit.forbidden = ["torch.einsum"]
+    config.MhaKit.lang = "zh"
+    assert configured(config) == {"call_timeout": 30.0, "forbidden": ["torch.einsum"],
+                                  "lang": "zh"}
+    with settings.chosen(**configured(config)) as chosen:
+        assert (chosen.call_timeout, chosen.forbidden, chosen.lang) == (30.0, ("torch.einsum",),
+                                                                        "zh")
+    config.MhaKit.lang = "fr"
+    with pytest.raises(Exception, match="fr"):  # traitlets' TraitError, naming the value
+        configured(config)
