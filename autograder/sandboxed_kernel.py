@@ -60,7 +60,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         self.transport, self.ip = "ipc", str(scratch / "kernel")  # sockets kernel-1, ...
         self.connection_file = str(scratch / "kernel.json")
         self.kernel_spec.interrupt_mode = "message"
-        env = sandbox.without_grader_paths(kw.get("env") or os.environ)
+        env = sandbox.with_settings(sandbox.without_grader_paths(kw.get("env") or os.environ))
         kw["env"] = {**env, "HOME": str(home), "TMPDIR": str(home),
                      "IPYTHONDIR": str(home / ".ipython"),
                      "MPLCONFIGDIR": str(home / ".matplotlib")}

@@ -169,8 +169,9 @@ _chosen: list[dict[str, Any]] = []  # what entry points chose over the environme
 
 
 def is_set(name: str) -> bool:
-    """Whether setting `name` was given (a variable, or chosen), not left at its default."""
-    return variable(name) in os.environ or any(name in changes for changes in _chosen)
+    """Whether setting `name` was given (a variable not empty, or chosen), not left at its
+    default."""
+    return bool(os.environ.get(variable(name))) or any(name in changes for changes in _chosen)
 
 
 def current() -> Settings:

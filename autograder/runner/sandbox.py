@@ -56,16 +56,21 @@ STUDENT_ENV = ("PATH", "LANG", "LANGUAGE", "LC_*", "TZ", "PYTHONPATH", "PYTHONHA
 
 
 def without_grader_paths(env: Mapping[str, str]) -> dict[str, str]:
-    """`env` for student code, with the kit's settings in force: not TORCHINDUCTOR_CACHE_DIR,
-    which torch sets in a process that used its compiler (a folder in /tmp, where a sandbox
-    cannot write)."""
-    return {**{k: v for k, v in env.items() if k != "TORCHINDUCTOR_CACHE_DIR"
-               and not k.startswith(settings.PREFIX)}, **settings.current().environment()}
+    """`env` for student code: not TORCHINDUCTOR_CACHE_DIR, which torch sets in a process that
+    used its compiler (a folder in /tmp, where a sandbox cannot write)."""
+    return {k: v for k, v in env.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+
+
+def with_settings(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` for a process the grader starts (a zygote, a worker, a kernel): the kit's
+    settings in force as their variables, in place of any of `env`'s."""
+    return {**{k: v for k, v in env.items() if not k.startswith(settings.PREFIX)},
+            **settings.current().environment()}
 
 
 def student_environment(env: Mapping[str, str]) -> dict[str, str]:
     """`env` as a grader's worker gets it: the variables of STUDENT_ENV, and the settings."""
-    return {k: v for k, v in without_grader_paths(env).items()
+    return {k: v for k, v in with_settings(without_grader_paths(env)).items()
             if k.startswith(settings.PREFIX)
             or any(fnmatch.fnmatchcase(k, pattern) for pattern in STUDENT_ENV)}
 

@@ -189,7 +189,8 @@ class Zygote:
                 command or argv,
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                env=worker_env({**os.environ, "TMPDIR": str(scratch)}), cwd=KIT_ROOT,
+                env=worker_env(sandbox.with_settings({**os.environ, "TMPDIR": str(scratch)})),
+                cwd=KIT_ROOT,
                 start_new_session=True)  # its imports want a writable temporary folder
             ours.sendall(PID.pack(self.proc.pid))  # the zygote's parent, or bwrap's
         except BaseException:
