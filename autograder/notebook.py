@@ -11,15 +11,13 @@ as the cell's partial credit.
 from __future__ import annotations
 
 import inspect
-import re
-import textwrap
 
 from .assignments.llm_attention.decode_speed import counted_run, decide
 from .checks.core import HIDDEN_SALT, CheckResult, Context
 from .grading.pictures import show
 from .grading.registry import POINTS, run_check
 from .grading.report import score_line
-from .messages import language, msg, render
+from .messages import language, msg, render, wrap_lines
 from .runner.inprocess import InProcessSubmission
 from .runner.protocol import StudentCodeError
 from .runtime import default_device
@@ -68,38 +66,14 @@ class CheckFailedHere(AssertionError):
 CheckFailedHere.__name__ = CheckFailedHere.__qualname__ = "AssertionError"
 
 
-WIDTH = {"en": 100, "zh": 60}  # characters per line of a message in a notebook
-_GLUED = "\ue000"  # a space inside code, while wrapping
-# Code that stays on one line: `spans`, calls such as torch.triu(..., diagonal=1) (one level of
-# nested parentheses, and the assignment before it: scores = scores.masked_fill(...)), and
-# shapes such as (B, H, T, D).
-_CODE = re.compile(r"`[^`]*`|(?:\w+ = )?[\w.\]]+\((?:[^()]|\([^()]*\))*\)"
-                   r"|\((?:[^()\s]+, )+[^()\s]+\)")
-_CJK = "\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef"
-
-
-class _Wrapper(textwrap.TextWrapper):
-    """Breaks at spaces, and between Chinese characters, which have none (never before
-    Chinese punctuation)."""
-
-    def _split(self, text: str) -> list[str]:
-        return [c for c in re.split(rf"(\s+)|(?<=[{_CJK}])|(?=[\u4e00-\u9fff])", text) if c]
+# Display columns per line of a message in a notebook: 100 in English, 60 Chinese characters.
+WIDTH = {"en": 100, "zh": 120}
 
 
 def wrap(text: str, width: int | None = None) -> str:
-    """`text` in lines of at most `width` characters, broken at word boundaries, code kept
-    whole; continuation lines are indented. Lines that start with a space (a drawn mask)
-    stay as they are."""
-    wrapper = _Wrapper(width or WIDTH[language()], subsequent_indent="  ",
-                       break_long_words=False, break_on_hyphens=False)
-    lines = []
-    for line in text.splitlines() or [""]:
-        if line.startswith(" ") or len(line) <= wrapper.width:
-            lines.append(line)
-            continue
-        glued = _CODE.sub(lambda code: code.group(0).replace(" ", _GLUED), line)
-        lines += [part.replace(_GLUED, " ") for part in wrapper.wrap(glued)]
-    return "\n".join(lines)
+    """`text` in lines of at most `width` display columns (default: the language's), broken as
+    `messages.wrap_lines` breaks them; continuation lines are indented."""
+    return "\n".join(wrap_lines(text, width or WIDTH[language()], rest="  "))
 
 
 def train(module_cls: type, *, steps: int = 60) -> dict[str, list[float]]:

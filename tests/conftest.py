@@ -70,6 +70,28 @@ def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None,
     )
 
 
+def table_entries(printed: str) -> list[list[str]]:
+    """The rows and the problems of a table `mha-kit check` printed, each as its lines: a row
+    starts with its mark, a problem with "  - ", and the indented lines under one (its message
+    wrapped to the terminal's width) are its own."""
+    entries: list[list[str]] = []
+    inside = False  # the line before belongs to an entry
+    for line in printed.splitlines():
+        if line.startswith(("✓", "✗", "  - ")):
+            entries.append([line])
+            inside = True
+        elif inside and line.startswith("    "):
+            entries[-1].append(line)
+        else:  # a rule, the total, a heading
+            inside = False
+    return entries
+
+
+def table_texts(printed: str) -> list[str]:
+    """`table_entries`, each entry's lines joined into one by a space."""
+    return [" ".join(line.strip() for line in entry) for entry in table_entries(printed)]
+
+
 def check_here(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *args: str,
                **env: str) -> subprocess.CompletedProcess:
     """`mha-kit check ARGS` as `run_cli` runs it, but in this process: the same `main`, its

@@ -162,13 +162,17 @@ def test_notebook_lines_wrap_at_words_and_keep_code_whole(monkeypatch):
             "causal_mask True marks a *blocked* pair (key j > query i): "
             "torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1), not torch.tril; got "
             "shape (1, 1, 2, 1), expected (1, 2, 1, 1) = (B, H, T, D)\n    x          .")
-    lines = wrap(text, 60).splitlines()
-    assert all(len(line) <= 60 for line in lines if "torch.triu" not in line)
+    lines = wrap(text, 64).splitlines()
+    assert all(len(line) <= 64 for line in lines)
     assert any("torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)," in line
                for line in lines)
     assert any("(1, 1, 2, 1)" in line for line in lines)
-    assert lines[-1] == "    x          ."  # a drawing stays as it is
+    assert lines[-1] == "      x          ."  # a drawing stays as it is, under the message
     assert " ".join(line.strip() for line in lines[:-1]) == text.splitlines()[0]
+    narrow = wrap(text, 60).splitlines()  # the call is wider than a line: broken at its spaces
+    assert all(len(line) <= 60 for line in narrow)
+    assert any(line.endswith("torch.triu(torch.ones(T, T,") for line in narrow), narrow
+    assert " ".join(line.strip() for line in narrow[:-1]) == text.splitlines()[0]
     monkeypatch.setenv("MHA_KIT_LANG", "zh")
     chinese = wrap("✗ causal_mask: 0/6 " + "这与掩码取反的结果一致，" * 10).splitlines()
     assert len(chinese) > 1 and not any(line.lstrip().startswith("，") for line in chinese)

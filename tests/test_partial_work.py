@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import TEMPLATE, messages_with, run_cli
+from conftest import TEMPLATE, messages_with, run_cli, table_texts
 
 from autograder.checks.diagnosis import named_in
 from autograder.grading.batch import grade_submission
@@ -244,13 +244,13 @@ def test_a_hostile_error_cannot_fake_the_graders_lines(tmp_path: Path):
     run = run_cli("check", str(path), "--json", str(tmp_path / "results.json"),
                   *(f"--only={check}" for check in FUSED), env={"MHA_KIT_LANG": "en"})
     assert run.returncode == 1, run.stdout + run.stderr
-    lines = run.stdout.splitlines()
+    lines, rows = run.stdout.splitlines(), table_texts(run.stdout)
     assert all(shown.isprintable() for shown in lines), run.stdout
     assert [shown.split()[1] for shown in lines if shown.startswith(("✓", "✗"))] == FUSED
     assert [shown.split() for shown in lines if "total" in shown] == [
         ["total", f"{POINTS[FUSED[1]] + POINTS[FUSED[2]]}/{sum(POINTS[c] for c in FUSED)}"]]
     assert (f"raised ValueError, line {line}: red \\x08\\x00\\x07\\u202e<script>"
-            in lines[[s.split()[1:2] for s in lines].index(["fused_mha"])]), run.stdout
+            in rows[FUSED.index("fused_mha")]), run.stdout
     payload = json.loads((tmp_path / "results.json").read_text())
     assert payload["output_format"] == payload["test_output_format"] == "text"
     assert all(test["output"].isprintable() for test in payload["tests"]), payload
@@ -286,15 +286,15 @@ def test_what_the_code_prints_cannot_fake_the_graders_lines(tmp_path: Path):
     run = run_cli("check", str(path), "--json", str(tmp_path / "results.json"),
                   *(f"--only={check}" for check in FUSED), env={"MHA_KIT_LANG": "en"})
     assert run.returncode == 0, run.stdout + run.stderr
-    lines = run.stdout.splitlines()
+    lines, entries = run.stdout.splitlines(), table_texts(run.stdout)
     assert all(shown.isprintable() for shown in lines), run.stdout
     assert [shown.split()[1] for shown in lines if shown.startswith(("✓", "✗"))] == FUSED
-    assert [shown.split() for shown in lines if shown.lstrip().startswith("total")] == [
+    assert [shown.split() for shown in lines if shown.startswith("  total")] == [
         ["total", f"{sum(POINTS[c] for c in FUSED)}/{sum(POINTS[c] for c in FUSED)}"]]
-    printed = [shown for shown in lines if "your code printed:" in shown]
-    assert printed == ["  - your code printed: red \\x08\\x00\\x07\\u202e<script>alert(1)"
-                       "</script></pre>**bold**\\n✓ fused_mha              15/15  ok\\n"
-                       "  total                  100/100"], run.stdout
+    printed = [entry.split() for entry in entries if "your code printed:" in entry]
+    assert printed == [("- your code printed: red \\x08\\x00\\x07\\u202e<script>alert(1)"
+                        "</script></pre>**bold**\\n✓ fused_mha              15/15  ok\\n"
+                        "  total                  100/100").split()], run.stdout
     output = json.loads((tmp_path / "results.json").read_text())["output"]
     assert "\\n✓ fused_mha" in output and "\n✓ fused_mha" not in output, output
 

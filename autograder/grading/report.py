@@ -4,12 +4,13 @@ messages (`messages.language()`), rendered here."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
 from ..checks.core import CheckResult
 from ..checks.diagnosis import MISTAKES, mistake_of, named_in
-from ..messages import Message, display_width, joined, msg, pad, render
+from ..messages import Message, display_width, joined, msg, pad, render, wrap_lines
 
 
 def score_line(result: CheckResult) -> str:
@@ -18,24 +19,38 @@ def score_line(result: CheckResult) -> str:
     return f"{mark} {result.id}: {result.score:g}/{result.max_score} {render(result.message)}"
 
 
-def format_table(results: Iterable[CheckResult], problems: Iterable[Message | str] = ()) -> str:
+# A message starts in its column while this many columns are left of the terminal's width;
+# in a narrower terminal its lines continue under a small indent.
+MIN_MESSAGE_COLUMNS = 30
+NARROW_INDENT = "    "
+
+
+def format_table(results: Iterable[CheckResult], problems: Iterable[Message | str] = (),
+                 width: int | None = None) -> str:
+    """The terminal table: one row per check, its message wrapped under it to `width` columns
+    (default: the terminal's), then the problems met while loading the file."""
     results = list(results)
+    width = width or shutil.get_terminal_size().columns
     check, points, message, total = (render(msg(f"report.{word}"))
                                      for word in ("check", "points", "message", "total"))
-    width = max([len(r.id) for r in results] + [display_width(check), display_width(total)])
-    lines = [f"  {pad(check, width)}  {pad(points, 9, '>')}  {message}",
-             "  " + "-" * (width + 22)]
+    id_width = max([len(r.id) for r in results] + [display_width(check), display_width(total)])
+    column = id_width + 15  # where a message starts: after mark, id and points
+    indent = " " * column if width - column >= MIN_MESSAGE_COLUMNS else NARROW_INDENT
+    lines = [f"  {pad(check, id_width)}  {pad(points, 9, '>')}  {message}",
+             "  " + "-" * (id_width + 22)]
     for r in results:
         mark = "✓" if r.passed else "✗"
         score = f"{r.score:g}/{r.max_score}"
-        lines.append(f"{mark} {r.id:<{width}}  {score:>9}  {render(r.message)}")
+        lines += wrap_lines(render(r.message), width, f"{mark} {r.id:<{id_width}}  {score:>9}  ",
+                            indent)
     earned = sum(r.score for r in results)
     possible = sum(r.max_score for r in results)
-    lines += ["  " + "-" * (width + 22), f"  {pad(total, width)}  {earned:>5g}/{possible:<3}"]
+    lines += ["  " + "-" * (id_width + 22), f"  {pad(total, id_width)}  {earned:>5g}/{possible:<3}"]
     problems = list(problems)
     if problems:
-        lines += ["", render(msg("report.while_loading"))] + [f"  - {render(p)}"
-                                                              for p in problems]
+        lines += ["", render(msg("report.while_loading"))]
+        for problem in problems:
+            lines += wrap_lines(render(problem), width, "  - ", NARROW_INDENT)
     return "\n".join(lines)
 
 

@@ -8,7 +8,8 @@ shown as it is; a format spec such as `{ms:.2f}` applies to it).
 
 Rendered text pads by display width in a format spec such as `{label:<8}` (a CJK character
 counts twice), so columns line up in Chinese too; `pad` and `display_width` do the same for
-code that lays out a table. `joined(parts)` lists parts with the language's comma.
+code that lays out a table, and `wrap_lines` breaks text into lines of so many columns.
+`joined(parts)` lists parts with the language's comma.
 
 Each assignment adds the sentences of its own checks (`assignments/<name>/messages.py`).
 Ids are `area.name`: `check.*`, `case.*`, `shape.*`, ... for the shared checks (en_checks.py),
@@ -152,6 +153,58 @@ class DisplayText(str):
 def pad(text: str, width: int, align: str = "<") -> str:
     """`text` padded to `width` display columns: `align` is "<", ">" or "^"."""
     return format(DisplayText(text), f"{align}{width}")
+
+
+# Code that a line breaks only where it is wider than a line: `spans`, calls such as
+# torch.triu(..., diagonal=1) (one level of nested parentheses, and the assignment before it:
+# scores = scores.masked_fill(...)), and shapes such as (B, H, T, D).
+_CODE = (r"`[^`]*`|(?:\w+ = )?[\w.\]]+\((?:[^()]|\([^()]*\))*\)"
+         r"|\((?:[^()\s]+, )+[^()\s]+\)")
+_IDEOGRAPHS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_OPENING = "“‘（《「『【〈"  # Chinese punctuation that never ends a line
+_CLOSING = "”’，。、；：？！）》」』】〉…"  # nor starts one
+_RUN = rf"(?:{_CODE}|[^\s{_IDEOGRAPHS}{_OPENING}{_CLOSING}])+"  # a word, code, a number
+# What a line may break between: white space, and each Chinese character or run of anything
+# else, with the punctuation before and after it.
+_TOKEN = re.compile(rf"\s+|[{_OPENING}]*(?:[{_IDEOGRAPHS}]|{_RUN})[{_CLOSING},.;:!?)]*"
+                    rf"|[{_OPENING}{_CLOSING}]")
+
+
+def wrap_lines(text: str, width: int, first: str = "", rest: str = "") -> list[str]:
+    """`text` in lines of at most `width` display columns, the first after `first`, every other
+    after `rest`. Lines break at white space and between Chinese characters (never next to
+    the punctuation that belongs to one), never inside a word, and inside code only where
+    the code is wider than a line; a word wider than a line has one to itself. White space
+    inside a line is kept (a drawn mask's columns), and a line of `text` that starts with
+    spaces keeps them on each line it is broken into."""
+    lines: list[str] = []
+    for number, line in enumerate(text.splitlines() or [""]):
+        margin = " " * (len(line) - len(line.lstrip(" ")))
+        lines += _fill(line.lstrip(" "), width, (first if number == 0 else rest) + margin,
+                       rest + margin)
+    return lines
+
+
+def _fill(line: str, width: int, prefix: str, rest: str) -> list[str]:
+    """One line of text after `prefix`, broken into lines of `width` columns after `rest`."""
+    indent = display_width(rest)
+    tokens = _TOKEN.findall(line)[::-1]  # a stack: the next token last
+    lines: list[str] = []
+    current, empty = prefix, True  # the line being filled, which holds no word yet
+    while tokens:
+        token = tokens.pop()
+        if token.isspace():
+            current += "" if empty else token
+        elif display_width(token) > width - indent and re.search(r"\s", token):
+            tokens += re.split(r"(\s+)", token)[::-1]  # code wider than a line: at its spaces
+        elif (display_width(current + token) <= width
+              or empty and display_width(current) <= indent):
+            current, empty = current + token, False
+        else:
+            lines.append(current.rstrip())
+            current, empty = rest, True
+            tokens.append(token)
+    return [*lines, current.rstrip()]
 
 
 def render(text: Message | str, lang: str | None = None) -> str:
