@@ -7,7 +7,7 @@ in the README's contract table and docs/grading.md.
 
 from __future__ import annotations
 
-from .assignments import Entry, modules
+from .catalog import Entry, modules
 
 ENTRIES: dict[str, Entry] = {
     entry.name: entry for contract in modules("contract").values() for entry in contract.ENTRIES

@@ -1,8 +1,9 @@
 """Adding an assignment is one folder: a package written outside the kit, touching no shared
-module, is graded by `mha-kit check`, released with nbgrader and autograded by nbgrader.
+module, is graded by `mha-kit check`, released with nbgrader and autograded by nbgrader; a
+broken package beside it is named once and costs the others nothing.
 
 The package ("toy": one function, one check, one mistake, two languages) lives in a temporary
-folder named by $MHA_KIT_ASSIGNMENTS, which `autograder.assignments` searches besides its own,
+folder named by the `assignments` setting, which `autograder.catalog` searches besides the kit's,
 as docs/architecture.md's "Adding an assignment" describes.
 """
 
@@ -25,7 +26,8 @@ from autograder import settings
 
 TOY = {
     "__init__.py": '"""A toy assignment: double a tensor."""\n',
-    "contract.py": 'from .. import Entry\n\nENTRIES = (Entry("double", "double(x)"),)\n',
+    "contract.py": ('from autograder.catalog import Entry\n\n'
+                    'ENTRIES = (Entry("double", "double(x)"),)\n'),
     "mistakes.py": 'CATALOGUE = ("toy_squared",)\n',
     "messages.py": '''TEMPLATES = {
     "en": {"toy.case": "x of shape {shape}",
@@ -60,11 +62,17 @@ WRONG = "def double(x):\n    return x * x\n"
 
 @pytest.fixture(scope="module")
 def toy_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The environment of a process that sees the toy assignment."""
+    """The environment of a process that sees the toy assignment, and a broken one beside it
+    (a points table that does not parse)."""
     packages = tmp_path_factory.mktemp("assignments")
     (packages / "toy").mkdir()
     for name, text in TOY.items():
         (packages / "toy" / name).write_text(text, encoding="utf-8")
+    (packages / "broken").mkdir()
+    for name, text in {"__init__.py": "", "contract.py": "ENTRIES = ()\n",
+                       "messages.py": 'TEMPLATES = {"en": {}, "zh": {}}\n',
+                       "points.py": "CHECKS = (\n"}.items():
+        (packages / "broken" / name).write_text(text, encoding="utf-8")
     return {**os.environ, settings.variable("assignments"): str(packages),
             settings.variable("worker_user"): ""}
 
@@ -79,6 +87,9 @@ def test_mha_kit_check_grades_a_py_answer_and_names_the_mistake(toy_env, tmp_pat
     (tmp_path / "wrong.py").write_text(WRONG)
     right = kit(toy_env, "check", str(tmp_path / "right.py"), "--json", str(tmp_path / "r.json"))
     assert right.returncode == 0, right.stdout + right.stderr
+    (said,) = [line for line in right.stderr.splitlines() if "'broken'" in line]
+    assert said.startswith("mha-kit: assignment 'broken' cannot be loaded and is left out "
+                           "(the others work as usual): SyntaxError") and "points.py:1" in said
     assert json.loads((tmp_path / "r.json").read_text())["score"] == 100
     wrong = kit(toy_env, "check", str(tmp_path / "wrong.py"), "--lang", "zh")
     assert wrong.returncode == 1, wrong.stdout + wrong.stderr

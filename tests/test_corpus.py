@@ -22,7 +22,7 @@ from conftest import (
     renders_recorded,
 )
 
-from autograder.assignments import modules
+from autograder.catalog import modules
 from autograder.checks.core import CheckResult
 from autograder.checks.diagnosis import CATALOGUE, named_in
 from autograder.grading.registry import run_checks

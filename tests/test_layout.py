@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from autograder import assignments
+from autograder import catalog
 from autograder.cli import COMMANDS
 from autograder.runner.inprocess import JOBS
 
@@ -24,7 +24,7 @@ PACKAGE = ROOT / "autograder"
 # Each layer may import its own and lower layers only: cli → grading → assignments → speed →
 # checks → runner/oracle → contract, messages, runtime (and the assignments' data modules).
 LAYERS = {
-    "contract": 0, "messages": 0, "runtime": 0, "settings": 0,
+    "contract": 0, "messages": 0, "runtime": 0, "settings": 0, "catalog": 0,
     "oracle": 1, "runner": 1,
     "checks": 2,
     "speed": 3,
@@ -219,7 +219,7 @@ def test_the_jobs_table_names_the_only_kit_code_run_beside_the_students():
 
 def test_no_assignment_imports_another():
     assert across_assignments(graph()) == []
-    assert ASSIGNMENT_NAMES == list(assignments.names()) and "mha" in ASSIGNMENT_NAMES
+    assert ASSIGNMENT_NAMES == list(catalog.names()) and "mha" in ASSIGNMENT_NAMES
     planted = graph(sources={"autograder.assignments.shapes.planted":
                              "from ..mha import steps"})
     assert "autograder.assignments.shapes.planted -> autograder.assignments.mha.steps" in \
@@ -267,3 +267,12 @@ def test_reading_a_notebook_compiles_no_grammar_it_never_uses():
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=120)
     assert run.stdout.strip() == "True", run.stderr
+
+
+def test_the_lowest_layers_find_assignments_through_the_catalog():
+    """Not through the assignments' package, whose folder holds the top layer's checks."""
+    edges = graph()
+    users = [m for m in ("autograder.contract", "autograder.messages",
+                         "autograder.checks.diagnosis", "autograder.grading.registry")
+             if "autograder.assignments" in edges[m]]
+    assert users == [] and "autograder.catalog" in edges["autograder.contract"]

@@ -11,8 +11,8 @@ import pytest
 import torch
 from conftest import DETERMINISTIC, TEMPLATE
 
-from autograder.assignments import Entry
 from autograder.assignments.mha.contract import MODULES
+from autograder.catalog import Entry
 from autograder.grading.registry import run_checks
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.protocol import ModuleRun

@@ -8,7 +8,7 @@ import re
 
 from conftest import ROOT
 
-from autograder import assignments, contract
+from autograder import catalog, contract
 from autograder.grading import registry
 
 
@@ -32,7 +32,7 @@ COUNTED = re.compile(rf"\b(?:all )?{_NUMBER}\s+(?:nbgrader\s+)?(?:assignments|re
 def test_the_docs_list_every_assignment_and_count_none():
     """The tables of assignments follow the packages; no prose counts them, so adding one
     leaves no sentence wrong."""
-    names = set(assignments.names())
+    names = set(catalog.names())
     assert names == set(registry.ASSIGNMENTS)
     for doc in ("README.md", "docs/extensions.md", "docs/student-guide.md"):
         assert set(ASSIGNMENT_ROW.findall((ROOT / doc).read_text(encoding="utf-8"))) == names, doc

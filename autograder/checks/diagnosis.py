@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import oracle
-from ..assignments import modules
+from ..catalog import modules
 from ..messages import Message, ids_in, msg, texts_in
 from ..runner.protocol import StudentCodeError
 from ..runtime import one_thread

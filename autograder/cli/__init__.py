@@ -16,7 +16,8 @@ import sys
 import threading
 from typing import NoReturn
 
-from .. import settings
+from .. import catalog, settings
+from ..messages import msg, render
 from .exits import EXIT_PASS, EXIT_USAGE
 
 COMMANDS = ("check", "grade", "autograde", "bench", "release")
@@ -48,6 +49,8 @@ def _run(argv: list[str]) -> int:
 
         zygote.prestart()
     parser = build_parser()
+    for name, why in catalog.broken().items():  # one line each; the others work
+        print(render(msg("cli.broken_assignment", name=name, why=why)), file=sys.stderr)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:

@@ -30,7 +30,7 @@ from string import Formatter
 from typing import Any
 
 from .. import settings
-from ..assignments import modules
+from ..catalog import modules
 from ..settings import LANGUAGES
 from . import en, zh
 

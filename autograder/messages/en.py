@@ -109,6 +109,8 @@ TEMPLATES: dict[str, str] = {
                    "is visible). Leave out --device to grade on the CPU, or install a CUDA "
                    "build of torch on a machine with a GPU",
     "cli.jobs": "--jobs must be at least 1",
+    "cli.broken_assignment": "mha-kit: assignment {name!r} cannot be loaded and is left out "
+                             "(the others work as usual): {why}",
     "cli.not_a_folder": "{path}: not a folder",
     "cli.no_submissions": "{path}: no submissions (.py, .ipynb or one folder per student)",
     "cli.mixed_assignments": "{path}: the submissions are of different assignments: {found}; "

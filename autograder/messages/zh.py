@@ -105,6 +105,7 @@ TEMPLATES: dict[str, str] = {
                    "GPU）。去掉 --device 就在 CPU 上评分；或者在有 GPU 的机器上安装 CUDA 版本的 "
                    "torch",
     "cli.jobs": "--jobs 至少为 1",
+    "cli.broken_assignment": "mha-kit：作业 {name!r} 无法加载，已略去（其他作业照常可用）：{why}",
     "cli.not_a_folder": "{path}：不是文件夹",
     "cli.no_submissions": "{path}：没有提交（.py、.ipynb，或每个学生一个文件夹）",
     "cli.mixed_assignments": "{path}：这些提交属于不同的作业：{found}；请用 --assignment "

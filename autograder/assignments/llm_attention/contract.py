@@ -1,6 +1,6 @@
 """The names the llm_attention assignment defines (solutions/llm_attention)."""
 
-from .. import Entry
+from ...catalog import Entry
 
 ENTRIES: tuple[Entry, ...] = (
     Entry("apply_rope", "apply_rope(x, positions, base=10000.0)"),

@@ -1,6 +1,6 @@
 """The names the multi-head attention assignment defines (solutions/mha)."""
 
-from .. import Entry
+from ...catalog import Entry
 
 STEP_FUNCTIONS: tuple[Entry, ...] = (
     Entry("split_heads", "split_heads(x, num_heads)"),

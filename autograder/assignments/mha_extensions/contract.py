@@ -1,6 +1,6 @@
 """The name the extension track defines (solutions/mha_extensions)."""
 
-from .. import Entry
+from ...catalog import Entry
 
 ENTRIES: tuple[Entry, ...] = (
     Entry("GeneralMultiHeadAttention",

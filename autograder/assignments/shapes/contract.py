@@ -1,6 +1,6 @@
 """The names the shapes warm-up defines (solutions/shapes)."""
 
-from .. import Entry
+from ...catalog import Entry
 
 ENTRIES: tuple[Entry, ...] = (
     Entry("split_heads_view", "split_heads_view(x, num_heads)"),

@@ -1,0 +1,81 @@
+"""The assignments, found and loaded by name: `autograder/assignments/<name>/` and the packages
+in each folder the `assignments` setting names (a course's own). The bottom layer: it imports
+no kit module above it, and what it loads is an assignment's data (`contract`, `messages`,
+`mistakes`) or, for `grading.registry`, its points table.
+
+An assignment that cannot be loaded (a syntax error, a bad points table) is left out of what
+`modules` returns, and `broken()` says why, once per assignment: every other one keeps working.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+import traceback
+from dataclasses import dataclass
+from functools import cache
+from types import ModuleType
+
+from . import assignments as package
+from . import settings
+
+_broken: dict[str, str] = {}  # assignment -> why it cannot be loaded
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One name a submission must define, in an assignment's `contract.ENTRIES`."""
+
+    name: str
+    signature: str
+    forward: str = ""  # a module's forward, whose options the checks vary too
+
+
+@cache
+def names() -> tuple[str, ...]:
+    """Every assignment, by its folder's name (also its folder under solutions/ and
+    assignments/, and nbgrader's assignment name)."""
+    package.__path__ += [f for f in settings.current().assignments if f not in package.__path__]
+    return tuple(sorted({m.name for m in pkgutil.iter_modules(package.__path__) if m.ispkg}))
+
+
+def _why(err: BaseException) -> str:
+    """An error in one line: its type, message, and where in the assignment's files."""
+    frames = [f for f in traceback.extract_tb(err.__traceback__)
+              if "assignments" in f.filename] or traceback.extract_tb(err.__traceback__)[-1:]
+    where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    if isinstance(err, SyntaxError) and err.filename:
+        where = f" ({err.filename}:{err.lineno})"
+    return f"{type(err).__name__}: {err}{where}"
+
+
+def load(name: str, part: str) -> ModuleType:
+    """Assignment `name`'s module `part`; ImportError naming the assignment if it cannot load."""
+    try:
+        return importlib.import_module(f"{package.__name__}.{name}.{part}")
+    except Exception as err:
+        _broken.setdefault(name, _why(err))
+        raise ImportError(f"assignment {name!r} cannot be loaded: {_broken[name]}") from err
+
+
+def modules(part: str, optional: bool = False) -> dict[str, ModuleType]:
+    """Each assignment's module `part` ("contract", "messages", "points", "mistakes"), by
+    name, but those that cannot be loaded (`broken`); with `optional`, of the assignments
+    that have one."""
+    found = {}
+    for name in names():
+        if name in _broken:
+            continue
+        try:
+            if optional and not importlib.util.find_spec(f"{package.__name__}.{name}.{part}"):
+                continue
+            found[name] = load(name, part)
+        except ImportError:
+            continue
+    return found
+
+
+def broken() -> dict[str, str]:
+    """assignment -> why it cannot be loaded, for those `modules` left out so far."""
+    return dict(_broken)
