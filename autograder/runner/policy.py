@@ -122,6 +122,10 @@ class Limits:
     speed_s: float = 60.0  # the speed check's timed run
     total_s: float = 300.0  # everything for one submission, restarts included
     memory_gib: float = 6.0  # the worker's address space (CPU)
+    # The disk its files take together (`disk`), and so any one file: room for torch.compile's
+    # precompiled header (156 MB with torch 2.13 on x86-64; 64 MiB failed correct compiled
+    # code with CppCompileError).
+    disk_gib: float = 1.0
     start_s: float = 120.0  # the worker's own start (importing torch): not the student's time
 
     ENV = {
@@ -131,6 +135,7 @@ class Limits:
         "speed_s": "MHA_KIT_SPEED_TIMEOUT",
         "total_s": "MHA_KIT_TOTAL_TIMEOUT",
         "memory_gib": "MHA_KIT_MEMORY_GIB",
+        "disk_gib": "MHA_KIT_DISK_GIB",
     }
 
     @classmethod
