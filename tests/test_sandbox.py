@@ -423,6 +423,43 @@ def test_the_kernel_writes_only_to_its_copy_of_its_folder_and_connects_nowhere(
     assert_removed(kernel_scratch)
 
 
+KERNEL_FILLS_DISK = """
+import os
+chunk = os.urandom(1 << 20)
+held = []
+for n in range(64):  # 16 MiB files, 1 GiB in all, each deleted and still held
+    with open(f"ballast-{n}", "w+b") as out:
+        for _ in range(16):
+            out.write(chunk)
+        held.append(os.dup(out.fileno()))
+        os.unlink(out.name)
+"""
+
+
+@pytest.mark.parametrize("layer", EACH_LAYER)
+def test_a_kernel_whose_files_take_more_than_the_disk_limit_is_stopped(
+        layer, course_dir, kernel_scratch, monkeypatch):
+    """The kernel's files count against the disk limit too, those it deleted but holds
+    included: past it, the kernel is stopped and its cell says why."""
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, layer)
+    monkeypatch.setenv(Limits.ENV["disk_gib"], str(1 / 16))
+    cells = ["open('notes.txt', 'w').write('honest')\nprint('noted')", KERNEL_FILLS_DISK,
+             "print('after')"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    free = os.statvfs(tempfile.gettempdir())  # where the kernel's scratch folder is
+    nb, _ = SandboxedStudentCells(timeout=60).preprocess(
+        nb, {"metadata": {"path": str(course_dir)}})
+    noted, filled, after = (cell.outputs for cell in nb.cells)
+    assert [o.text for o in noted] == ["noted\n"]
+    assert filled[-1].evalue == render(msg("autograde.kernel_disk", cell=2, gib=1 / 16)), filled
+    assert after == []
+    assert_removed(kernel_scratch)
+    freed = (os.statvfs(tempfile.gettempdir()).f_bavail - free.f_bavail) * free.f_frsize
+    assert freed > -2**24, freed
+
+
 @needs_sandbox
 def test_the_kernel_can_still_be_interrupted(course_dir):
     """An interrupt is a message: a signal to the process group would reach bwrap (or, with

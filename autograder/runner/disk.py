@@ -1,4 +1,5 @@
-"""The disk a worker's files take together, counted by the grader while it runs: `DiskWatch`.
+"""The disk a worker's files take together, counted by the grader while it runs: `DiskWatch`
+(a notebook's kernel under nbgrader is watched the same way: `sandboxed_kernel`).
 
 The kernel bounds each file a worker writes (RLIMIT_FSIZE, `serve.limit_resources`), but
 nothing bounds all of them without a privilege the grader may lack: a quota, or a mount.
@@ -116,7 +117,7 @@ def used(folder: Path, pid: int) -> float:
 
 
 class DiskWatch:
-    """Counts what process `pid` (a worker: the leader of its process group) and the
+    """Counts what process `pid` (a worker, a kernel: the leader of its process group) and the
     files in its `folder` take, and kills its process group once that is more than `limit`
     bytes (`exceeded`). `account` (uid, gid): the process's, where it is not the grader's; the
     watch then reads /proc with that account's file-system ids, as a grader without
