@@ -8,7 +8,9 @@ HOME, and a copy of its working folder (the notebook's folder), so the notebook 
 beside it and what it writes there is thrown away with the copy. bwrap mounts the copy at the
 folder's own path; with Landlock alone the kernel works in the copy. When the grader is root
 and `worker_user` names an account (`nobody`), the kernel runs as that account too
-(`setpriv`, inside the sandbox).
+(`setpriv`, inside the sandbox). Its files take no more disk than a worker's may
+(`runner.disk`: those of the scratch folder, and those the kernel and its children hold
+without a name): past the limit the kernel is stopped, and the cell says why.
 
 It may open no TCP connection (bwrap's network namespace has only its own loopback, Landlock
 allows unix sockets alone), so the kernel talks to nbclient over ZMQ's `ipc` transport (unix
@@ -36,14 +38,19 @@ from nbgrader.preprocessors import Execute
 
 from .messages import render
 from .runner import fonts, sandbox
-from .runner.policy import worker_user
+from .runner.disk import DiskWatch
+from .runner.policy import Limits, worker_user
 from .trusted_autograde import StudentCells
 
 
 class SandboxedKernelManager(AsyncKernelManager):
-    """A kernel in the sandbox, talking over unix sockets (see the module)."""
+    """A kernel in the sandbox, talking over unix sockets, under the disk limit (see the
+    module)."""
 
     _scratch: Path | None = None
+    _account: tuple[int, int] | None = None  # the kernel's, where it is not the grader's
+    _watch: DiskWatch | None = None
+    _disk_gib = 0.0
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
         unprotected = sandbox.unprotected()
@@ -79,21 +86,37 @@ class SandboxedKernelManager(AsyncKernelManager):
             return confined([scratch]), kw
         return wrapped, kw
 
-    @staticmethod
-    def _as_account(scratch: Path) -> list[str]:
+    def _as_account(self, scratch: Path) -> list[str]:
         """The `setpriv` prefix that runs the kernel as `worker_user()`, who then owns the
         scratch folder; [] to keep the grader's account."""
         user = worker_user()
         if not user:
             return []
         entry = pwd.getpwnam(user)
+        self._account = entry.pw_uid, entry.pw_gid
         for folder, _, files in os.walk(scratch):
             for path in (folder, *(os.path.join(folder, name) for name in files)):
                 os.lchown(path, entry.pw_uid, entry.pw_gid)
         return ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}",
                 "--clear-groups", "--"]
 
+    async def _async_post_start_kernel(self, **kw: Any) -> None:
+        await super()._async_post_start_kernel(**kw)
+        if self._scratch is not None:  # in the sandbox
+            self._disk_gib = Limits.from_settings().disk_gib
+            leader = self.provisioner.pid  # type: ignore[union-attr, attr-defined]
+            self._watch = DiskWatch(self._scratch, leader, int(self._disk_gib * 2**30),
+                                    self._account)  # leader: bwrap, or the kernel itself
+
+    @property
+    def disk_limit_passed(self) -> float | None:
+        """The disk limit (GiB) the kernel was stopped at (`StudentCells` says so); None if
+        it was not."""
+        return self._disk_gib if self._watch is not None and self._watch.exceeded else None
+
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        if self._watch is not None:
+            self._watch.stop()
         await super()._async_cleanup_resources(restart)
         if not restart and self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)

@@ -58,6 +58,11 @@ class Settings:
     total_timeout: float = _setting(300.0, "seconds for a whole submission, restarts included",
                                     LIMITS)
     memory_gib: float = _setting(6.0, "GiB of address space for student code (CPU)", LIMITS)
+    # Room for torch.compile's precompiled header (156 MB with torch 2.13 on x86-64; 64 MiB
+    # failed correct compiled code with CppCompileError).
+    disk_gib: float = _setting(1.0, "GiB of disk the files of one submission may take "
+                               "together (any one file too; deleted files still held count)",
+                               LIMITS)
     forbidden: tuple[str, ...] = _setting(
         DEFAULT_FORBIDDEN, "the torch APIs student code may not call: short names "
         "(nn.MultiheadAttention, F.scaled_dot_product_attention) or dotted paths of torch "

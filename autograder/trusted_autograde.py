@@ -227,7 +227,9 @@ class StudentCells(Execute):
         try:
             return super().preprocess_cell(cell, resources, index)
         except (DeadKernelError, CellTimeoutError) as err:
-            self._halted = msg(_HALTED[type(err)], cell=index + 1, seconds=self.timeout)
+            gib = getattr(self.km, "disk_limit_passed", None)  # a sandboxed kernel's
+            self._halted = (msg("autograde.kernel_disk", cell=index + 1, gib=gib) if gib else
+                            msg(_HALTED[type(err)], cell=index + 1, seconds=self.timeout))
             self.log.warning(render(self._halted))
             text = render(self._halted, self._lang)
             cell.outputs.append(nbformat.v4.new_output(

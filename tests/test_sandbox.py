@@ -4,10 +4,12 @@ connects nowhere, in the worker and in the kernel nbgrader runs, with each layer
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -22,9 +24,10 @@ from conftest import HOSTILE, ROOT, STUBS, TEMPLATE, check_here, run_cli
 
 from autograder import settings
 from autograder.grading.batch import grade_submission
-from autograder.grading.registry import ASSIGNMENTS, POINTS, WAITING_MESSAGES
+from autograder.grading.registry import ASSIGNMENTS, POINTS, WAITING_MESSAGES, run_check
 from autograder.messages import ids_in, msg, render
 from autograder.runner import landlock, sandbox, zygote
+from autograder.runner.policy import Limits
 from autograder.runner.worker import WorkerSubmission
 from autograder.sandboxed_kernel import (
     SandboxedExecute,
@@ -176,6 +179,114 @@ def test_every_thread_of_a_worker_is_confined(forked, tmp_path, monkeypatch):
     assert count > 1 and modes == [2] * count, modes  # 2: a seccomp filter
 
 
+FILLS_DISK = """
+import mmap, os
+
+HOW = {how!r}
+held = []
+
+
+def split_heads(x, num_heads):  # 16 MiB files, 1 GiB in all: kept, or deleted and still held
+    chunk = os.urandom(1 << 20)  # what no file system compresses
+    for n in range(64):
+        with open(f"ballast-{{n}}", "w+b") as out:
+            for _ in range(16):
+                out.write(chunk)
+            out.flush()
+            if HOW == "open":
+                held.append(os.dup(out.fileno()))
+            elif HOW == "mapped":  # one page of it, the file closed
+                held.append(mmap.mmap(out.fileno(), mmap.PAGESIZE))
+            if HOW != "kept":
+                os.unlink(out.name)
+    return x
+
+
+def merge_heads(x):  # honest, with a file of notes
+    with open("notes.txt", "w") as notes:
+        notes.write("merging")
+    b, h, t, d = x.shape
+    return x.transpose(1, 2).reshape(b, t, h * d)
+"""
+
+
+@pytest.mark.parametrize("how", ["kept", "open", "mapped"])
+@pytest.mark.parametrize("layer", EACH_LAYER)
+def test_a_submission_whose_files_take_more_than_the_disk_limit_is_stopped(layer, how, tmp_path,
+                                                                            monkeypatch):
+    """Its files together, those it deleted but holds (open, or mapped) included, count
+    against one limit: past it, that check stops and says why; the next check gets a fresh
+    worker, and an honest function that writes a small file its points. Afterwards the disk
+    holds nothing of it."""
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, layer)
+    source = tmp_path / "fills_disk.py"
+    source.write_text(FILLS_DISK.format(how=how))
+    free = os.statvfs(sandbox.scratch())
+    with WorkerSubmission(source, limits=Limits(disk_gib=1 / 16)) as sub:
+        filled, honest = run_check("split_heads", sub), run_check("merge_heads", sub)
+    assert filled.score == 0
+    assert filled.message == msg("worker.disk_cap", what="split_heads", gib=1 / 16), filled
+    assert honest.passed and honest.score == POINTS["merge_heads"], honest
+    after = os.statvfs(sandbox.scratch())
+    freed = (after.f_bavail - free.f_bavail) * after.f_frsize  # 64 MiB at least was written
+    assert freed > -2**24, freed  # whatever else this machine wrote meanwhile
+
+
+HIDES = """
+import ctypes, torch
+
+
+def causal_mask(seq_len, device=None):  # prctl(PR_SET_DUMPABLE, 0): /proc closed to others
+    libc = ctypes.CDLL(None, use_errno=True)
+    return torch.tensor([libc.prctl(4, 0, 0, 0, 0), ctypes.get_errno()])
+"""
+
+
+@pytest.mark.skipif(sandbox.layer_problem(sandbox.LANDLOCK) is not None,
+                    reason=f"no Landlock here ({sandbox.layer_problem(sandbox.LANDLOCK)})")
+def test_a_worker_cannot_hide_what_it_holds_from_the_disk_watch(tmp_path, monkeypatch):
+    """Landlock's seccomp program keeps its /proc entries open to the grader's disk watch."""
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, sandbox.LANDLOCK)
+    source = tmp_path / "hides.py"
+    source.write_text(HIDES)
+    with WorkerSubmission(source) as sub:
+        assert sub.call("causal_mask", 1).value.tolist() == [-1, errno.EACCES]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                    reason="root, with setpriv, plays a container's root")
+def test_a_root_grader_without_ptrace_counts_what_a_worker_of_another_account_holds():
+    """A container's root has no CAP_SYS_PTRACE, so /proc shows it nothing of what a `nobody`
+    worker holds; the watch reads it as `nobody` (a worker under Landlock lets its account
+    read: here a program, which `nobody` started)."""
+    folder = Path(tempfile.mkdtemp(dir=sandbox.scratch()))
+    os.chown(folder, 65534, 65534)
+    holder = subprocess.Popen(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c",
+         "exec 3<>ballast && rm ballast && head -c 67108864 /dev/urandom >&3 && echo held "
+         "&& exec sleep 60"], cwd=folder, stdout=subprocess.PIPE, text=True,
+        start_new_session=True)  # the leader of its process group, as a worker is
+    try:
+        assert holder.stdout.readline() == "held\n"
+        watch = ("import sys, time\n"
+                 "from pathlib import Path\n"
+                 "from autograder.runner.disk import DiskWatch\n"
+                 "for account in (None, (65534, 65534)):\n"
+                 "    watch = DiskWatch(Path(sys.argv[1]), int(sys.argv[2]), 2**25, account)\n"
+                 "    time.sleep(0.5)\n"
+                 "    watch.stop()\n"
+                 "    print(watch.exceeded)\n")
+        run = subprocess.run(["setpriv", "--bounding-set", "-sys_ptrace", "--inh-caps",
+                              "-sys_ptrace", sys.executable, "-c", watch, str(folder),
+                              str(holder.pid)], capture_output=True, text=True, timeout=60)
+        assert run.stdout.split() == ["False", "True"], run.stdout + run.stderr
+        assert holder.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        holder.kill()
+        holder.wait()
+        shutil.rmtree(folder)
+
+
 @pytest.mark.parametrize("env, reason", [
     ({SANDBOX: "off"}, "MHA_KIT_SANDBOX=off"),
     ({SANDBOX: "bwrap", BWRAP: "/nonexistent/bwrap"},
@@ -312,6 +423,43 @@ def test_the_kernel_writes_only_to_its_copy_of_its_folder_and_connects_nowhere(
     assert_untouched(outside, course_dir, listener)
     assert sorted(p.name for p in folder.iterdir()) == ["data.txt"]  # notes.txt: in the copy
     assert_removed(kernel_scratch)
+
+
+KERNEL_FILLS_DISK = """
+import os
+chunk = os.urandom(1 << 20)
+held = []
+for n in range(64):  # 16 MiB files, 1 GiB in all, each deleted and still held
+    with open(f"ballast-{n}", "w+b") as out:
+        for _ in range(16):
+            out.write(chunk)
+        held.append(os.dup(out.fileno()))
+        os.unlink(out.name)
+"""
+
+
+@pytest.mark.parametrize("layer", EACH_LAYER)
+def test_a_kernel_whose_files_take_more_than_the_disk_limit_is_stopped(
+        layer, course_dir, kernel_scratch, monkeypatch):
+    """The kernel's files count against the disk limit too, those it deleted but holds
+    included: past it, the kernel is stopped and its cell says why."""
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, layer)
+    monkeypatch.setenv(settings.variable("disk_gib"), str(1 / 16))
+    cells = ["open('notes.txt', 'w').write('honest')\nprint('noted')", KERNEL_FILLS_DISK,
+             "print('after')"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    free = os.statvfs(tempfile.gettempdir())  # where the kernel's scratch folder is
+    nb, _ = SandboxedStudentCells(timeout=60).preprocess(
+        nb, {"metadata": {"path": str(course_dir)}})
+    noted, filled, after = (cell.outputs for cell in nb.cells)
+    assert [o.text for o in noted] == ["noted\n"]
+    assert filled[-1].evalue == render(msg("autograde.kernel_disk", cell=2, gib=1 / 16)), filled
+    assert after == []
+    assert_removed(kernel_scratch)
+    freed = (os.statvfs(tempfile.gettempdir()).f_bavail - free.f_bavail) * free.f_frsize
+    assert freed > -2**24, freed
 
 
 @needs_sandbox

@@ -329,5 +329,5 @@ def test_the_gpu_memory_cap_names_its_gpu_by_index(monkeypatch: pytest.MonkeyPat
         "Properties", (), {"total_memory": 80 * 2**30, "gpu": _get_device_index(gpu)}))
     monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction",
                         lambda fraction, gpu: capped.append((fraction, _get_device_index(gpu))))
-    serve.limit_resources(device, 2.0)
+    serve.limit_resources(device, 2.0, 1.0)
     assert capped == [(2 / 80, index)]

@@ -137,6 +137,11 @@ TEMPLATES: dict[str, str] = {
     # nbgrader's autograde: the kernel (trusted_autograde), a course at once (course_autograde)
     "autograde.kernel_died": "the kernel died while running cell {cell}, so the cells after it "
                              "did not run; the points come from the kit's own grading",
+    "autograde.kernel_disk": "the kernel was stopped while running cell {cell}: the files the "
+                             "notebook wrote take more than {gib:g} GiB of disk, the grader's "
+                             "limit (files it deleted but still holds open count too), so the "
+                             "cells after it did not run; the points come from the kit's own "
+                             "grading",
     "autograde.kernel_stuck": "cell {cell} ran past {seconds} s and the kernel stopped "
                               "answering, so the cells after it did not run; the points come "
                               "from the kit's own grading",

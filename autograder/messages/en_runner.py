@@ -67,6 +67,9 @@ TEMPLATES: dict[str, str] = {
     "worker.total_cap": "`{what}` was stopped: grading this submission reached its overall "
                         "limit of {limit:g} s",
     "worker.timeout": "`{what}` timed out after {limit:g} s (an infinite loop?)",
+    "worker.disk_cap": "`{what}` was stopped: the files your code wrote take more than "
+                       "{gib:g} GiB of disk, the grader's limit for one submission (files it "
+                       "deleted but still holds open count too)",
     "worker.crash": "`{what}` ended the grading process ({status})",
     "worker.unreadable_reply": "`{what}` sent back something other than plain tensors and values "
                                "({error}), which the grader does not read",

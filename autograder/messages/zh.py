@@ -132,6 +132,10 @@ TEMPLATES: dict[str, str] = {
     # nbgrader 的 autograde
     "autograde.kernel_died": "内核在运行第 {cell} 个单元格时退出了，之后的单元格都没有运行；"
                              "分数来自评分工具包自己的评分",
+    "autograde.kernel_disk": "内核在运行第 {cell} 个单元格时被中止：notebook 写入的文件占用了"
+                             "超过 {gib:g} GiB 的磁盘空间，超出了评分程序的上限（已删除但仍"
+                             "打开着的文件也计算在内），之后的单元格都没有运行；分数来自评分"
+                             "工具包自己的评分",
     "autograde.kernel_stuck": "第 {cell} 个单元格运行超过 {seconds} 秒，内核不再响应，"
                               "之后的单元格都没有运行；分数来自评分工具包自己的评分",
     "autograde.timed_out": "第 {cell} 个单元格运行超过 Execute.timeout，已被中断",

@@ -59,6 +59,8 @@ TEMPLATES: dict[str, str] = {
                         "（代码是不是太慢了？）",
     "worker.total_cap": "`{what}` 被中止：这份提交的评分用时达到了总上限 {limit:g} 秒",
     "worker.timeout": "`{what}` 运行超过 {limit:g} 秒被中止（是不是死循环？）",
+    "worker.disk_cap": "`{what}` 被中止：你的代码写入的文件占用了超过 {gib:g} GiB 的磁盘空间，"
+                       "超出了评分程序对每份提交的上限（已删除但仍打开着的文件也计算在内）",
     "worker.crash": "`{what}` 让评分进程退出了（{status}）",
     "worker.unreadable_reply": "`{what}` 返回的不只是普通的张量和值（`{error}`），"
                                "评分程序不读取这样的结果",

@@ -65,11 +65,11 @@ SECCOMP_ARCH = {
     "x86_64": {"arch": 0xC000003E, "socket": 41, "connect": 42, "truncate": 76,
                "io_uring_setup": 425, "metadata": (*_METADATA_X86, 452, 463, 466),
                "clone": 56, "clone3": 435, "fork": (57,), "sessions": (112, 109),
-               "sysv": (29, 64, 68)},
+               "sysv": (29, 64, 68), "prctl": 157},
     "aarch64": {"arch": 0xC00000B7, "socket": 198, "connect": 203, "truncate": 45,
                 "io_uring_setup": 425, "metadata": (*_METADATA_ARM, 452, 463, 466),
                 "clone": 220, "clone3": 435, "fork": (), "sessions": (157, 154),
-                "sysv": (194, 190, 186)},
+                "sysv": (194, 190, 186), "prctl": 167},
 }  # metadata: chmod, chown, utime and xattr calls (fchmodat2, setxattrat, removexattrat last);
 # fork: the call of its own (vfork, which runs a program at once, stays); sessions: setsid,
 # setpgid; sysv: shmget, semget, msgget
@@ -82,7 +82,7 @@ NOTHING_DONE = SECCOMP_RET_ERRNO | 0  # returns 0 and does nothing
 REFUSED = SECCOMP_RET_ERRNO | errno.EACCES
 NOT_PERMITTED = SECCOMP_RET_ERRNO | errno.EPERM
 NO_SUCH_CALL = SECCOMP_RET_ERRNO | errno.ENOSYS  # clone3: C libraries fall back to clone
-PR_CAPBSET_DROP, CAP_LAST = 24, 63
+PR_CAPBSET_DROP, CAP_LAST, PR_SET_DUMPABLE = 24, 63, 4
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -162,7 +162,9 @@ def describe() -> str:
 def _seccomp_program(local_sockets: bool) -> list[_SockFilter] | None:
     """The seccomp program (None on a machine it does not know). Refused with EACCES: `socket`
     (a kernel's: but unix stream and netlink ones), a kernel's `connect`, `io_uring_setup`,
-    `truncate` by path (Landlock handles it from ABI 3), calls of another architecture. Done
+    `truncate` by path (Landlock handles it from ABI 3), prctl's PR_SET_DUMPABLE (which would
+    hide from the grader's disk watch what the process holds: `disk`), calls of another
+    architecture. Done
     as nothing, returning 0: chmod, chown, utime and extended attributes, which Landlock does
     not see (another submission's mode set to 000; torch's compiler chmods its own files)."""
     calls = SECCOMP_ARCH.get(platform.machine())
@@ -172,6 +174,7 @@ def _seccomp_program(local_sockets: bool) -> list[_SockFilter] | None:
                          ("jge", X32_BIT, "refuse", None)]
     code += [("jeq", nr, "nothing", None) for nr in calls["metadata"]]
     code += [("jeq", calls[name], "refuse", None) for name in ("io_uring_setup", "truncate")]
+    code += [("jeq", calls["prctl"], "prctl", None)]
     if local_sockets:
         code += [("jeq", calls["connect"], "refuse", None),
                  ("jeq", calls["socket"], None, "allow"), ("ld", 16),  # the family, low half
@@ -179,7 +182,8 @@ def _seccomp_program(local_sockets: bool) -> list[_SockFilter] | None:
                  ("ld", 24), ("and", SOCK_TYPE_MASK), ("jeq", SOCK_STREAM, "allow", "refuse")]
     else:
         code += [("jeq", calls["socket"], "refuse", "allow")]
-    code += [("label", "allow"), ("ret", SECCOMP_RET_ALLOW), ("label", "nothing"),
+    code += [("label", "prctl"), ("ld", 16), ("jeq", PR_SET_DUMPABLE, "refuse", "allow"),
+             ("label", "allow"), ("ret", SECCOMP_RET_ALLOW), ("label", "nothing"),
              ("ret", NOTHING_DONE), ("label", "refuse"), ("ret", REFUSED)]
     return _assemble(code)
 

@@ -118,6 +118,7 @@ class Limits:
     speed_s: float = Settings.speed_timeout  # the speed check's timed run
     total_s: float = Settings.total_timeout  # everything for one submission, restarts included
     memory_gib: float = Settings.memory_gib  # the worker's address space (CPU)
+    disk_gib: float = Settings.disk_gib  # its files together (`disk`), and so any one file
     start_s: float = 120.0  # the worker's own start (importing torch): not the student's time
 
     @classmethod
@@ -126,7 +127,8 @@ class Limits:
         chosen = chosen or settings.current()
         return cls(load_s=chosen.load_timeout, call_s=chosen.call_timeout,
                    check_s=chosen.check_timeout, speed_s=chosen.speed_timeout,
-                   total_s=chosen.total_timeout, memory_gib=chosen.memory_gib)
+                   total_s=chosen.total_timeout, memory_gib=chosen.memory_gib,
+                   disk_gib=chosen.disk_gib)
 
 
 def _open_to_all(path: Path) -> bool:

@@ -32,9 +32,7 @@ from .policy import forbidden_functions, refuse_starts
 from .protocol import Call, StandIns, StudentCodeError
 
 PRINT_KEEP = 500  # characters of the student's printing kept for the report
-# Bytes the worker may write to any one file: room for torch.compile's precompiled header
-# (156 MB with torch 2.13 on x86-64; 64 MiB failed correct compiled code with CppCompileError).
-FILE_SIZE_LIMIT = 2**30
+PR_SET_DUMPABLE = 4
 SETUP_WAIT_S = 60.0  # a new worker waits this long for its setup, the grader's first message
 
 
@@ -69,10 +67,20 @@ def die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
-def limit_resources(device: str, memory_gib: float) -> None:
-    limit = int(memory_gib * 2**30)
+def open_to_grader() -> None:
+    """Let the grader's disk watch, with this worker's account as its file-system ids, read
+    the worker's /proc entries (`disk.DiskWatch`: the files it holds), which the switch of
+    account closed (it made the process undumpable). Only under Landlock: every process that
+    runs student code as that account is confined too, and none may read another's; and its
+    seccomp program keeps this so."""
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+
+
+def limit_resources(device: str, memory_gib: float, disk_gib: float) -> None:
+    """Memory, and each file's size (the disk watch bounds all the files together)."""
+    limit, file_size = int(memory_gib * 2**30), int(disk_gib * 2**30)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
     if device == "cpu":
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     else:  # CUDA maps far more address space than it uses: cap the GPU memory instead
@@ -95,9 +103,11 @@ def serve(config: dict, request_fd: int, reply_fd: int,
     the worker is confined, as CUDA's start is: Landlock binds no thread already running."""
     die_with_parent(config["parent"])
     if config.get("confine"):  # Landlock, for good, while this process has its one thread
+        if config.get("account"):
+            open_to_grader()
         landlock.confine(**config["confine"])
     after_confining()
-    limit_resources(config["device"], config["memory_gib"])
+    limit_resources(config["device"], config["memory_gib"], config["disk_gib"])
     refuse_starts()
     compiler.start_no_pythons()
     # Torch's pool of threads starts now, before threads are refused; a GPU's driver starts

@@ -9,7 +9,7 @@ the worker cannot make the grader run code.
 Each worker is a new process that starts from a zygote, a process that has imported torch
 (`zygote`); its side of the pipe is `serve`. It runs in a fresh temporary folder, as `nobody`
 when the grader is root, under a memory limit, in the sandbox (`sandbox`), and dies with the
-grader.
+grader; the grader stops it once its files take more disk than the limit (`disk`).
 A request that outlives its timeout, a crash or an exit kills it; the next request starts a
 fresh one, so a hang or a crash costs one check. An overall cap bounds the whole submission,
 restarts included. See docs/trusted-grading.md.
@@ -33,6 +33,7 @@ from .. import settings
 from ..messages import Message, msg
 from . import fonts, sandbox
 from .devices import on_meta
+from .disk import DiskWatch
 from .framing import TEXT_KEEP, clean, encode, fields_of, receive, run_to_dict, write_all
 from .inprocess import vetted
 from .loading import chunk_place
@@ -84,6 +85,7 @@ class WorkerSubmission:
         self.warnings: list[Message] = []  # what PyTorch warned about, in the current check
         self._proc: WorkerProcess | None = None
         self._workdir: Path | None = None
+        self._watch: DiskWatch | None = None
         self._dead_at_load: Message | None = None
         self._slow_cells: list[str] = []  # left out of the load: each ran past its limit
         self._deadline: float | None = None
@@ -119,11 +121,13 @@ class WorkerSubmission:
                 "quote", text=f"{type(err).__name__}: {err}"))) from None
         self._request_fd, self._reply_fd = self._proc.request_fd, self._proc.reply_fd
         self._ready({"path": self.path.name, "device": self.device, "parent": self._proc.parent,
-                     "memory_gib": self.limits.memory_gib, "forbidden": list(self.forbidden),
-                     "cwd": home, "env": env, "account": account, "skip": self._slow_cells,
-                     "kit_code": self.kit_code,
+                     "memory_gib": self.limits.memory_gib, "disk_gib": self.limits.disk_gib,
+                     "forbidden": list(self.forbidden), "cwd": home, "env": env,
+                     "account": account, "skip": self._slow_cells, "kit_code": self.kit_code,
                      "confine": self._confinement()},
                     deadline)
+        self._watch = DiskWatch(self._workdir, self._proc.pid,
+                                int(self.limits.disk_gib * 2**30), account)
 
     def _confinement(self) -> dict | None:
         """Landlock's setup: the worker confines itself while it has its one thread."""
@@ -180,7 +184,9 @@ class WorkerSubmission:
             self._dead_at_load = self._cap_message() if capped else msg(
                 "worker.load_timeout", limit=float(self.limits.load_s))
         except (EOFError, ValueError, OSError):
-            self._dead_at_load = msg("worker.load_crash", status=self._exit_status())
+            status = self._exit_status()
+            self._dead_at_load = self._over_disk(self.path.name) or msg("worker.load_crash",
+                                                                        status=status)
         else:
             hello = hello if isinstance(hello, dict) else {}
             problems = hello.get("problems")
@@ -221,8 +227,20 @@ class WorkerSubmission:
             self.warnings += [w for w in (_from_worker(d, self._malformed()) for d in warned[:8])
                               if w not in self.warnings][:8]
 
+    def _over_disk(self, what: str) -> Message | None:
+        """What to say where the disk watch stopped the worker (`_exit_status` stops the
+        watch); None where it did not."""
+        if self._watch is None or not self._watch.exceeded:
+            return None
+        return msg("worker.disk_cap", what=what, gib=float(self.limits.disk_gib))
+
+    def _stop_watch(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
+
     def _exit_status(self) -> Message:
         assert self._proc is not None
+        self._stop_watch()  # before the worker is reaped
         code = self._proc.wait(timeout=5)
         if code is None:
             return msg("worker.no_answer")
@@ -235,6 +253,8 @@ class WorkerSubmission:
 
     def close(self) -> None:
         self._loading = None
+        self._stop_watch()
+        self._watch = None
         if self._proc is not None:
             self._proc.kill()
             self._proc.wait()
@@ -330,9 +350,9 @@ class WorkerSubmission:
                                    ) from None
         except (EOFError, OSError):
             status = self._exit_status()
+            message = self._over_disk(what) or msg("worker.crash", what=what, status=status)
             self.close()
-            raise StudentCodeError("crash", msg("worker.crash", what=what, status=status)
-                                   ) from None
+            raise StudentCodeError("crash", message) from None
         except ValueError as err:  # the whole message was read: the worker can go on
             raise StudentCodeError("bad_reply", msg("worker.unreadable_reply", what=what,
                                                     error=clean(err, 100))) from None
