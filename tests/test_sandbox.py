@@ -218,7 +218,7 @@ def test_a_submission_whose_files_take_more_than_the_disk_limit_is_stopped(layer
     against one limit: past it, that check stops and says why; the next check gets a fresh
     worker, and an honest function that writes a small file its points. Afterwards the disk
     holds nothing of it."""
-    monkeypatch.setenv(sandbox.SANDBOX_ENV, layer)
+    monkeypatch.setenv(SANDBOX, layer)
     source = tmp_path / "fills_disk.py"
     source.write_text(FILLS_DISK.format(how=how))
     free = os.statvfs(sandbox.scratch())
@@ -246,7 +246,7 @@ def causal_mask(seq_len, device=None):  # prctl(PR_SET_DUMPABLE, 0): /proc close
                     reason=f"no Landlock here ({sandbox.layer_problem(sandbox.LANDLOCK)})")
 def test_a_worker_cannot_hide_what_it_holds_from_the_disk_watch(tmp_path, monkeypatch):
     """Landlock's seccomp program keeps its /proc entries open to the grader's disk watch."""
-    monkeypatch.setenv(sandbox.SANDBOX_ENV, sandbox.LANDLOCK)
+    monkeypatch.setenv(SANDBOX, sandbox.LANDLOCK)
     source = tmp_path / "hides.py"
     source.write_text(HIDES)
     with WorkerSubmission(source) as sub:
@@ -443,7 +443,7 @@ def test_a_kernel_whose_files_take_more_than_the_disk_limit_is_stopped(
         layer, course_dir, kernel_scratch, monkeypatch):
     """The kernel's files count against the disk limit too, those it deleted but holds
     included: past it, the kernel is stopped and its cell says why."""
-    monkeypatch.setenv(sandbox.SANDBOX_ENV, layer)
+    monkeypatch.setenv(SANDBOX, layer)
     monkeypatch.setenv(settings.variable("disk_gib"), str(1 / 16))
     cells = ["open('notes.txt', 'w').write('honest')\nprint('noted')", KERNEL_FILLS_DISK,
              "print('after')"]
