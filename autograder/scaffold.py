@@ -27,7 +27,8 @@ from .release import PLACEHOLDER_SOURCE
 NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 # The start of every notebook's setup cell (its first code cell): the kit installed from
-# MHA_KIT_SOURCE where it is missing. tests/test_scaffold.py holds the kit's notebooks to it.
+# MHA_KIT_SOURCE where it is missing (tests/test_adding_an_assignment.py holds the kit's
+# notebooks to it).
 INSTALL = '''\
 # Where to install the grading kit from when it is missing (a fresh Colab runtime): a pip URL
 # or a local path. Your instructor replaces the placeholder below. Working from a clone of
