@@ -19,8 +19,9 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from . import catalog, settings
+from .contract import ENTRIES
 from .editions import add_untranslated, overlay_path
-from .grading.registry import EDITION_LANGUAGES, edition_name
+from .grading.registry import EDITION_LANGUAGES, SPECS, edition_name
 from .messages import Message, msg
 from .release import PLACEHOLDER_SOURCE
 
@@ -176,8 +177,8 @@ def scaffold(name: str, into: Path | None, course: Path) -> list[Path]:
     for path in (package, master.parent):
         if path.exists():
             raise ScaffoldError(msg("new.exists", name=name, path=path))
-    if name in catalog.names():
-        raise ScaffoldError(msg("new.exists", name=name, path=catalog.folder(name)))
+    if name in {*catalog.names(), *ENTRIES, *SPECS}:  # its package, function and check id
+        raise ScaffoldError(msg("new.name_used", name=name))
     package.mkdir(parents=True)
     written = []
     for file, text in PACKAGE.items():

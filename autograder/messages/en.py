@@ -183,6 +183,8 @@ TEMPLATES: dict[str, str] = {
     "new.bad_name": "{name!r} cannot name an assignment: use lowercase letters, digits and _, "
                     "begin with a letter, and do not end in {endings} (an edition's name)",
     "new.exists": "{name!r} is taken: {path} exists already",
+    "new.name_used": "{name!r} is taken: an assignment, a name a submission defines or a "
+                     "check already has it, and the scaffold gives all three this name",
     "new.setting": "mha-kit finds {name} while {folder} is in the `assignments` setting: "
                    "MHA_KIT_ASSIGNMENTS={folder} for mha-kit's commands, "
                    "c.MhaKit.assignments = [{folder!r}] in nbgrader_config.py for nbgrader's",

@@ -172,6 +172,8 @@ TEMPLATES: dict[str, str] = {
     "new.bad_name": "{name!r} 不能作为作业名：只用小写字母、数字和 _，以字母开头，且不以 "
                     "{endings} 结尾（那是译本的名字）",
     "new.exists": "{name!r} 已被占用：{path} 已经存在",
+    "new.name_used": "{name!r} 已被占用：已有作业、提交定义的名字或检查项用了它，而脚手架"
+                     "让这三者都用这个名字",
     "new.setting": "只有 {folder} 在 `assignments` 设置中时，mha-kit 才能找到 {name}："
                    "mha-kit 的命令用 MHA_KIT_ASSIGNMENTS={folder}，nbgrader 的命令在 "
                    "nbgrader_config.py 中写 c.MhaKit.assignments = [{folder!r}]",
