@@ -15,6 +15,7 @@ import pkgutil
 import traceback
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 
 from . import assignments as package
@@ -38,6 +39,17 @@ def names() -> tuple[str, ...]:
     assignments/, and nbgrader's assignment name)."""
     package.__path__ += [f for f in settings.current().assignments if f not in package.__path__]
     return tuple(sorted({m.name for m in pkgutil.iter_modules(package.__path__) if m.ispkg}))
+
+
+def folder(name: str) -> Path:
+    """Assignment `name`'s package folder: in the kit (`KIT_FOLDER`) or in a course's."""
+    spec = importlib.util.find_spec(f"{package.__name__}.{name}") if name in names() else None
+    if spec is None or spec.origin is None:
+        raise KeyError(f"no assignment {name!r}")
+    return Path(spec.origin).parent
+
+
+KIT_FOLDER = Path(package.__file__).parent  # the kit's own assignments
 
 
 def _why(err: BaseException) -> str:

@@ -77,6 +77,15 @@ def problems(nb: nbformat.NotebookNode, overlay: dict[str, dict[str, str]], lang
     return found
 
 
+def overlay_problems(course: Path, master: Path, lang: str) -> list[str]:
+    """What keeps `master`'s edition in `lang` from building (`problems`), or its overlay
+    missing."""
+    path = overlay_path(course, master, lang)
+    if not path.is_file():
+        return ["missing"]
+    return problems(nbformat.read(str(master), as_version=4), read_overlay(path), lang)
+
+
 def language_cell(lang: str) -> nbformat.NotebookNode:
     """The one code cell an edition adds: it switches the kernel's grader messages to `lang`."""
     return nbformat.v4.new_code_cell(language_source(lang), id=LANGUAGE_CELL_ID)
@@ -115,20 +124,25 @@ def write_edition(course: Path, assignment: str, lang: str) -> list[Path]:
     return written
 
 
+def add_untranslated(course: Path, master: Path, lang: str) -> Path | None:
+    """Add to `master`'s overlay the markdown cells it lacks, with their English and no
+    `lang`; the overlay's path, or None if none was missing."""
+    path = overlay_path(course, master, lang)
+    overlay = read_overlay(path) if path.is_file() else {}
+    cells = nbformat.read(str(master), as_version=4).cells
+    missing = {c.id: {"en": c.source, lang: ""} for c in cells
+               if c.cell_type == "markdown" and c.id not in overlay}
+    if not missing:
+        return None
+    write_overlay(path, {**overlay, **missing})
+    return path
+
+
 def skeleton(course: Path, lang: str) -> list[Path]:
     """Add every untranslated markdown cell to the overlays, with its English and no `lang`."""
-    changed = []
-    for assignment in ASSIGNMENTS:
-        for master in masters(course, assignment):
-            path = overlay_path(course, master, lang)
-            overlay = read_overlay(path) if path.is_file() else {}
-            cells = nbformat.read(str(master), as_version=4).cells
-            missing = {c.id: {"en": c.source, lang: ""} for c in cells
-                       if c.cell_type == "markdown" and c.id not in overlay}
-            if missing:
-                write_overlay(path, {**overlay, **missing})
-                changed.append(path)
-    return changed
+    changed = [add_untranslated(course, master, lang)
+               for assignment in ASSIGNMENTS for master in masters(course, assignment)]
+    return [path for path in changed if path]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,15 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     bad = 0
     for assignment in ASSIGNMENTS:
         for master in masters(args.course_dir, assignment):
-            path = overlay_path(args.course_dir, master, args.lang)
-            if not path.is_file():
-                print(f"{path}: missing")
-                bad += 1
-                continue
-            found = problems(nbformat.read(str(master), as_version=4), read_overlay(path),
-                             args.lang)
+            found = overlay_problems(args.course_dir, master, args.lang)
             bad += len(found)
-            print(f"{path}: " + ("; ".join(found) if found else "up to date"))
+            print(f"{overlay_path(args.course_dir, master, args.lang)}: "
+                  + ("; ".join(found) if found else "up to date"))
     return 1 if bad else 0
 
 

@@ -1,17 +1,21 @@
-"""Adding an assignment is one folder: a package written outside the kit, touching no shared
-module, is graded by `mha-kit check`, released with nbgrader and autograded by nbgrader; a
-broken package beside it is named once and costs the others nothing.
+"""Adding an assignment is one folder: a package scaffolded outside the kit by `mha-kit new`,
+touching no shared module, is graded by `mha-kit check`, released with nbgrader and autograded
+by nbgrader; a broken package beside it is named once and costs the others nothing.
 
-The package ("toy": one function, one check, one mistake, two languages) lives in a temporary
-folder named by the `assignments` setting, which `autograder.catalog` searches besides the kit's,
-as docs/architecture.md's "Adding an assignment" describes.
+The package ("toy": one function, one check, one mistake, two languages) is written by
+`mha-kit new toy --into <folder>` in a temporary folder named by the `assignments` setting,
+which `autograder.catalog` searches besides the kit's, and its one function filled in, as
+docs/architecture.md's "Adding an assignment" describes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,61 +24,45 @@ from pathlib import Path
 import nbformat
 import pytest
 from conftest import ROOT
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from autograder import settings
+from autograder import scaffold, settings
+from autograder.cli import main
+from autograder.runner.loading import is_test_cell
 
-TOY = {
-    "__init__.py": '"""A toy assignment: double a tensor."""\n',
-    "contract.py": ('from autograder.catalog import Entry\n\n'
-                    'ENTRIES = (Entry("double", "double(x)"),)\n'),
-    "mistakes.py": 'CATALOGUE = ("toy_squared",)\n',
-    "messages.py": '''TEMPLATES = {
-    "en": {"toy.case": "x of shape {shape}",
-           "mistake.toy_squared": "you multiplied x by itself: double it, x * 2"},
-    "zh": {"toy.case": "形状为 {shape} 的 x",
-           "mistake.toy_squared": "你把 x 和自己相乘了：应当乘以 2，x * 2"},
-}
-''',
-    "checks.py": '''import torch
-
-from ...checks.core import TIGHT, Context
-from ...checks.expect import expect_close
-from ...messages import msg
+ANSWER = "return x.exp() / x.exp().sum(-1, keepdim=True)"
+RIGHT = f"def toy(x):\n    {ANSWER}\n"
+WRONG = "def toy(x):\n    return x.softmax(0)\n"  # the scaffold's named mistake
+SOLUTION = re.compile(r"(### BEGIN SOLUTION\n).*?(\n\s*### END SOLUTION)", re.S)
 
 
-def check_double(sub, ctx: Context) -> float:
-    x = torch.randn(3, 4, dtype=torch.float64, generator=ctx.generator("toy_double"))
-    got = sub.call("double", x).value
-    expect_close("double(x)", got, x * 2, msg("toy.case", shape=tuple(x.shape)), TIGHT,
-                 mistakes=[("toy_squared", lambda: x * x)])
-    return 1.0
-''',
-    "points.py": '''from ...checks.spec import CheckSpec
-from . import checks
-
-CHECKS = (CheckSpec("toy_double", 100, ("double",), checks.check_double),)
-''',
-}
-RIGHT = "def double(x):\n    return x + x\n"
-WRONG = "def double(x):\n    return x * x\n"
+def solution_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    return cell
 
 
 @pytest.fixture(scope="module")
-def toy_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def toy(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], Path]:
     """The environment of a process that sees the toy assignment, and a broken one beside it
-    (a points table that does not parse)."""
-    packages = tmp_path_factory.mktemp("assignments")
-    (packages / "toy").mkdir()
-    for name, text in TOY.items():
-        (packages / "toy" / name).write_text(text, encoding="utf-8")
+    (a points table that does not parse), and the course of its notebook."""
+    packages, course = tmp_path_factory.mktemp("assignments"), tmp_path_factory.mktemp("course")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    env = {**os.environ, settings.variable("assignments"): str(packages),
+           settings.variable("worker_user"): ""}
+    with contextlib.redirect_stdout(io.StringIO()) as said:  # in this process: no torch to load
+        assert main(["new", "toy", "--into", str(packages), "--course-dir", str(course)]) == 0
+    assert "mha-kit release toy_zh" in said.getvalue()  # what to do next
+    master = course / "solutions" / "toy" / "toy.ipynb"
+    nb = nbformat.read(str(master), as_version=4)
+    cell = solution_cell(nb)
+    cell.source, filled = SOLUTION.subn(rf"\g<1>    {ANSWER}\g<2>", cell.source)
+    assert filled == 1
+    nbformat.write(nb, str(master))
     (packages / "broken").mkdir()
     for name, text in {"__init__.py": "", "contract.py": "ENTRIES = ()\n",
                        "messages.py": 'TEMPLATES = {"en": {}, "zh": {}}\n',
                        "points.py": "CHECKS = (\n"}.items():
         (packages / "broken" / name).write_text(text, encoding="utf-8")
-    return {**os.environ, settings.variable("assignments"): str(packages),
-            settings.variable("worker_user"): ""}
+    return env, course
 
 
 def kit(env: dict[str, str], *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -82,56 +70,50 @@ def kit(env: dict[str, str], *args: str, cwd: Path = ROOT) -> subprocess.Complet
                           capture_output=True, text=True, timeout=600)
 
 
-def test_mha_kit_check_grades_a_py_answer_and_names_the_mistake(toy_env, tmp_path: Path):
+def test_mha_kit_check_grades_a_py_answer_and_names_the_mistake(toy, tmp_path: Path):
+    env, _ = toy
     (tmp_path / "right.py").write_text(RIGHT)
     (tmp_path / "wrong.py").write_text(WRONG)
-    right = kit(toy_env, "check", str(tmp_path / "right.py"), "--json", str(tmp_path / "r.json"))
+    right = kit(env, "check", str(tmp_path / "right.py"), "--json", str(tmp_path / "r.json"))
     assert right.returncode == 0, right.stdout + right.stderr
     (said,) = [line for line in right.stderr.splitlines() if "'broken'" in line]
     assert said.startswith("mha-kit: assignment 'broken' cannot be loaded and is left out "
                            "(the others work as usual): SyntaxError") and "points.py:1" in said
     assert json.loads((tmp_path / "r.json").read_text())["score"] == 100
-    wrong = kit(toy_env, "check", str(tmp_path / "wrong.py"), "--lang", "zh")
+    wrong = kit(env, "check", str(tmp_path / "wrong.py"), "--lang", "zh")
     assert wrong.returncode == 1, wrong.stdout + wrong.stderr
-    assert "toy_double" in wrong.stdout and "0/100" in wrong.stdout
-    assert "你把 x 和自己相乘了" in wrong.stdout  # the mistake, named in the language asked
+    assert "✗ toy" in wrong.stdout and "0/100" in wrong.stdout
+    assert "在第一维上做 softmax" in wrong.stdout  # the mistake, named in the language asked
 
 
-def toy_notebook(answer: str) -> nbformat.NotebookNode:
-    solution = "def double(x):\n    ### BEGIN SOLUTION\n    return x + x\n    ### END SOLUTION"
-    return new_notebook(cells=[
-        new_markdown_cell("# Double a tensor"),
-        new_code_cell("from autograder.notebook import check"),
-        new_code_cell(solution if answer == "solution" else answer, metadata={"nbgrader": {
-            "grade": False, "grade_id": "double_solution", "locked": False,
-            "schema_version": 3, "solution": True}}),
-        new_code_cell('check("toy_double")', metadata={"nbgrader": {
-            "grade": True, "grade_id": "toy_double", "locked": True, "points": 1,
-            "schema_version": 3, "solution": False}}),
-    ], metadata={"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
-                                "name": "python3"}})
-
-
-def test_nbgrader_releases_and_autogrades_it(toy_env, tmp_path: Path):
-    course = tmp_path / "course"
-    (course / "solutions" / "toy").mkdir(parents=True)
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    nbformat.write(toy_notebook("solution"), str(course / "solutions" / "toy" / "toy.ipynb"))
-    release = kit(toy_env, "release", "toy", "--course-dir", str(course))
+def test_nbgrader_releases_and_autogrades_it(toy):
+    env, course = toy
+    release = kit(env, "release", "toy", "--course-dir", str(course))
     assert release.returncode == 0, release.stdout + release.stderr
-    assert "toy_double" in release.stdout  # its points set from the package's table: 1 -> 100
+    assert "toy, still to do" not in release.stderr  # a course's package needs nothing more
     released = nbformat.read(str(course / "assignments" / "toy" / "toy.ipynb"), as_version=4)
-    assert "return x + x" not in released.cells[2].source
-    for student, answer in (("alice", RIGHT), ("bob", WRONG)):
+    assert ANSWER not in solution_cell(released).source
+    for student, answer in (("alice", RIGHT), ("bob", WRONG), ("carol", None)):
         folder = course / "submitted" / student / "toy"
         folder.mkdir(parents=True)
         nb = nbformat.read(str(course / "assignments" / "toy" / "toy.ipynb"), as_version=4)
-        nb.cells[2].source = answer
+        solution_cell(nb).source = answer or solution_cell(nb).source  # carol: the release
         nbformat.write(nb, str(folder / "toy.ipynb"))
     cycle = subprocess.run([sys.executable, str(ROOT / "tests" / "nbgrader_cycle.py"),
-                            str(course), "toy"], cwd=ROOT, env=toy_env, capture_output=True,
+                            str(course), "toy"], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=600)
     assert cycle.returncode == 0, cycle.stdout[-3000:] + cycle.stderr[-3000:]
     with open(course / "grades.csv") as sheet:
         scores = {row["student_id"]: float(row["score"]) for row in csv.DictReader(sheet)}
-    assert scores == {"alice": 100.0, "bob": 0.0}
+    assert scores == {"alice": 100.0, "bob": 0.0, "carol": 0.0}
+    graded = nbformat.read(str(course / "autograded" / "carol" / "toy" / "toy.ipynb"),
+                           as_version=4)
+    (test_cell,) = filter(is_test_cell, graded.cells)
+    assert "`toy` is not implemented yet" in json.dumps(test_cell.outputs)
+
+
+def test_the_kits_notebooks_begin_their_setup_as_the_scaffold_writes_it():
+    for master in sorted((ROOT / "solutions").glob("*/*.ipynb")):
+        nb = nbformat.read(str(master), as_version=4)
+        setup = next(c for c in nb.cells if c.cell_type == "code")
+        assert setup.source.startswith(f"{scaffold.INSTALL}\n"), master.name

@@ -13,7 +13,7 @@ import torch
 from conftest import TEMPLATE, messages_with
 
 from autograder.checks.core import Context, Picture
-from autograder.checks.diagnosis import CATALOGUE, named_in
+from autograder.checks.diagnosis import CATALOGUE, OPENINGS, named_in
 from autograder.checks.feedback import (
     describe_mismatch,
     describe_shape,
@@ -97,8 +97,8 @@ def test_a_mismatch_gives_index_values_and_the_heads_that_differ():
 def test_every_known_mistake_has_a_chinese_sentence():
     for mistake in CATALOGUE:
         chinese = mistake.sentence().render("zh")
-        assert chinese.startswith("这与“") and "This matches" not in chinese, mistake.id
-        assert mistake.sentence().render("en").startswith("This matches "), mistake.id
+        assert chinese.startswith(OPENINGS["zh"]) and "This matches" not in chinese, mistake.id
+        assert mistake.sentence().render("en").startswith(OPENINGS["en"]), mistake.id
 
 
 def test_masks_are_drawn_side_by_side():

@@ -25,6 +25,7 @@ from autograder.messages import (
     msg,
     pad,
 )
+from autograder.release import stale_translations
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.policy import Limits
 
@@ -127,11 +128,6 @@ def test_every_id_has_a_chinese_template_with_the_same_fields():
 
 
 TRANSLATED_FROM = Path(__file__).resolve().parents[1] / "translations" / "zh" / "messages.json"
-
-
-def stale_translations(english: dict[str, str], recorded: dict[str, str]) -> list[str]:
-    """The ids whose English is not the text their Chinese template was written from."""
-    return sorted(i for i in english if recorded.get(i) != english[i])
 
 
 def test_every_chinese_template_translates_todays_english():

@@ -10,6 +10,7 @@ from conftest import ROOT
 
 from autograder import catalog, contract
 from autograder.grading import registry
+from autograder.release import LISTING_ROW, LISTINGS
 
 
 def test_each_check_earns_points():
@@ -24,7 +25,6 @@ def test_every_contract_name_is_graded():
     assert graded == set(contract.ENTRIES)
 
 
-ASSIGNMENT_ROW = re.compile(r"^\| `(\w+)` \| `\w+\.ipynb`", re.M)
 _NUMBER = r"(?:two|three|four|five|six|seven|eight)"
 COUNTED = re.compile(rf"\b(?:all )?{_NUMBER}\s+(?:nbgrader\s+)?(?:assignments|releases)\b", re.I)
 
@@ -34,14 +34,14 @@ def test_the_docs_list_every_assignment_and_count_none():
     leaves no sentence wrong."""
     names = set(catalog.names())
     assert names == set(registry.ASSIGNMENTS)
-    for doc in ("README.md", "docs/extensions.md", "docs/student-guide.md"):
-        assert set(ASSIGNMENT_ROW.findall((ROOT / doc).read_text(encoding="utf-8"))) == names, doc
+    for doc in LISTINGS:  # `mha-kit release` says which row is missing (release.todo)
+        assert set(LISTING_ROW.findall((ROOT / doc).read_text(encoding="utf-8"))) == names, doc
     counting = {str(p.relative_to(ROOT)): COUNTED.findall(p.read_text(encoding="utf-8"))
                 for p in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))}
     assert {doc: found for doc, found in counting.items() if found} == {}
 
 
 def test_the_docs_check_catches_a_missing_row_and_a_count():
-    assert ASSIGNMENT_ROW.findall("| `shapes` | `shapes_warmup.ipynb` | ... |") == ["shapes"]
+    assert LISTING_ROW.findall("| `shapes` | `shapes_warmup.ipynb` | ... |") == ["shapes"]
     assert COUNTED.findall("The course holds six nbgrader assignments; all six releases.") == [
         "six nbgrader assignments", "all six releases"]

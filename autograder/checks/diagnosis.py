@@ -28,6 +28,10 @@ from .scale import ScaleReading, scale_sentence
 Tensor = torch.Tensor
 
 
+# How a mistake's sentence begins, in each language: the feedback shows it after what went wrong.
+OPENINGS = {"en": "This matches ", "zh": "这与“"}
+
+
 @dataclass(frozen=True)
 class Mistake:
     """One classic mistake. Its sentence, "This matches <the mistake>: <what to do>.", is the

@@ -8,11 +8,9 @@ import sys
 from pathlib import Path
 
 from ..grading.registry import ASSIGNMENTS
+from ..messages import msg, render
 from ..settings import SOURCE_VARIABLE
 from .exits import EXIT_FAIL, EXIT_PASS, EXIT_USAGE
-
-# The install address the kit's own notebooks ship with, to be replaced by each course.
-PLACEHOLDER_SOURCE = "git+https://github.com/YOUR-ORG/mha-kit.git"
 
 
 def add(commands: argparse._SubParsersAction) -> None:
@@ -31,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     # Imported here: they import nbformat, which takes seconds that `check` should not pay.
     from ..editions import TranslationError, edition_names, write_edition
     from ..grading.registry import split_name
-    from ..release import run_nbgrader, sync_points
+    from ..release import PLACEHOLDER_SOURCE, run_nbgrader, sync_points, todo
 
     course = Path(args.course_dir)
     if not (course / "nbgrader_config.py").is_file():
@@ -72,4 +70,7 @@ def run(args: argparse.Namespace) -> int:
                       f"(Colab) stop at its setup cell. Set {SOURCE_VARIABLE} in the setup cell of "
                       f"solutions/{split_name(name)[0]}/ to where your students install the "
                       "kit from, and release again.", file=sys.stderr)
+    for base in sorted({split_name(name)[0] for name in names}):
+        for what in todo(course, base):
+            print(render(msg("release.todo", assignment=base, what=what)), file=sys.stderr)
     return EXIT_PASS

@@ -179,6 +179,38 @@ TEMPLATES: dict[str, str] = {
                                   "only {expected} for {assignment}; to grade that one instead, "
                                   "rename it to {expected} and run again with --force",
 
+    # A new assignment (scaffold) and what its release still lacks (release.todo)
+    "new.bad_name": "{name!r} cannot name an assignment: use lowercase letters, digits and _, "
+                    "begin with a letter, and do not end in {endings} (an edition's name)",
+    "new.exists": "{name!r} is taken: {path} exists already",
+    "new.name_used": "{name!r} is taken: an assignment, a name a submission defines or a "
+                     "check already has it, and the scaffold gives all three this name",
+    "new.setting": "mha-kit finds {name} while {folder} is in the `assignments` setting: "
+                   "MHA_KIT_ASSIGNMENTS={folder} for mha-kit's commands, "
+                   "c.MhaKit.assignments = [{folder!r}] in nbgrader_config.py for nbgrader's",
+    "new.next": "Next, in {course}:\n"
+                "  1. write the exercise: the function in the solution cell of {notebook}, its "
+                "oracle and its mistake in {package}/checks.py, their sentences in "
+                "{package}/messages.py\n"
+                "  2. mha-kit check {notebook}: 100/100 as written\n"
+                "  3. mha-kit release {name}: it says what the kit's tests still need, if "
+                "anything\n"
+                "  4. translate {overlays} (python -m autograder.editions status), then "
+                "mha-kit release {editions}",
+    "release.todo": "{assignment}, still to do: {what}",
+    "release.no_test_cell": "add a locked test cell `check(\"{check}\")` with grade id {check} "
+                            "to the notebook in {folder}: nbgrader grades only the checks that "
+                            "have one",
+    "release.mistake_opening": "begin the sentence of `mistake.{mistake}` in its messages.py "
+                               "with `{en}` in English and `{zh}` in Chinese: the feedback "
+                               "shows it after what went wrong",
+    "release.listing": "add a row | `{assignment}` | `{notebook}` | … | to the table of "
+                       "assignments in {doc}",
+    "release.edition": "{overlay}: {problems}. Each of the kit's own assignments has a Chinese "
+                       "edition: translate the overlay (python -m autograder.editions status), "
+                       "then mha-kit release {edition}",
+    "release.unmarked": "the Chinese templates of {ids} are not recorded as translating "
+                        "today's English: once they do, run {command}",
     **CHECKS,
     **GRADIENTS,
     **MISTAKES,

@@ -168,6 +168,32 @@ TEMPLATES: dict[str, str] = {
                                   "{assignment} 的 {expected}；要改评它，请把它重命名为 "
                                   "{expected}，然后加 --force 再运行一次",
 
+    # 新作业（scaffold）及其发布还缺什么（release.todo）
+    "new.bad_name": "{name!r} 不能作为作业名：只用小写字母、数字和 _，以字母开头，且不以 "
+                    "{endings} 结尾（那是译本的名字）",
+    "new.exists": "{name!r} 已被占用：{path} 已经存在",
+    "new.name_used": "{name!r} 已被占用：已有作业、提交定义的名字或检查项用了它，而脚手架"
+                     "让这三者都用这个名字",
+    "new.setting": "只有 {folder} 在 `assignments` 设置中时，mha-kit 才能找到 {name}："
+                   "mha-kit 的命令用 MHA_KIT_ASSIGNMENTS={folder}，nbgrader 的命令在 "
+                   "nbgrader_config.py 中写 c.MhaKit.assignments = [{folder!r}]",
+    "new.next": "接下来，在 {course} 中：\n"
+                "  1. 编写练习：{notebook} 解答单元格中的函数，{package}/checks.py 中的参考答案"
+                "与错误，{package}/messages.py 中它们的句子\n"
+                "  2. mha-kit check {notebook}：原样即得 100/100\n"
+                "  3. mha-kit release {name}：若还缺套件测试所需的内容，它会说明\n"
+                "  4. 翻译 {overlays}（python -m autograder.editions status），然后 "
+                "mha-kit release {editions}",
+    "release.todo": "{assignment} 还需要：{what}",
+    "release.no_test_cell": "在 {folder} 的笔记本中加一个锁定的测试单元格 `check(\"{check}\")`，"
+                            "评分 id 为 {check}：nbgrader 只评有测试单元格的检查",
+    "release.mistake_opening": "在 messages.py 中，`mistake.{mistake}` 的句子英文应以 `{en}` "
+                               "开头，中文应以 `{zh}` 开头：反馈把它放在出错之处的说明之后",
+    "release.listing": "在 {doc} 的作业表中加一行 | `{assignment}` | `{notebook}` | … |",
+    "release.edition": "{overlay}：{problems}。套件自带的每个作业都有中文版：翻译这个覆盖文件"
+                       "（python -m autograder.editions status），然后 mha-kit release "
+                       "{edition}",
+    "release.unmarked": "{ids} 的中文模板尚未记录为译自当前的英文：译好之后运行 {command}",
     **CHECKS,
     **GRADIENTS,
     **MISTAKES,
