@@ -24,33 +24,34 @@ from .editions import add_untranslated, overlay_path
 from .grading.registry import EDITION_LANGUAGES, SPECS, edition_name
 from .messages import Message, msg
 from .release import PLACEHOLDER_SOURCE
+from .settings import SOURCE_VARIABLE
 
 NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 # The start of every notebook's setup cell (its first code cell): the kit installed from
-# MHA_KIT_SOURCE where it is missing (tests/test_adding_an_assignment.py holds the kit's
+# its SOURCE_VARIABLE where it is missing (tests/test_adding_an_assignment.py holds the kit's
 # notebooks to it).
 INSTALL = '''\
 # Where to install the grading kit from when it is missing (a fresh Colab runtime): a pip URL
 # or a local path. Your instructor replaces the placeholder below. Working from a clone of
 # mha-kit, `make lab` installs the kit and opens JupyterLab: this line is then never used.
-MHA_KIT_SOURCE = "$source"
+$variable = "$source"
 
 import importlib
 import importlib.util
 
 if importlib.util.find_spec("autograder") is None:  # e.g. a fresh Colab runtime
-    if "YOUR-ORG" in MHA_KIT_SOURCE:
-        raise RuntimeError("The grading kit is not installed: set MHA_KIT_SOURCE above to the "
+    if "YOUR-ORG" in $variable:
+        raise RuntimeError("The grading kit is not installed: set $variable above to the "
                            "address your instructor gave you, or run `make lab` in a \
 clone of mha-kit.")
-    %pip install -q "{MHA_KIT_SOURCE}"
+    %pip install -q "{$variable}"
     importlib.invalidate_caches()
     if importlib.util.find_spec("autograder") is None:
-        raise RuntimeError(f"Installing the grading kit from {MHA_KIT_SOURCE} failed (see pip's "
+        raise RuntimeError(f"Installing the grading kit from {$variable} failed (see pip's "
                            "message above): check the address, or run `make lab` in a \
 clone of mha-kit.")
-'''.replace("$source", PLACEHOLDER_SOURCE)
+'''.replace("$source", PLACEHOLDER_SOURCE).replace("$variable", SOURCE_VARIABLE)
 
 PACKAGE: dict[str, str] = {
     "__init__.py": '''\
@@ -143,7 +144,7 @@ def master_notebook(name: str) -> nbformat.NotebookNode:
                           "what is wrong. Test cells are locked; leave them as they are.",
                           id="title"),
         new_markdown_cell("## 0. Setup\n\nThe next cell installs the grading kit when it is "
-                          "missing (as on a fresh Colab runtime), from `MHA_KIT_SOURCE`, which "
+                          f"missing (as on a fresh Colab runtime), from `{SOURCE_VARIABLE}`, which "
                           "your instructor has set, and imports what this notebook uses.",
                           id="setup-intro"),
         new_code_cell(f"{INSTALL}\nimport torch\n\nfrom autograder.notebook import check",
@@ -199,7 +200,8 @@ def next_steps(name: str, into: Path | None, course: Path) -> list[Message]:
     steps = []
     if into is not None and str(into.resolve()) not in {
             str(Path(folder).resolve()) for folder in settings.current().assignments}:
-        steps.append(msg("new.setting", name=name, folder=str(into.resolve())))
+        steps.append(msg("new.setting", name=name, folder=str(into.resolve()),
+                         variable=settings.variable("assignments")))
     return steps + [msg("new.next", course=course, notebook=master, package=package, name=name,
                         overlays=", ".join(str(overlay_path(course, master, lang))
                                            for lang in EDITION_LANGUAGES),
