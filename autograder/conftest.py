@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from . import settings
 from .checks.core import Context
 from .grading.files import detect_assignment
 from .grading.registry import ASSIGNMENTS
@@ -29,7 +30,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         config = metafunc.config
         path = config.getoption("--submission")
         assignment = config.getoption("--assignment") or (
-            detect_assignment(Path(path)) if path else "mha")
+            detect_assignment(Path(path)) if path else settings.current().default_assignment)
         metafunc.parametrize("check_id", [spec.id for spec in ASSIGNMENTS[assignment]])
 
 

@@ -81,11 +81,15 @@ class Settings:
                                  choices=("graded", "small", "tiny"))
     lang: str = _setting("en", "the language of the grader's messages", MESSAGES,
                          choices=LANGUAGES)
+    default_assignment: str = _setting("mha", "the assignment a submission is graded as when "
+                                       "nothing in it says which (no test cell names one, no "
+                                       "name it defines is one's)", COURSE)
     assignments: tuple[str, ...] = _setting(
         (), "more folders of assignment packages, a course's own (separated by "
         f"{os.pathsep!r})", COURSE, separator=os.pathsep)
     assignment: str = _setting("", "the assignment Gradescope grades (empty: the file "
-                               "`assignment` beside run_autograder, else mha)", GRADESCOPE)
+                               "`assignment` beside run_autograder, else default_assignment)",
+                               GRADESCOPE)
     hidden_visibility: str = _setting(
         "", "the visibility of the hidden-input tests on Gradescope (empty: the file "
         "`hidden_visibility` beside run_autograder, else after_published)", GRADESCOPE,

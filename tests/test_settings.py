@@ -87,3 +87,14 @@ def test_nbgrader_config_sets_every_setting_with_its_type():
     config.MhaKit.lang = "fr"
     with pytest.raises(Exception, match="fr"):  # traitlets' TraitError, naming the value
         configured(config)
+
+
+def test_a_submission_that_says_no_assignment_is_graded_as_the_setting_says(tmp_path,
+                                                                           monkeypatch):
+    from autograder.grading.files import detect_assignment
+
+    silent = tmp_path / "silent.py"
+    silent.write_text("import torch\n")
+    assert detect_assignment(silent) == "mha"
+    monkeypatch.setenv(settings.variable("default_assignment"), "shapes")
+    assert detect_assignment(silent) == "shapes"

@@ -38,7 +38,7 @@ from ..messages import Message, msg, render
 from ..runner.policy import Limits
 from ..runner.student_code import shown, shown_printed
 from ..runner.worker import WorkerStartError, WorkerSubmission
-from .files import StudentFile, readable_submission
+from .files import StudentFile, detect_assignment, readable_submission
 from .registry import ASSIGNMENTS, run_checks
 from .report import gradescope_results
 
@@ -66,11 +66,13 @@ def worker_problems(sub: WorkerSubmission) -> list:
     return sub.problems + printed
 
 
-def grade_submission(path: Path, device: str = "cpu", *, assignment: str = "mha",
+def grade_submission(path: Path, device: str = "cpu", *, assignment: str | None = None,
                      only: list[str] | None = None, limits: Limits | None = None,
                      on_result: Callable | None = None, salt: str = "",
                      kit_code: bool = False) -> tuple[list, list[str]]:
-    """(results, problems) for one file: its code runs only in a worker process."""
+    """(results, problems) for one file (of `assignment`, else the one it answers): its code
+    runs only in a worker process."""
+    assignment = assignment or detect_assignment(path)
     with loaded_worker(path, device, limits, kit_code) as sub:
         results = run_checks(sub, only=only, device=device, on_result=on_result,
                              assignment=assignment, salt=salt)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import settings
 from ..messages import LANG_VARIABLE, Message, msg
 from ..runner.loading import defined_names, notebook_cells
 from .registry import ASSIGNMENTS, EDITION_LANGUAGES, assignment_folders, split_name
@@ -81,7 +82,8 @@ class MixedAssignments(Exception):
 
 def class_assignment(entries: list[StudentFile]) -> str:
     """The assignment the class's submissions are of: what the notebooks' test cells name, and
-    what the .py files define the names of ("mha" when none says): a student must not choose
+    what the .py files define the names of (the `default_assignment` setting's when none says):
+    a student must not choose
     the checks the class is graded by (one warm-up notebook among a class of .py files chose
     them all), so submissions that answer different ones raise MixedAssignments. One that says
     none (its test cells deleted, a file that defines nothing) has no say; grading tells what
@@ -96,7 +98,7 @@ def class_assignment(entries: list[StudentFile]) -> str:
         raise MixedAssignments(", ".join(
             f"{name} ({', '.join(students[:3])}{', ...' if len(students) > 3 else ''})"
             for name, students in found.items()))
-    return next(iter(found), "mha")
+    return next(iter(found), settings.current().default_assignment)
 
 
 def readable_submission(path: Path) -> Message | None:
@@ -117,12 +119,14 @@ def readable_submission(path: Path) -> Message | None:
 
 def detect_assignment(path: Path) -> str:
     """The assignment one student's file answers: the one whose check ids name a notebook's
-    nbgrader test cells, or whose contract names a .py file defines; else "mha".
+    nbgrader test cells, or whose contract names a .py file defines; else the
+    `default_assignment` setting's.
     A .py file's definitions count only where the student grades it alone (`mha-kit check`,
     pytest); under nbgrader (`trusted_autograde`) a notebook's restored test cells decide,
     Gradescope takes the instructor's (`gradescope/assignment`), and `mha-kit grade` goes by
     the notebooks' test cells alone (`class_assignment`)."""
-    return _named_assignment(path) or _defined_assignment(path) or "mha"
+    return (_named_assignment(path) or _defined_assignment(path)
+            or settings.current().default_assignment)
 
 
 def _defined_assignment(path: Path) -> str | None:

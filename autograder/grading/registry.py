@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .. import settings
 from ..catalog import modules
 from ..checks.causes import ANSWERED, raised, runs_elsewhere
 from ..checks.core import CheckFailed, CheckResult, Context, with_warnings
@@ -133,9 +134,10 @@ def _failing_pieces(spec: CheckSpec, sub: Submission, ctx: Context) -> dict[str,
 
 def run_checks(sub: Submission, only: list[str] | None = None, device: str = "cpu",
                on_result: Callable[[CheckResult], None] | None = None,
-               assignment: str = "mha", salt: str = "") -> list[CheckResult]:
-    """Run an assignment's checks in points-table order (all of them, or those in `only`),
-    on the inputs of `salt` (see `Context`)."""
+               assignment: str | None = None, salt: str = "") -> list[CheckResult]:
+    """Run an assignment's checks (None: the `default_assignment` setting's) in points-table
+    order (all of them, or those in `only`), on the inputs of `salt` (see `Context`)."""
+    assignment = assignment or settings.current().default_assignment
     ctx = Context(device=device, salt=salt)
     results = []
     for spec in ASSIGNMENTS[assignment]:
