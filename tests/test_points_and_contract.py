@@ -45,3 +45,12 @@ def test_the_docs_check_catches_a_missing_row_and_a_count():
     assert LISTING_ROW.findall("| `shapes` | `shapes_warmup.ipynb` | ... |") == ["shapes"]
     assert COUNTED.findall("The course holds six nbgrader assignments; all six releases.") == [
         "six nbgrader assignments", "all six releases"]
+
+
+def test_a_count_of_checks_the_docs_cite_is_the_points_tables():
+    """"`mha` | ... (12 checks)" in a table row: the number follows the assignment's table."""
+    row = re.compile(r"^\| `(\w+)` \|.*\((\d+) checks\)", re.MULTILINE)
+    cited = [(doc.name, name, int(count)) for doc in (ROOT / "README.md",
+                                                      *sorted((ROOT / "docs").glob("*.md")))
+             for name, count in row.findall(doc.read_text(encoding="utf-8"))]
+    assert cited and [c for c in cited if c[2] != len(registry.ASSIGNMENTS[c[1]])] == []
