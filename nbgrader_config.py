@@ -15,6 +15,7 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
+from autograder.grading.registry import assignment_names
 from autograder.sandboxed_kernel import SandboxedStudentCells
 from autograder.trusted_autograde import KeepOneCopy, TrustedGrades
 
@@ -37,6 +38,10 @@ c.IgnorePattern.pattern = r"Warning"
 
 # A test cell the student deleted comes back at grading (an edited one is always restored).
 c.OverwriteCells.add_missing_cells = True
+
+# AGENTS.md (what a student's coding assistant may do) is for the student's release: autograde
+# would copy the master's into every student's autograded/ and feedback/ folders.
+c.Autograde.exclude_overwriting = {name: ["AGENTS.md"] for name in assignment_names()}
 
 # nbgrader's sanitizing steps, with `KeepOneCopy` in place of its DeduplicateIds: a test cell a
 # student copied is left out instead of failing the whole submission.

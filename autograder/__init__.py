@@ -2,7 +2,7 @@
 
 The public API, for scripts, the kit's tests and other tools (the CLI is `mha-kit`):
 
-- `grade_file(path)`: grade one file in an isolated worker, as `mha-kit check` does;
+- `grade_submission(path)`: grade one file in an isolated worker, as `mha-kit check` does;
 - `run_check`, `run_checks`: run checks against any `Submission`;
 - `InProcessSubmission`, `WorkerSubmission`: where the student's code runs;
 - `ASSIGNMENTS`, `POINTS`: the points tables; `CheckResult`: what a check gives back;
@@ -24,7 +24,7 @@ from typing import Any
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 _PUBLIC = {
-    "grade_file": "grading.batch:grade_submission",
+    "grade_submission": "grading.batch",
     "run_check": "grading.registry",
     "run_checks": "grading.registry",
     "ASSIGNMENTS": "grading.registry",

@@ -269,8 +269,10 @@ def course(tmp_path_factory) -> Path:
         if name != "mha":
             shutil.copytree(ROOT / "solutions" / name, course / "solutions" / name)
             for student, folder in zip(STUDENTS, ("solutions", "assignments")):
-                if name in SUBMITTED:
-                    shutil.copytree(ROOT / folder / name, course / "submitted" / student / name)
+                if name in SUBMITTED:  # the notebook alone, as students hand it in
+                    (course / "submitted" / student / name).mkdir(parents=True)
+                    for notebook in (ROOT / folder / name).glob("*.ipynb"):
+                        shutil.copy(notebook, course / "submitted" / student / name)
             for path in (course / "submitted" / "complete" / name).glob("*.ipynb"):
                 nbformat.write(with_module_features(read(path)), str(path))
 

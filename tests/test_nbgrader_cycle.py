@@ -136,3 +136,11 @@ def test_a_setting_in_nbgrader_config_holds_for_the_kits_grading(course):
     text = "".join(o.get("text", "") for o in cell.outputs)
     said = f"`{settings.variable('speed_config')}={COURSE_SPEED_CONFIG}`"
     assert text.startswith(f"✓ {SPEED}") and said in text, text
+
+
+def test_agents_md_is_released_but_not_handed_back(course):
+    """What a student's coding assistant may do is in the release; autograde does not copy the
+    master's into each student's autograded/ and feedback/ folders."""
+    assert (course / "assignments" / "llm_attention" / "AGENTS.md").is_file()
+    for folder in ("autograded", "feedback"):
+        assert not list((course / folder).glob("*/*/AGENTS.md")), folder
