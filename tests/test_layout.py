@@ -2,7 +2,7 @@
 
 Imports are read from the source, never by importing: plain imports (those inside functions
 included), names of kit code in strings ("autograder.speed.measure:measure_speed"), and an
-assignment's modules loaded through `assignments.modules("points")`.
+assignment's modules loaded through `catalog.modules("points")`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from autograder.runner.inprocess import JOBS
 
 PACKAGE = ROOT / "autograder"
 # Each layer may import its own and lower layers only: cli → grading → assignments → speed →
-# checks → runner/oracle → contract, messages, runtime (and the assignments' data modules).
+# checks → runner/oracle → contract, messages, runtime, settings, catalog (and the assignments'
+# data modules).
 LAYERS = {
     "contract": 0, "messages": 0, "runtime": 0, "settings": 0, "catalog": 0,
     "oracle": 1, "runner": 1,
