@@ -62,7 +62,7 @@ from traitlets import Bool
 from traitlets.utils.importstring import import_item
 
 from .grading.batch import in_parallel, safe_name, scratch_folder
-from .grading.files import notebook_language
+from .grading.files import shown_language
 from .grading.report import gradescope_results
 from .messages import Message, msg
 from .runner.loading import is_test_cell
@@ -190,7 +190,7 @@ class NotGraded(Preprocessor):
 
     def preprocess(self, nb: nbformat.NotebookNode, resources: dict[str, Any]
                    ) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
-        lang = notebook_language(nb.cells)
+        lang = shown_language(nb.cells)
         for cell in nb.cells:
             if cell.cell_type == "code" and is_test_cell(cell):
                 cell.outputs = zero_points(cell, self.reason, lang)

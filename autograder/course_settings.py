@@ -4,9 +4,10 @@
     c.MhaKit.forbidden = ["nn.MultiheadAttention", "torch.einsum"]
 
 `MhaKit` has one typed, documented trait per setting of `autograder.settings` (its help is the
-setting's). The kit's preprocessors (`trusted_autograde`, `sandboxed_kernel`) grade under what
-the config sets (`configured`), over the environment's values, for nbgrader's own commands and
-`mha-kit autograde` alike.
+setting's) but `assignments`, which the kit reads where it is imported: a variable. The kit's
+preprocessors (`trusted_autograde`, `sandboxed_kernel`) grade under what the config sets
+(`configured`), over the environment's values, for nbgrader's own commands and `mha-kit
+autograde` alike.
 """
 
 from __future__ import annotations
@@ -35,13 +36,14 @@ def _trait(name: str) -> TraitType:
     return trait.tag(config=True)
 
 
+CONFIGURABLE = tuple(name for name, f in settings.FIELDS.items() if f.metadata["in_config"])
 MhaKit = type("MhaKit", (Configurable,), {
     "__doc__": "mha-kit's settings (autograder/settings.py; docs/settings.md).",
-    **{name: _trait(name) for name in settings.FIELDS}})
+    **{name: _trait(name) for name in CONFIGURABLE}})
 
 
 def configured(config: Config) -> dict[str, Any]:
     """The settings `config` sets in its `MhaKit` section, checked by their traits."""
     section = config.get("MhaKit", {})
     kit = MhaKit(config=config)
-    return {name: getattr(kit, name) for name in section if name in settings.FIELDS}
+    return {name: getattr(kit, name) for name in section if name in CONFIGURABLE}

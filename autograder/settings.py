@@ -42,9 +42,11 @@ class SettingError(ValueError):
 
 
 def _setting(default: Any, help: str, applies: str, choices: tuple[str, ...] = (),
-             separator: str = ",") -> Any:
+             separator: str = ",", in_config: bool = True) -> Any:
+    """A field of `Settings`; `in_config` False: not settable in nbgrader_config.py."""
     return field(default=default, metadata={"help": help, "applies": applies,
-                                            "choices": choices, "separator": separator})
+                                            "choices": choices, "separator": separator,
+                                            "in_config": in_config})
 
 
 @dataclass(frozen=True)
@@ -84,9 +86,11 @@ class Settings:
     default_assignment: str = _setting("mha", "the assignment a submission is graded as when "
                                        "nothing in it says which (no test cell names one, no "
                                        "name it defines is one's)", COURSE)
+    # Read where the kit is imported, before nbgrader_config.py's section applies: a variable.
     assignments: tuple[str, ...] = _setting(
         (), "more folders of assignment packages, a course's own (separated by "
-        f"{os.pathsep!r})", COURSE, separator=os.pathsep)
+        f"{os.pathsep!r}; the environment only: set before any command, nbgrader's too)",
+        COURSE, separator=os.pathsep, in_config=False)
     assignment: str = _setting("", "the assignment Gradescope grades (empty: the file "
                                "`assignment` beside run_autograder, else default_assignment)",
                                GRADESCOPE)
@@ -126,7 +130,7 @@ def _text(name: str, value: Any) -> str:
         return FIELDS[name].metadata["separator"].join(value)
     if isinstance(value, bool):
         return "1" if value else "0"
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def _parse(name: str, value: Any, source: str) -> Any:
@@ -206,7 +210,9 @@ def chosen(**changes: Any) -> Iterator[Settings]:
 def adopt(chosen: Settings) -> None:
     """In a process started to work for another (a grader process of a batch): `chosen`, the
     other's settings in force, whatever this process's environment says."""
-    _chosen[:] = [dataclasses.asdict(chosen)]
+    environment = from_environment()
+    _chosen[:] = [{name: value for name, value in dataclasses.asdict(chosen).items()
+                   if value != getattr(environment, name)}]
 
 
 def table() -> str:
@@ -215,10 +221,12 @@ def table() -> str:
     lines = ["| nbgrader_config.py | environment | default | applies to | what it does |",
              "|---|---|---|---|---|"]
     for name, f in FIELDS.items():
-        default = _text(name, f.default) or "(empty)"
+        default = (f"{f.default:g}" if isinstance(f.default, float)
+                   else _text(name, f.default) or "(empty)")
         choices = f" ({', '.join(c for c in f.metadata['choices'] if c)})" \
             if f.metadata["choices"] else ""
-        lines.append(f"| `c.MhaKit.{name}` | `{variable(name)}` | `{default}` | "
+        config = f"`c.MhaKit.{name}`" if f.metadata["in_config"] else "(not here)"
+        lines.append(f"| {config} | `{variable(name)}` | `{default}` | "
                      f"{f.metadata['applies']} | {f.metadata['help']}{choices} |")
     return "\n".join(lines)
 

@@ -41,7 +41,7 @@ from . import settings
 from .checks.core import HIDDEN_SALT, CheckResult
 from .course_settings import configured
 from .grading.batch import loaded_worker, worker_problems
-from .grading.files import detect_assignment, notebook_language
+from .grading.files import detect_assignment, shown_language
 from .grading.registry import ASSIGNMENTS, POINTS, SPECS, run_checks, split_name
 from .grading.report import score_line
 from .messages import Message, msg, render
@@ -167,7 +167,7 @@ class TrustedGrades(Preprocessor):
         results = shown_results(hidden, visible)
         self.graded.append((results, problems))
         found = {result.id: result for result in results}
-        lang = notebook_language(nb.cells)  # an edition shows the grader's messages in its language
+        lang = shown_language(nb.cells)  # an edition shows the grader's messages in its language
         for cell in filter(graded_by_kit, nb.cells):
             grade_id = cell.metadata["nbgrader"]["grade_id"]
             cell.outputs = (cell_outputs(found[grade_id], lang) if grade_id in found else
@@ -205,9 +205,9 @@ class StudentCells(Execute):
 
     def preprocess(self, nb: nbformat.NotebookNode, resources: Any = None, km: Any = None
                    ) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
-        self._lang = notebook_language(nb.cells)
         self._halted: Message | None = None
         with settings.chosen(**configured(self.config)):  # the kernel's, and its workers'
+            self._lang = shown_language(nb.cells)
             return super().preprocess(nb, resources, km)
 
     def preprocess_cell(self, cell: nbformat.NotebookNode, resources: dict[str, Any],

@@ -177,6 +177,12 @@ def notebook_language(cells: Iterable[dict[str, Any]]) -> str | None:
     return None
 
 
+def shown_language(cells: Iterable[dict[str, Any]]) -> str | None:
+    """The language a notebook's grader messages are shown in: its edition's, unless the `lang`
+    setting was given (None: the setting's)."""
+    return None if settings.is_set("lang") else notebook_language(cells)
+
+
 def edition_language(path: Path) -> str | None:
     """The language of a translated edition's notebook file, else None (a .py file too)."""
     return notebook_language(notebook_cells(path)) if path.suffix == ".ipynb" else None

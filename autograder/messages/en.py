@@ -186,8 +186,8 @@ TEMPLATES: dict[str, str] = {
     "new.name_used": "{name!r} is taken: an assignment, a name a submission defines or a "
                      "check already has it, and the scaffold gives all three this name",
     "new.setting": "mha-kit finds {name} while {folder} is in the `assignments` setting: "
-                   "{variable}={folder} for mha-kit's commands, "
-                   "c.MhaKit.assignments = [{folder!r}] in nbgrader_config.py for nbgrader's",
+                   "{variable}={folder} in the environment of every command, mha-kit's and "
+                   "nbgrader's",
     "new.next": "Next, in {course}:\n"
                 "  1. write the exercise: the function in the solution cell of {notebook}, its "
                 "oracle and its mistake in {package}/checks.py, their sentences in "

@@ -175,8 +175,7 @@ TEMPLATES: dict[str, str] = {
     "new.name_used": "{name!r} 已被占用：已有作业、提交定义的名字或检查项用了它，而脚手架"
                      "让这三者都用这个名字",
     "new.setting": "只有 {folder} 在 `assignments` 设置中时，mha-kit 才能找到 {name}："
-                   "mha-kit 的命令用 {variable}={folder}，nbgrader 的命令在 "
-                   "nbgrader_config.py 中写 c.MhaKit.assignments = [{folder!r}]",
+                   "mha-kit 和 nbgrader 的每条命令的环境里都要有 {variable}={folder}",
     "new.next": "接下来，在 {course} 中：\n"
                 "  1. 编写练习：{notebook} 解答单元格中的函数，{package}/checks.py 中的参考答案"
                 "与错误，{package}/messages.py 中它们的句子\n"
