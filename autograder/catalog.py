@@ -3,8 +3,9 @@ in each folder the `assignments` setting names (a course's own). The bottom laye
 no kit module above it, and what it loads is an assignment's data (`contract`, `messages`,
 `mistakes`) or, for `grading.registry`, its points table.
 
-An assignment that cannot be loaded (a syntax error, a bad points table) is left out of what
-`modules` returns, and `broken()` says why, once per assignment: every other one keeps working.
+An assignment that cannot be loaded (a syntax error), or whose data cannot be used (message ids
+that clash, a points module without its table: `reject`), is left out of what `modules` returns,
+and `broken()` says why, once per assignment: every other one keeps working.
 """
 
 from __future__ import annotations
@@ -86,6 +87,11 @@ def modules(part: str, optional: bool = False) -> dict[str, ModuleType]:
         except ImportError:
             continue
     return found
+
+
+def reject(name: str, why: str) -> None:
+    """Leave assignment `name` out from now on: its data, though it loaded, cannot be used."""
+    _broken.setdefault(name, why)
 
 
 def broken() -> dict[str, str]:

@@ -57,11 +57,14 @@ def toy(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], Path]
     cell.source, filled = SOLUTION.subn(rf"\g<1>    {ANSWER}\g<2>", cell.source)
     assert filled == 1
     nbformat.write(nb, str(master))
-    (packages / "broken").mkdir()
-    for name, text in {"__init__.py": "", "contract.py": "ENTRIES = ()\n",
-                       "messages.py": 'TEMPLATES = {"en": {}, "zh": {}}\n',
-                       "points.py": "CHECKS = (\n"}.items():
-        (packages / "broken" / name).write_text(text, encoding="utf-8")
+    for package, messages, points in (
+            ("broken", '{"en": {}, "zh": {}}', "CHECKS = (\n"),  # does not parse
+            ("clashing", '{"en": {"cli.jobs": "mine"}, "zh": {"cli.jobs": "mine"}}', "")):
+        (packages / package).mkdir()
+        for name, text in {"__init__.py": "", "contract.py": "ENTRIES = ()\n",
+                           "messages.py": f"TEMPLATES = {messages}\n",
+                           "points.py": points}.items():
+            (packages / package / name).write_text(text, encoding="utf-8")
     return env, course
 
 
@@ -79,6 +82,8 @@ def test_mha_kit_check_grades_a_py_answer_and_names_the_mistake(toy, tmp_path: P
     (said,) = [line for line in right.stderr.splitlines() if "'broken'" in line]
     assert said.startswith("mha-kit: assignment 'broken' cannot be loaded and is left out "
                            "(the others work as usual): SyntaxError") and "points.py:1" in said
+    (said,) = [line for line in right.stderr.splitlines() if "'clashing'" in line]
+    assert said.endswith("messages.py redeclares message ids: ['cli.jobs']"), said
     assert json.loads((tmp_path / "r.json").read_text())["score"] == 100
     wrong = kit(env, "check", str(tmp_path / "wrong.py"), "--lang", "zh")
     assert wrong.returncode == 1, wrong.stdout + wrong.stderr

@@ -8,16 +8,29 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .. import settings
-from ..catalog import modules
+from ..catalog import modules, reject
 from ..checks.causes import ANSWERED, raised, runs_elsewhere
 from ..checks.core import CheckFailed, CheckResult, Context, with_warnings
 from ..checks.spec import CheckSpec
 from ..messages import LANGUAGES, msg
 from ..runner.protocol import StandIns, StudentCodeError, Submission
 
+
+def _tables() -> dict[str, tuple[CheckSpec, ...]]:
+    """Each assignment's points table; one without a table of CheckSpecs is left out."""
+    tables = {}
+    for name, points in modules("points").items():
+        checks = getattr(points, "CHECKS", None)
+        if not (isinstance(checks, tuple) and checks
+                and all(isinstance(c, CheckSpec) for c in checks)):
+            reject(name, "points.py: CHECKS is not a tuple of CheckSpec")
+            continue
+        tables[name] = checks
+    return tables
+
+
 # One table per assignment (its package, and its folder under solutions/ and assignments/).
-ASSIGNMENTS: dict[str, tuple[CheckSpec, ...]] = {
-    name: points.CHECKS for name, points in modules("points").items()}
+ASSIGNMENTS: dict[str, tuple[CheckSpec, ...]] = _tables()
 
 # An edition of an assignment in another language is an assignment of its own to nbgrader, in
 # folders of its own, named `<assignment>_<lang>` (`mha_zh`); it shares its master's table.

@@ -30,7 +30,7 @@ from string import Formatter
 from typing import Any
 
 from .. import settings
-from ..catalog import modules
+from ..catalog import modules, reject
 from ..settings import LANGUAGES
 from . import en, zh
 
@@ -39,14 +39,21 @@ LANG_VARIABLE = settings.variable("lang")  # what an edition's language cell set
 
 def _all_templates() -> dict[str, dict[str, str]]:
     """The shared templates and every assignment's (`assignments/<name>/messages.py`); an id
-    is declared once."""
+    is declared once: an assignment that declares one again is left out (`catalog.reject`)."""
     templates = {"en": dict(en.TEMPLATES), "zh": dict(zh.TEMPLATES)}
     for name, module in modules("messages").items():
+        try:
+            theirs = {lang: dict(module.TEMPLATES[lang]) for lang in LANGUAGES}
+        except (AttributeError, KeyError, TypeError, ValueError) as err:
+            reject(name, f"messages.py: TEMPLATES needs {', '.join(LANGUAGES)} ({err!r})")
+            continue
+        clash = sorted(set().union(*(templates[lang].keys() & theirs[lang].keys()
+                                     for lang in LANGUAGES)))
+        if clash:
+            reject(name, f"messages.py redeclares message ids: {clash}")
+            continue
         for lang in LANGUAGES:
-            clash = templates[lang].keys() & module.TEMPLATES[lang].keys()
-            if clash:
-                raise ValueError(f"assignment {name!r} redeclares message ids: {sorted(clash)}")
-            templates[lang].update(module.TEMPLATES[lang])
+            templates[lang].update(theirs[lang])
     return templates
 
 
