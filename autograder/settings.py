@@ -187,6 +187,12 @@ def is_set(name: str) -> bool:
     return bool(os.environ.get(variable(name))) or any(name in changes for changes in _chosen)
 
 
+def unless_given(name: str, value: Any) -> Any:
+    """`value` as what setting `name` falls back to (an edition's language, say): None where
+    the setting was given, which wins."""
+    return None if is_set(name) else value
+
+
 def current() -> Settings:
     """The settings in force: the environment's, with what the entry points chose."""
     settings = from_environment()
@@ -204,7 +210,7 @@ def chosen(**changes: Any) -> Iterator[Settings]:
     try:
         yield current()
     finally:
-        _chosen.remove(changes)
+        _chosen.pop()
 
 
 def adopt(chosen: Settings) -> None:

@@ -99,3 +99,12 @@ def test_a_submission_that_says_no_assignment_is_graded_as_the_setting_says(tmp_
     assert detect_assignment(silent) == "mha"
     monkeypatch.setenv(settings.variable("default_assignment"), "shapes")
     assert detect_assignment(silent) == "shapes"
+
+
+def test_an_editions_language_falls_back_where_no_lang_is_given(monkeypatch):
+    monkeypatch.delenv(settings.variable("lang"), raising=False)
+    assert settings.unless_given("lang", "zh") == "zh"
+    with settings.chosen(lang="en"):
+        assert settings.unless_given("lang", "zh") is None
+    monkeypatch.setenv(settings.variable("lang"), "en")
+    assert settings.unless_given("lang", "zh") is None

@@ -48,8 +48,8 @@ def add(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     path = Path(args.path)
     problem = readable_submission(path)
-    edition = None if problem or settings.is_set("lang") else edition_language(path)
-    with settings.chosen(lang=edition):  # an edition's messages in its language
+    edition = None if problem else edition_language(path)
+    with settings.chosen(lang=settings.unless_given("lang", edition)):  # an edition's language
         return _graded(args, path, problem)
 
 

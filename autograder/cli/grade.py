@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.assignment:  # now known: each student's folder of it, in nbgrader's layout
         entries = discover(root, folder)
     assignment, lang = split_name(folder)
-    with settings.chosen(lang=None if settings.is_set("lang") else lang):  # an edition's
+    with settings.chosen(lang=settings.unless_given("lang", lang)):  # an edition's language
         return _graded(args, entries, assignment)
 
 

@@ -180,7 +180,7 @@ def notebook_language(cells: Iterable[dict[str, Any]]) -> str | None:
 def shown_language(cells: Iterable[dict[str, Any]]) -> str | None:
     """The language a notebook's grader messages are shown in: its edition's, unless the `lang`
     setting was given (None: the setting's)."""
-    return None if settings.is_set("lang") else notebook_language(cells)
+    return settings.unless_given("lang", notebook_language(cells))
 
 
 def edition_language(path: Path) -> str | None:
