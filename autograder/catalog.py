@@ -38,7 +38,7 @@ class Entry:
 def names() -> tuple[str, ...]:
     """Every assignment, by its folder's name (also its folder under solutions/ and
     assignments/, and nbgrader's assignment name)."""
-    package.__path__ += [f for f in settings.current().assignments if f not in package.__path__]
+    package.__path__ += [f for f in settings.read("assignments") if f not in package.__path__]
     return tuple(sorted({m.name for m in pkgutil.iter_modules(package.__path__) if m.ispkg}))
 
 

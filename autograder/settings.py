@@ -193,6 +193,16 @@ def unless_given(name: str, value: Any) -> Any:
     return None if is_set(name) else value
 
 
+def read(name: str) -> Any:
+    """Setting `name` alone, as `current()` has it, without reading the others: what the kit
+    reads where it is imported must not fail on another variable, which the CLI then reports."""
+    for changes in reversed(_chosen):
+        if name in changes:
+            return _parse(name, changes[name], "")
+    text = os.environ.get(variable(name))
+    return getattr(Settings, name) if text is None else _parse(name, text, f" (${variable(name)})")
+
+
 def current() -> Settings:
     """The settings in force: the environment's, with what the entry points chose."""
     settings = from_environment()
