@@ -36,3 +36,18 @@ def test_a_missing_name_is_found(tmp_path: Path, monkeypatch):
     script.write_text("from notebook_helpers import SPEED_OF_LIGHT\n")
     with pytest.raises(AssertionError, match="SPEED_OF_LIGHT"):
         test_every_name_a_script_imports_exists(script, monkeypatch)
+
+
+def test_the_install_takes_pips_sources_with_the_environment_over_the_files(tmp_path: Path,
+                                                                           monkeypatch):
+    spec = importlib.util.spec_from_file_location("uv_install", ROOT / "scripts" / "uv_install.py")
+    uv_install = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(uv_install)
+    config = tmp_path / "pip.conf"
+    config.write_text("[global]\nfind-links = /from/the/file\nindex-url = https://one/simple\n"
+                      "[install]\nindex-url = https://two/simple\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
+    monkeypatch.setenv("PIP_FIND_LINKS", "/from/the/environment")
+    settings = uv_install.pip_settings()
+    assert settings["find-links"] == "/from/the/environment"
+    assert settings["index-url"] == "https://two/simple"
