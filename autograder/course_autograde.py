@@ -65,7 +65,7 @@ from .grading.batch import in_parallel, safe_name, scratch_folder
 from .grading.files import shown_language
 from .grading.report import gradescope_results
 from .messages import Message, msg
-from .runner.loading import is_test_cell
+from .runner.loading import cell_name, is_test_cell
 from .trusted_autograde import KERNEL_TROUBLE, TrustedGrades, zero_points
 
 RECORDING = (SaveAutoGrades, AssignLatePenalties)  # the preprocessors that write the gradebook
@@ -202,8 +202,8 @@ class NotGraded(Preprocessor):
 
 def kernel_notes(nb: nbformat.NotebookNode) -> list[Message]:
     """What the kernel did wrong, from the errors in the student's cells: a timeout, a death."""
-    return [msg(KERNEL_TROUBLE[output.ename], cell=number)
-            for number, cell in enumerate(nb.cells, start=1) if not is_test_cell(cell)
+    return [msg(KERNEL_TROUBLE[output.ename], cell=cell_name(cell, nb.cells))
+            for cell in nb.cells if not is_test_cell(cell)
             for output in cell.get("outputs", ())
             if output.output_type == "error" and output.ename in KERNEL_TROUBLE]
 

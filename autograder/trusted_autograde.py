@@ -46,7 +46,7 @@ from .grading.registry import ASSIGNMENTS, POINTS, SPECS, run_checks, split_name
 from .grading.report import score_line
 from .messages import Message, msg, render
 from .notebook import CheckFailedHere, wrap
-from .runner.loading import is_demo, is_test_cell
+from .runner.loading import cell_name, is_demo, is_test_cell
 from .runner.policy import Limits
 from .runtime import default_device
 
@@ -228,8 +228,9 @@ class StudentCells(Execute):
             return super().preprocess_cell(cell, resources, index)
         except (DeadKernelError, CellTimeoutError) as err:
             gib = getattr(self.km, "disk_limit_passed", None)  # a sandboxed kernel's
-            self._halted = (msg("autograde.kernel_disk", cell=index + 1, gib=gib) if gib else
-                            msg(_HALTED[type(err)], cell=index + 1, seconds=self.timeout))
+            name = cell_name(cell, self.nb.cells)
+            self._halted = (msg("autograde.kernel_disk", cell=name, gib=gib) if gib else
+                            msg(_HALTED[type(err)], cell=name, seconds=self.timeout))
             self.log.warning(render(self._halted))
             text = render(self._halted, self._lang)
             cell.outputs.append(nbformat.v4.new_output(

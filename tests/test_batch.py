@@ -120,7 +120,8 @@ EXPECTED: dict[str, Expect] = {
     "syntax_error.py": Expect(("split_heads", "causal_mask"),
                               notes=("syntax_error.py: syntax error at line 11",)),
     "syntax_error.ipynb": Expect(("split_heads", "causal_mask"),
-                                 notes=("cell 4: syntax error at line 3",)),
+                                 notes=("the cell starting `def merge_heads(x):`: syntax error "
+                                        "at line 3",)),
     "threads_and_forks.py": Expect(fails={
         "attend": "`attend` starts a process or a session, line 19",
         **{check: "`MultiHeadAttention.forward` starts a thread" for check in FUSED}}),

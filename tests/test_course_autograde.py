@@ -125,7 +125,7 @@ def test_a_broken_submission_is_recorded_with_a_line_saying_why(kit_course):
     print(run.stdout, run.stderr)  # with -s: the progress, the lines, the time it took
     lines = run.stderr.splitlines()
     said = {s: " ".join(line for line in lines if line.startswith(f"  {s}: ")) for s in BREAKING}
-    assert "the kernel died while running cell" in said["dies"], run.stderr
+    assert "the kernel died while running the cell" in said["dies"], run.stderr
     assert "ran past Execute.timeout" in said["loops"], run.stderr
     assert ("the grading process died" in said["kills_grader"]) != KILL_REFUSED, run.stderr
     assert f"autograded {len(MHA_STUDENTS) + len(BREAKING)} submissions of mha" in run.stdout

@@ -171,8 +171,13 @@ def test_a_wrong_module_shows_heatmaps_per_head_and_hypothesis_prints_nothing(tm
     assert "mistake.softmax_wrong_dim" in ids_in(result.message), result.message
     picture = result.picture
     assert picture.expected.shape == picture.got.shape and picture.expected.dim() == 4
+    # The text names the search's smallest case; the picture a larger one, and says so.
+    assert "case.searched" in ids_in(result.message)
+    assert "picture.larger_case" in ids_in(picture.title)
     pictures.show(picture)
     assert len(plt.gcf().axes) == 2 * 3 * picture.expected.shape[1]  # 3 images + colour bars
+    images = [ax for ax in plt.gcf().axes if ax.get_images() and ax.get_title()]
+    assert {(ax.get_ylabel(), ax.get_xlabel()) for ax in images} == {("query i", "key j")}
 
 
 def test_a_mask_picture_has_two_panels():
@@ -192,6 +197,16 @@ def test_a_batch_of_outputs_is_drawn_by_batch_element_not_by_head():
     assert {"expected, B=1", "yours, B=1"} <= set(titles(("B", "T", "E"), 2, 3, 4))
     assert not any("head" in t for t in titles(("B", "T", "E"), 2, 3, 4))
     assert "expected, head 1" in titles(("B", "H", "Tq", "Tk"), 1, 2, 3, 3)
+
+
+@pytest.mark.parametrize("dims, rows, cols", [(("B", "T", "E"), "token t", "feature"),
+                                              (("B", "H", "Tq", "Tk"), "query i", "key j"),
+                                              (("B", "H", "T", "D"), "token t", "feature")])
+def test_a_heatmaps_axes_say_what_they_run_over(dims, rows, cols):
+    shape = (1, 2, 3, 3)[-len(dims):]
+    fig = pictures.draw(Picture("out", torch.zeros(shape), torch.ones(shape), dims=dims))
+    assert {(ax.get_ylabel(), ax.get_xlabel()) for ax in fig.axes if ax.get_images()
+            and ax.get_title()} == {(rows, cols)}
 
 
 def _drawn_in_chinese(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:

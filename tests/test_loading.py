@@ -11,7 +11,13 @@ from conftest import ROOT, TEMPLATE
 from autograder.grading.registry import run_check
 from autograder.messages import msg
 from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.loading import PICTURE_TAG, SKIP_TAG, load_source, pictures_needed
+from autograder.runner.loading import (
+    PICTURE_TAG,
+    SKIP_TAG,
+    cell_name,
+    load_source,
+    pictures_needed,
+)
 
 
 def notebook(tmp_path, *cells):
@@ -34,7 +40,7 @@ def test_magics_and_shell_lines_are_tolerated_and_a_failing_cell_is_reported(tmp
     loaded = load_source(path)
     assert callable(loaded.namespace["split_heads"])  # the cells after the failure still ran
     assert loaded.problems == [msg(
-        "load.raised", where=msg("load.cell", number=2),
+        "load.raised", where=msg("load.cell_starting", line="undefined_name + 1"),
         line=msg("runner.at_line", line=1, cell=""), type="NameError",
         error="name 'undefined_name' is not defined")]  # Python's own words
 
@@ -145,6 +151,24 @@ def test_student_code_runs_in_a_real_module_with_only_its_own_future_flags(tmp_p
 
 def test_an_error_without_text_is_told_without_an_empty_quote(tmp_path):
     loaded = load_source(notebook(tmp_path, code("x = 1\nraise NotImplementedError")))
-    assert loaded.problems == [msg("load.raised_bare", where=msg("load.cell", number=1),
+    assert loaded.problems == [msg("load.raised_bare", where=msg("load.cell_defining", name="x"),
                                    line=msg("runner.at_line", line=2, cell=""),
                                    type="NotImplementedError")]
+
+
+def test_a_cell_is_named_as_jupyterlab_shows_it_never_by_its_position(tmp_path):
+    """JupyterLab numbers no cells: a cell is named by what it defines (the contract's names,
+    then functions, then other names, imports last), by its In [n] where two define the same
+    name or it defines nothing, else by its first line of code."""
+    defines = code("import math\nhalf = 2\n\ndef apply_rope(x, cos, sin):\n    return x\n")
+    again = code("def apply_rope(x, cos, sin):\n    return x\n")
+    again.execution_count = 12
+    plain = code("# a demo\nprint(apply_rope)\n")
+    ran = code("print(1)\n")
+    ran.execution_count = 3
+    cells = [defines, again, plain, ran]
+    assert [cell_name(cell, cells) for cell in cells] == [
+        msg("load.cell_defining", name="apply_rope"), msg("load.cell_ran", count=12),
+        msg("load.cell_starting", line="print(apply_rope)"), msg("load.cell_ran", count=3)]
+    path = notebook(tmp_path, nbformat.v4.new_markdown_cell("# 1 / 0, the title"), code("1 / 0"))
+    assert load_source(path).problems[0].params["where"] == msg("load.cell_starting", line="1 / 0")

@@ -44,8 +44,8 @@ def failing() -> tuple[list[CheckResult], list[Message]]:
             limit=1048576, where="ctx.scores", shape=(1, 4, 512, 512))),
         CheckResult("llm_flash_backward", 0, 10, msg("nonfinite.nan_rows", first=(0, 0, 3, 0))),
     ]
-    problems = [msg("load.raised", where=msg("load.cell", number=50), line=at_line,
-                    type="ValueError",
+    problems = [msg("load.raised", where=msg("load.cell_defining", name="flash_attention"),
+                    line=at_line, type="ValueError",
                     error="value cannot be converted to type float without overflow")]
     return results, problems
 

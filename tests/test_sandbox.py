@@ -455,7 +455,8 @@ def test_a_kernel_whose_files_take_more_than_the_disk_limit_is_stopped(
         nb, {"metadata": {"path": str(course_dir)}})
     noted, filled, after = (cell.outputs for cell in nb.cells)
     assert [o.text for o in noted] == ["noted\n"]
-    assert filled[-1].evalue == render(msg("autograde.kernel_disk", cell=2, gib=1 / 16)), filled
+    stopped = msg("autograde.kernel_disk", cell=msg("load.cell_defining", name="chunk"), gib=1 / 16)
+    assert filled[-1].evalue == render(stopped), filled
     assert after == []
     assert_removed(kernel_scratch)
     freed = (os.statvfs(tempfile.gettempdir()).f_bavail - free.f_bavail) * free.f_frsize

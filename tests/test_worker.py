@@ -242,7 +242,8 @@ def test_a_notebook_cell_still_running_at_the_load_limit_costs_only_what_it_defi
         assert sub.call("split_heads", torch.zeros(1), 1).value == "before"
         assert sub.call("merge_heads", torch.zeros(1)).value == "after"
         assert sub.problems == [  # still running at the limit: stopped and left out
-            msg("worker.slow_cell", cell=msg("load.cell", number=3), limit=1.5)]
+            msg("worker.slow_cell", cell=msg("load.cell_starting", line="while True:"),
+                limit=1.5)]
 
 
 def test_a_load_that_fails_after_a_slow_cell_was_left_out_still_names_that_cell(tmp_path):
@@ -256,7 +257,8 @@ def test_a_load_that_fails_after_a_slow_cell_was_left_out_still_names_that_cell(
     with WorkerSubmission(path, limits=Limits(load_s=1.5)) as sub:
         sub.ensure_loaded()
         assert sub.problems == [
-            msg("worker.slow_cell", cell=msg("load.cell", number=2), limit=1.5),
+            msg("worker.slow_cell", cell=msg("load.cell_starting", line="while True:"),
+                limit=1.5),
             msg("worker.load_crash", status=msg("worker.exit_code", code=3))]
 
 

@@ -4,6 +4,7 @@ the fixed cases. The same submission always meets the same cases.
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import tempfile
 from collections.abc import Callable
@@ -138,7 +139,12 @@ def _run_cases(one_case: Callable[[Any], None], fixed: Any, shapes: Any, example
         return
     failed = verdict(failures, passed)
     if picture is not None and isinstance(failed, CheckFailed):
-        failed.picture = _drawn(picture) or failed.picture
+        drawn, own = _drawn(picture), failed.picture
+        if drawn is not None and own is not None and drawn.expected.shape == own.expected.shape:
+            failed.picture = drawn
+        elif drawn is not None:  # not the case the text names: its title says so
+            failed.picture = dataclasses.replace(drawn, title=msg("picture.larger_case",
+                                                                  title=drawn.title))
     raise failed
 
 

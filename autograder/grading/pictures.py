@@ -128,6 +128,7 @@ def _heatmaps(plt: Any, picture: Picture, lang: str) -> Any:
     if expected.dim() == 1:
         expected, got = expected[None, None], got[None, None]
     heads = expected.shape[0]
+    rows, cols = (_axis_label(dim) for dim in (picture.dims or ("Tq", "Tk"))[-2:])
     fig, axes = plt.subplots(heads, 3, figsize=(9, 2.4 * heads + 0.6), squeeze=False)
     for h in range(heads):
         diff = got[h] - expected[h]
@@ -145,10 +146,23 @@ def _heatmaps(plt: Any, picture: Picture, lang: str) -> Any:
             ax.set_title(render(title, lang), fontsize=9)
             ax.set_xticks([])
             ax.set_yticks([])
+            ax.set_ylabel(render(rows, lang), fontsize=8)
+            ax.set_xlabel(render(cols, lang), fontsize=8)
             fig.colorbar(image, ax=ax, fraction=0.046)
     fig.suptitle(_title(picture, fig, lang), fontsize=10)
     fig.tight_layout()
     return fig
+
+
+# What a heatmap's rows and columns run over, by the name of their dim.
+_AXES = {"Tq": "picture.query", "Tk": "picture.key", "T": "picture.token", "D": "picture.feature",
+         "E": "picture.feature", "H*D": "picture.feature", "out_features": "picture.feature",
+         "out_dim": "picture.feature", "H": "picture.head_axis"}
+
+
+def _axis_label(dim: str) -> Message | str:
+    """"query i", "key j", "token t", "feature", "head" for a dim's name; else the name."""
+    return msg(_AXES[dim]) if dim in _AXES else dim
 
 
 def _panel_title(name: Message, dims: tuple[str, ...], index: int) -> Message:

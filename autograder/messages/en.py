@@ -87,6 +87,9 @@ TEMPLATES: dict[str, str] = {
     # Pictures (grading.pictures)
     "picture.labelled": "{call} on labelled numbers, x of shape {shape}: the cell tT hH fF holds "
                         "feature F of head H of token T",
+    "picture.larger_case": "{title} (a larger case than the text's, to be seen better)",
+    "picture.token": "token t",
+    "picture.feature": "feature",
     "picture.blocked": "{title}: where the weights are 0, the keys blocked",
     "picture.panel": "{name} {shape}",
     "picture.input": "x",
@@ -97,6 +100,7 @@ TEMPLATES: dict[str, str] = {
     "picture.wrong": "wrong",
     "picture.difference": "yours - expected",
     "picture.head": "{name}, head {head}",
+    "picture.head_axis": "head",
     "picture.index": "{name}, {dim}={index}",
 
     # The command line (cli) and the notebook API (notebook)
@@ -135,17 +139,17 @@ TEMPLATES: dict[str, str] = {
                              "sizes (batch, sequence length, number of heads) and a mask",
 
     # nbgrader's autograde: the kernel (trusted_autograde), a course at once (course_autograde)
-    "autograde.kernel_died": "the kernel died while running cell {cell}, so the cells after it "
+    "autograde.kernel_died": "the kernel died while running {cell}, so the cells after it "
                              "did not run; the points come from the kit's own grading",
-    "autograde.kernel_disk": "the kernel was stopped while running cell {cell}: the files the "
+    "autograde.kernel_disk": "the kernel was stopped while running {cell}: the files the "
                              "notebook wrote take more than {gib:g} GiB of disk, the grader's "
                              "limit (files it deleted but still holds open count too), so the "
                              "cells after it did not run; the points come from the kit's own "
                              "grading",
-    "autograde.kernel_stuck": "cell {cell} ran past {seconds} s and the kernel stopped "
+    "autograde.kernel_stuck": "{cell} ran past {seconds} s and the kernel stopped "
                               "answering, so the cells after it did not run; the points come "
                               "from the kit's own grading",
-    "autograde.timed_out": "cell {cell} ran past Execute.timeout and was interrupted",
+    "autograde.timed_out": "{cell} ran past Execute.timeout and was interrupted",
     "autograde.demo_not_run": "not run by the autograder: this demo earns no points; run it in "
                               "your own notebook to see its output",
     "autograde.kit_grades": "not graded yet: TrustedGrades writes this cell's outputs (is it in "

@@ -41,7 +41,9 @@ TEMPLATES: dict[str, str] = {
     "runner.param_shape": "`{owner}.{param}` has shape {got}, expected {expected}",
 
     # Loading the file (runner.loading)
-    "load.cell": "cell {number}",
+    "load.cell_defining": "the cell defining `{name}`",
+    "load.cell_ran": "the cell In [{count}]",
+    "load.cell_starting": "the cell starting `{line}`",
     "load.syntax": "{where}: syntax error at line {line}: {error}",
     "load.not_compiled": "{where}: cannot be compiled: {error}",
     "load.raised": "{where}{line} raised {type}: {error}",

@@ -83,6 +83,9 @@ TEMPLATES: dict[str, str] = {
     # Pictures
     "picture.labelled": "{call} 作用于带标签的数，x 的形状为 {shape}："
                         "格子 tT hH fF 存放词元 T 的头 H 的第 F 个特征",
+    "picture.larger_case": "{title}（比文字所说的情形更大，便于看清）",
+    "picture.token": "词元 t",
+    "picture.feature": "特征",
     "picture.blocked": "{title}：权重为 0 的位置，即被屏蔽的键",
     "picture.panel": "{name} {shape}",
     "picture.input": "x",
@@ -93,6 +96,7 @@ TEMPLATES: dict[str, str] = {
     "picture.wrong": "错误",
     "picture.difference": "你的 - 应当是",
     "picture.head": "{name}，头 {head}",
+    "picture.head_axis": "头",
     "picture.index": "{name}，{dim}={index}",
 
     # The command line and the notebook API
@@ -130,15 +134,15 @@ TEMPLATES: dict[str, str] = {
                              "头数）并加上掩码再试",
 
     # nbgrader 的 autograde
-    "autograde.kernel_died": "内核在运行第 {cell} 个单元格时退出了，之后的单元格都没有运行；"
+    "autograde.kernel_died": "内核在运行{cell}时退出了，之后的单元格都没有运行；"
                              "分数来自评分工具包自己的评分",
-    "autograde.kernel_disk": "内核在运行第 {cell} 个单元格时被中止：notebook 写入的文件占用了"
+    "autograde.kernel_disk": "内核在运行{cell}时被中止：notebook 写入的文件占用了"
                              "超过 {gib:g} GiB 的磁盘空间，超出了评分程序的上限（已删除但仍"
                              "打开着的文件也计算在内），之后的单元格都没有运行；分数来自评分"
                              "工具包自己的评分",
-    "autograde.kernel_stuck": "第 {cell} 个单元格运行超过 {seconds} 秒，内核不再响应，"
+    "autograde.kernel_stuck": "{cell}运行超过 {seconds} 秒，内核不再响应，"
                               "之后的单元格都没有运行；分数来自评分工具包自己的评分",
-    "autograde.timed_out": "第 {cell} 个单元格运行超过 Execute.timeout，已被中断",
+    "autograde.timed_out": "{cell}运行超过 Execute.timeout，已被中断",
     "autograde.demo_not_run": "自动评分时没有运行：这个演示不计分；请在你自己的 notebook "
                               "里运行它，查看输出",
     "autograde.kit_grades": "尚未评分：这个单元格的输出由 TrustedGrades 写入（它是否在 "

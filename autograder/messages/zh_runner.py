@@ -36,7 +36,9 @@ TEMPLATES: dict[str, str] = {
     "runner.param_shape": "`{owner}.{param}` 的形状是 {got}，应当是 {expected}",
 
     # Loading the file
-    "load.cell": "第 {number} 个单元格",
+    "load.cell_defining": "定义 `{name}` 的单元格",
+    "load.cell_ran": "单元格 In [{count}]",
+    "load.cell_starting": "以 `{line}` 开头的单元格",
     "load.syntax": "{where}：第 {line} 行有语法错误：`{error}`",
     "load.not_compiled": "{where}：无法编译：`{error}`",
     "load.raised": "{where}{line}抛出了 {type}：`{error}`",

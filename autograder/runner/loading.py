@@ -21,7 +21,7 @@ from typing import Any
 
 from ..contract import ENTRIES
 from ..messages import Message, msg
-from .student_code import CELL_LABEL, at_line, first_line, type_name
+from .student_code import at_line, first_line, type_name
 
 SUBMISSION_MODULE = "submission"
 # The compiler flags of `from __future__` imports: a chunk's carry over to the chunks after it,
@@ -102,6 +102,57 @@ def notebook_cells(path: str | Path) -> list[dict[str, Any]]:
 
         data = nbformat.read(str(path), as_version=4)
     return [{**cell, "source": "".join(cell.get("source") or "")} for cell in data["cells"]]
+
+
+def _bound_in_order(source: str) -> list[str]:
+    """The names a cell's top-level statements bind, functions and classes first, then
+    assigned names, then imports, each in the order they appear ([] if it does not parse)."""
+    try:
+        body = ast.parse(source).body
+    except (SyntaxError, ValueError):
+        return []
+    ranked = []
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            ranked.append((0, node.name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            ranked += [(2, (alias.asname or alias.name).split(".")[0]) for alias in node.names]
+        else:
+            targets = getattr(node, "targets", None) or [getattr(node, "target", None)]
+            ranked += [(1, n.id) for t in targets if t is not None for n in ast.walk(t)
+                       if isinstance(n, ast.Name)]
+    return [name for _, name in sorted(ranked, key=lambda item: item[0])]
+
+
+def cell_name(cell: dict[str, Any], cells: Collection[dict[str, Any]] = ()) -> Message:
+    """How a message names a notebook's code cell (JupyterLab numbers none): by the name it
+    defines (an entry of the contract first, `_bound_in_order`); else by its `In [n]`; else
+    by its first line.
+    Where another of `cells` defines that name too, its `In [n]` tells them apart."""
+    source = "".join(cell.get("source") or "")
+    bound = _bound_in_order(source)
+    named = [name for name in bound if name in ENTRIES] or bound
+    count = cell.get("execution_count")
+    count = count if isinstance(count, int) and not isinstance(count, bool) else None
+    if named and (count is None or not any(
+            other is not cell and named[0] in _bound_in_order("".join(other.get("source") or ""))
+            for other in cells if other.get("cell_type") == "code")):
+        return msg("load.cell_defining", name=named[0])
+    if count is not None:
+        return msg("load.cell_ran", count=count)
+    line = next((line.strip() for line in source.splitlines()
+                 if line.strip() and not line.lstrip().startswith("#")), "")
+    return msg("load.cell_starting", line=line[:40] + ("…" if len(line) > 40 else ""))
+
+
+def cell_names(path: Path) -> dict[str, Message]:
+    """`cell_name` of each code cell of a notebook, by its chunk label ("cell N")."""
+    try:
+        cells = notebook_cells(path)
+    except Exception:  # an unreadable notebook's cells are named by their labels
+        return {}
+    return {f"cell {number}": cell_name(cell, cells)
+            for number, cell in enumerate(cells, start=1) if cell.get("cell_type") == "code"}
 
 
 def _notebook_chunks(path: Path) -> list[tuple[str, str]]:
@@ -199,6 +250,7 @@ def load_source(path: str | Path, skip: Collection[str] = (),
     problems: list[Message] = []
     if path.suffix == ".py":  # its lines, for quoting one in a message (`warned`)
         _remember(path.name, path.read_text(encoding="utf-8", errors="replace"))
+    names = cell_names(path) if path.suffix == ".ipynb" else {}
     future = 0
     for label, source in chunks:
         if label in skip:
@@ -207,7 +259,7 @@ def load_source(path: str | Path, skip: Collection[str] = (),
             on_chunk(label)
         if path.suffix == ".ipynb":
             _remember(label, source)
-        where = chunk_place(label)
+        where = names.get(label, label)
         try:
             code = compile(source, label, "exec", flags=future, dont_inherit=True)
         except SyntaxError as err:
@@ -238,12 +290,6 @@ def submission_module(path: Path) -> types.ModuleType:
     module.get_ipython = _QuietIPython
     sys.modules[SUBMISSION_MODULE] = module
     return module
-
-
-def chunk_place(label: str) -> Message | str:
-    """A chunk as a message names it: "cell N" in the reader's language, else its label."""
-    cell = CELL_LABEL.fullmatch(label)
-    return msg("load.cell", number=int(cell[1])) if cell else label
 
 
 def _remember(name: str, text: str) -> None:

@@ -36,7 +36,7 @@ from .devices import on_meta
 from .disk import DiskWatch
 from .framing import TEXT_KEEP, clean, encode, fields_of, receive, run_to_dict, write_all
 from .inprocess import vetted
-from .loading import chunk_place
+from .loading import cell_names
 from .policy import Limits, forbidden_functions, forbidden_names, worker_user
 from .protocol import Backward, Call, ModuleRun, StandIns, StudentCodeError
 from .student_code import CELL_LABEL, shown_printed
@@ -200,8 +200,9 @@ class WorkerSubmission:
 
     def _slow_cell_notes(self) -> list[Message]:
         """One line per notebook cell left out of the load for running past its limit."""
-        return [msg("worker.slow_cell", limit=float(self.limits.load_s), cell=chunk_place(label))
-                for label in self._slow_cells]
+        names = cell_names(self.path) if self._slow_cells else {}
+        return [msg("worker.slow_cell", limit=float(self.limits.load_s),
+                    cell=names.get(label, label)) for label in self._slow_cells]
 
     def _skips_slow_cell(self, running: str | None) -> bool:
         """A notebook cell ran past the load's limit: load again in a new worker without it
