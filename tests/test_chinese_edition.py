@@ -9,12 +9,15 @@ import os
 import re
 import shutil
 import tokenize
+import types
+import warnings
 
 import pytest
 from conftest import HOSTILE, ROOT, STUBS, check_here
 from notebook_helpers import read
 
-from autograder import editions, oracle, settings
+from autograder import editions, notebook, oracle, settings
+from autograder.grading.pictures import cjk_font
 from autograder.grading.registry import ASSIGNMENTS, run_check, split_name
 from autograder.messages import Message
 from autograder.runner.inprocess import InProcessSubmission
@@ -170,6 +173,33 @@ def test_an_editions_program_and_test_cells_are_the_english_ones(folder):
                 assert folder == "assignments" or english_left == [], where
             else:  # the setup and the test cells
                 assert (a.source, a.metadata) == (b.source, b.metadata), where
+
+
+def test_a_kernel_draws_chinese_from_the_language_cell_on(monkeypatch):
+    """The titles a Chinese edition's picture cells draw show, where a Chinese font is
+    installed; an English notebook's kernel is left as it was."""
+    import matplotlib
+    from IPython.core.events import EventManager, available_events
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    font = cjk_font()
+    if font is None:
+        pytest.skip("no font with Chinese characters on this machine")
+    shell = types.SimpleNamespace(events=EventManager(None, available_events))
+    with matplotlib.rc_context():
+        notebook.draw_chinese_in(shell)
+        monkeypatch.setenv("MHA_KIT_LANG", "en")
+        shell.events.trigger("pre_run_cell", None)
+        assert font not in matplotlib.rcParams["font.family"]
+        monkeypatch.setenv("MHA_KIT_LANG", "zh")  # the language cell has run
+        shell.events.trigger("pre_run_cell", None)
+        assert shell.events.callbacks["pre_run_cell"] == []  # once is enough
+        figure = Figure()
+        figure.suptitle("蓝色：可以关注 (blue: may attend)")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # "Glyph ... missing from font(s)"
+            FigureCanvasAgg(figure).draw()
 
 
 def test_chinese_prose_has_no_line_break_inside_a_sentence():
