@@ -6,15 +6,21 @@ A test cell is `check("split_heads")`. It grades the names the notebook has defi
 one line (✓, or ✗ and the message), shows a picture of the failure when there is one, and
 either raises AssertionError (no points) or returns the points earned, which nbgrader reads
 as the cell's partial credit.
+
+Imported in a kernel (the setup cell), it gives matplotlib a font with Chinese characters once
+the messages are Chinese (`draw_chinese_in`), so that a Chinese edition's picture cells, whose
+titles the edition translates, draw them.
 """
 
 from __future__ import annotations
 
 import inspect
+import sys
+from typing import Any
 
 from .assignments.llm_attention.decode_speed import counted_run, decide
 from .checks.core import HIDDEN_SALT, CheckResult, Context
-from .grading.pictures import show
+from .grading.pictures import chinese_fallback, show
 from .grading.registry import POINTS, run_check
 from .grading.report import score_line
 from .messages import language, msg, render, wrap_lines
@@ -25,6 +31,19 @@ from .speed.bench import compare_in_notebook as compare
 from .training import plot_losses, shown, train_side_by_side
 
 __all__ = ["check", "compare", "decoding_work", "train"]
+
+
+def draw_chinese_in(shell: Any) -> None:
+    """From the first cell of an IPython `shell` run with Chinese messages on (a Chinese
+    edition's cells after its language cell), matplotlib has a font with Chinese characters,
+    where one is installed: the titles its picture cells draw are Chinese. A notebook in
+    English never imports matplotlib for it."""
+    def before_cell(*_: Any) -> None:
+        if language() == "zh":
+            shell.events.unregister("pre_run_cell", before_cell)
+            chinese_fallback()
+
+    shell.events.register("pre_run_cell", before_cell)
 
 
 def check(check_id: str, *, hidden: bool = False) -> float:
@@ -100,3 +119,7 @@ def decoding_work(layer_cls: type, cache_cls: type) -> None:
     except StudentCodeError as err:
         message = err.message
     print(wrap(render(message)))
+
+
+if "IPython" in sys.modules and (_shell := sys.modules["IPython"].get_ipython()) is not None:
+    draw_chinese_in(_shell)  # in a kernel only: the grader's worker draws no picture cell

@@ -60,6 +60,21 @@ def _add_installed_cjk_fonts() -> None:
                 font_manager.fontManager.addfont(path)
 
 
+def chinese_fallback() -> bool:
+    """Let matplotlib draw Chinese characters from now on with the first of `CJK_FONTS` it
+    knows, after the fonts it draws with today (words in other scripts look as before): for
+    the words a Chinese notebook's own picture cells draw. False where it knows none."""
+    import matplotlib
+
+    font = cjk_font()
+    if font is None:
+        return False
+    families = list(matplotlib.rcParams["font.family"])
+    if font not in families:
+        matplotlib.rcParams["font.family"] = [*families, font]
+    return True
+
+
 @contextlib.contextmanager
 def drawing_language() -> Iterator[str]:
     """The language to draw words in meanwhile, with a font that shows them: the messages'
