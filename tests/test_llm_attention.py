@@ -4,11 +4,13 @@ PyTorch written other ways.
 Every single-mistake mutant of tests/corpus/llm/reference.py fails exactly its checks and the
 grader names its mistake (or says what is wrong where no value is) for at least 90% of them;
 the reference and every alternative correct style pass with no diagnosis. Checks run in
-process, as in test_corpus.py.
+process, as in test_corpus.py; a mutant is graded on the checks its edits reach, and has the
+reference's results on the others (`checks_reaching_edits`).
 """
 
 from __future__ import annotations
 
+import ast
 import sys
 from functools import cache
 from pathlib import Path
@@ -51,12 +53,61 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 RENDERED: dict[str, list[str]] = {}  # mutant label -> the messages rendered while grading it
 
 
+def _statements(source: str) -> dict[str, str]:
+    """A file's top-level statements, by the names each binds (one that binds none, by its
+    code), as code."""
+    found = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names = [node.name]
+        else:
+            names = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                     and isinstance(n.ctx, ast.Store)] + [
+                (a.asname or a.name).split(".")[0] for a in getattr(node, "names", ())]
+        found[",".join(names) or ast.unparse(node)] = ast.unparse(node)
+    return found
+
+
+def checks_reaching_edits(source: str) -> list[str]:
+    """The checks of CHECK_IDS whose names (`uses`, `stand_ins`) reach, through the names the
+    code refers to, a top-level statement that `source` changes in reference.py. Every other
+    check runs only unchanged code: its result is the reference's."""
+    before, after = _statements(REFERENCE.read_text()), _statements(source)
+    changed = {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
+    if any(not name.isidentifier() for key in changed for name in key.split(",")):
+        return CHECK_IDS  # a statement that binds no name: it may change anything
+    refers = {name: {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)}
+              for key, code in after.items() for name in key.split(",")}
+    edited = {name for key in changed for name in key.split(",")}
+
+    def reaches(roots: tuple[str, ...]) -> bool:
+        seen, todo = set(), list(roots)
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo += refers.get(name, ())
+        return bool(seen & edited)
+
+    return [spec.id for spec in ASSIGNMENTS["llm_attention"]
+            if spec.id in CHECK_IDS and reaches((*spec.uses, *spec.stand_ins))]
+
+
+@cache
+def graded_reference() -> dict[str, CheckResult]:
+    return {r.id: r for r in grade(REFERENCE)}
+
+
 @cache
 def graded_mutant(mutant: Mutant, folder: Path) -> list[CheckResult]:
+    """The mutant graded on the checks its edits reach; the reference's results elsewhere."""
     path = folder / f"mutant_{MUTANTS.index(mutant)}.py"
     path.write_text(mutant.source())
+    reached = checks_reaching_edits(mutant.source())
     with renders_recorded() as RENDERED[mutant.label]:
-        return grade(path)
+        own = {r.id: r for r in run_checks(InProcessSubmission.from_path(path),
+                                           assignment="llm_attention", only=reached)}
+    return [own.get(check_id) or graded_reference()[check_id] for check_id in CHECK_IDS]
 
 
 def said(results: list[CheckResult]) -> set[str]:
@@ -116,9 +167,22 @@ def test_the_grader_names_the_mistake_for_90_percent(folder: Path, capsys):
                                                       if m not in right]
 
 
+def test_a_mutant_is_graded_again_on_every_check_its_edits_reach():
+    """A RoPE edit reaches the module's checks (the module calls apply_rope) and no flash
+    check; an edit of flash_attention reaches the backward too (its Function calls it)."""
+    rope = REFERENCE.read_text().replace("def apply_rope(x, positions, base=10000.0):",
+                                         "def apply_rope(x, positions, base=500000.0):", 1)
+    assert rope != REFERENCE.read_text()
+    assert checks_reaching_edits(rope) == ["llm_rope", "llm_gqa", "llm_kv_cache"]
+    flash = REFERENCE.read_text().replace("scale = 1 / math.sqrt(D)", "scale = 1 / D", 1)
+    assert checks_reaching_edits(flash) == ["llm_flash_forward", "llm_flash_memory",
+                                            "llm_flash_backward"]
+    assert checks_reaching_edits(REFERENCE.read_text() + "\nprint('top level')\n") == CHECK_IDS
+
+
 @pytest.mark.parametrize("path", [REFERENCE, *ALTERNATIVES], ids=lambda p: p.stem)
 def test_correct_implementations_pass_without_a_diagnosis(path: Path):
-    results = grade(path)
+    results = list(graded_reference().values()) if path == REFERENCE else grade(path)
     assert [r.id for r in results] == CHECK_IDS
     for r in results:
         assert r.passed and r.message == msg("ok"), f"{r.id}: {r.message}"
