@@ -43,7 +43,7 @@ Run = TypeVar("Run")  # one timing run, judged: it has a `problem` and a `speedu
 class TimedRun:
     """The student's timing run, with what the grader saw of it from outside."""
 
-    measurement: Any  # what the run reported (see measure.measure_speed); trusted in nothing
+    measurement: Any  # what the run reported (an assignment's timing job); trusted in nothing
     wall: float  # seconds the grader waited for it
     cpu: float | None  # CPU seconds the student's process used meanwhile, where readable
 
