@@ -3,9 +3,10 @@ in each folder the `assignments` setting names (a course's own). The bottom laye
 no kit module above it, and what it loads is an assignment's data (`contract`, `messages`,
 `mistakes`) or, for `grading.registry`, its points table.
 
-An assignment that cannot be loaded (a syntax error), or whose data cannot be used (message ids
-that clash, a points module without its table: `reject`), is left out of what `modules` returns,
-and `broken()` says why, once per assignment: every other one keeps working.
+An assignment that cannot be loaded (a syntax error), or whose data cannot be used (message ids,
+check ids or contract names that another assignment declares first: `claimed_once`; a points
+module without its table: `reject`), is left out of what `modules` returns, and `broken()` says
+why, once per assignment: every other one keeps working.
 """
 
 from __future__ import annotations
@@ -14,15 +15,19 @@ import importlib
 import importlib.util
 import pkgutil
 import traceback
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import ModuleType
+from typing import TypeVar
 
 from . import assignments as package
 from . import settings
 
 _broken: dict[str, str] = {}  # assignment -> why it cannot be loaded
+Data = TypeVar("Data")  # what an assignment declares (its module, or what was read from it)
 
 
 @dataclass(frozen=True)
@@ -97,3 +102,27 @@ def reject(name: str, why: str) -> None:
 def broken() -> dict[str, str]:
     """assignment -> why it cannot be loaded, for those `modules` left out so far."""
     return dict(_broken)
+
+
+def _kits_own() -> frozenset[str]:
+    return frozenset(m.name for m in pkgutil.iter_modules([str(KIT_FOLDER)]) if m.ispkg)
+
+
+def claimed_once(found: dict[str, Data], keys: Callable[[Data], Iterable[str]], what: str,
+                 taken: Iterable[str] = ()) -> dict[str, Data]:
+    """`found` (assignment -> what it declares) but the assignments that declare a key (its
+    `keys`) twice, or one in `taken` or declared by an assignment before it: the kit's own
+    first, then the others by name. Those are rejected, said as `what` and the keys
+    ("points.py redeclares check ids: [...]"): a key never overwrites another silently."""
+    claimed = set(taken)
+    kept = set()
+    own = _kits_own()
+    for name in sorted(found, key=lambda n: (n not in own, n)):
+        declared = Counter(keys(found[name]))
+        clash = sorted({k for k, n in declared.items() if n > 1 or k in claimed})
+        if clash:
+            reject(name, f"{what}: {clash}")
+            continue
+        claimed |= declared.keys()
+        kept.add(name)
+    return {name: data for name, data in found.items() if name in kept}

@@ -7,10 +7,14 @@ in the README's contract table and docs/grading.md.
 
 from __future__ import annotations
 
-from .catalog import Entry, modules
+from .catalog import Entry, claimed_once, modules
 
+# A name is declared by one assignment: one that declares another's again is left out.
 ENTRIES: dict[str, Entry] = {
-    entry.name: entry for contract in modules("contract").values() for entry in contract.ENTRIES
+    entry.name: entry
+    for contract in claimed_once(modules("contract"), lambda c: (e.name for e in c.ENTRIES),
+                                 "contract.py redeclares contract names").values()
+    for entry in contract.ENTRIES
 }
 
 

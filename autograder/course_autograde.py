@@ -61,6 +61,8 @@ from sqlalchemy.exc import SAWarning
 from traitlets import Bool
 from traitlets.utils.importstring import import_item
 
+from . import settings
+from .course_settings import configured
 from .grading.batch import in_parallel, safe_name, scratch_folder
 from .grading.files import shown_language
 from .grading.report import gradescope_results
@@ -281,7 +283,8 @@ def sqlite_file(db_url: str) -> Path:
 class CourseAutograde:
     """One `mha-kit autograde` run: `students`, then `grade` (step 1), then `record` (step 2).
 
-    Use it as a context manager: the scratch folder lives as long as it."""
+    Use it as a context manager: the course's settings are in force and the scratch folder
+    lives as long as it."""
 
     def __init__(self, root: Path, assignment: str, *, force: bool = False):
         self.root, self.assignment = root.resolve(), assignment
@@ -357,6 +360,9 @@ class CourseAutograde:
                    assignment=self.assignment)
 
     def __enter__(self) -> CourseAutograde:
+        """The course's settings (`c.MhaKit` in its nbgrader_config.py) in force from here on,
+        before a grader process, a zygote or a worker starts; and the scratch folder."""
+        self._stack.enter_context(settings.chosen(**configured(self.app.config)))
         folder = Path(self._stack.enter_context(scratch_folder("mha-kit-autograde-")))
         self.scratch = Scratch(self.root, self.assignment, folder)
         self.scratch.gradebooks.mkdir()

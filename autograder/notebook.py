@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from .assignments.llm_attention.decode_speed import counted_run, decide
+from .assignments.mha.bench import compare_in_notebook as compare
 from .checks.core import HIDDEN_SALT, CheckResult, Context
 from .grading.pictures import chinese_fallback, show
 from .grading.registry import POINTS, run_check
@@ -27,7 +28,6 @@ from .messages import language, msg, render, wrap_lines
 from .runner.inprocess import InProcessSubmission
 from .runner.protocol import StudentCodeError
 from .runtime import default_device
-from .speed.bench import compare_in_notebook as compare
 from .training import plot_losses, shown, train_side_by_side
 
 __all__ = ["check", "compare", "decoding_work", "train"]

@@ -44,9 +44,10 @@ from notebook_helpers import (  # noqa: E402
     tampered,
 )
 
+from autograder.assignments.mha import speed_config  # noqa: E402
+from autograder.assignments.mha.speed import SPEED_CHECK as SPEED  # noqa: E402
 from autograder.release import with_interpreter_on_path  # noqa: E402
-from autograder.speed import config as speed_config  # noqa: E402
-from autograder.speed.check import SPEED_CHECK as SPEED  # noqa: E402
+from autograder.speed.config import TEST_CONFIGS  # noqa: E402
 
 VARIANTS = ("complete", "partial", "complete", "empty", "complete", "tampered")
 # nbgrader's own autograde preprocessors: the stock Execute, points from the kernel's outputs.
@@ -133,7 +134,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-k", "--submissions", type=int, default=10)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--speed-config", choices=("graded", *speed_config.TEST_CONFIGS),
+    parser.add_argument("--speed-config", choices=("graded", *TEST_CONFIGS),
                         default="graded", help="the speed check's config (default: graded)")
     args = parser.parse_args()
     global SPEED_CONFIG

@@ -34,7 +34,7 @@ from autograder.assignments.llm_attention.decode_speed import (  # noqa: E402
 from autograder.grading.batch import grade_all  # noqa: E402
 from autograder.grading.files import discover  # noqa: E402
 from autograder.runner.policy import Limits  # noqa: E402
-from autograder.speed.reliability import busy_core  # noqa: E402
+from autograder.speed.calibration import busy_core  # noqa: E402
 
 MEASURED = re.compile(r"([0-9.]+)× less; time, not graded: ([0-9.]+) ms of CPU")
 

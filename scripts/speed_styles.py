@@ -1,5 +1,5 @@
 """The style set through the real speed check: `mha-kit bench --calibrate N`, with knobs for
-choosing a config (docs/speed.md). The styles live in autograder/speed/styles.py and
+choosing a config (docs/speed.md). The styles live in autograder/assignments/mha/styles.py and
 styleset.py.
 
     .venv/bin/python scripts/speed_styles.py --repeats 5 [--device cuda] [--only NAME ...]
@@ -12,11 +12,12 @@ import argparse
 import time
 from dataclasses import replace
 
+from autograder.assignments.mha import speed_config
+from autograder.assignments.mha.calibration import calibrate
+from autograder.assignments.mha.styleset import STYLES
 from autograder.runtime import default_device
-from autograder.speed import config as speed_config
-from autograder.speed import measure as speed_measure
-from autograder.speed.reliability import busy_core, calibrate
-from autograder.speed.styleset import STYLES
+from autograder.speed import timing as speed_timing
+from autograder.speed.calibration import busy_core
 
 
 def main() -> None:
@@ -32,7 +33,7 @@ def main() -> None:
     args = parser.parse_args()
     device = args.device or default_device()
     if args.wall_clock:
-        speed_measure.CPU_CLOCK = time.perf_counter
+        speed_timing.CPU_CLOCK = time.perf_counter
     if args.config:
         B, T, E, H = (int(n) for n in args.config.split(","))
         key = "cuda" if device == "cuda" else "cpu"
@@ -40,7 +41,7 @@ def main() -> None:
     styles = {name: cls for name, cls in STYLES.items() if not args.only or name in args.only}
     with busy_core(args.busy_core):
         report, _ = calibrate(args.repeats, device, styles)
-    print(report, f"(clock: {speed_measure.CPU_CLOCK.__name__}"
+    print(report, f"(clock: {speed_timing.CPU_CLOCK.__name__}"
                   f"{'; one core busy' if args.busy_core else ''})", sep="\n")
 
 

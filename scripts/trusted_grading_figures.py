@@ -79,9 +79,8 @@ def per_call(sub, calls: int = 200) -> float:
 
 def timed_share(path: Path, repeats: int) -> list[float]:
     """Reported time over the worker's CPU time read from /proc, one speed run at a time."""
+    from autograder.assignments.mha.speed import timed_run, total_measured
     from autograder.runner.worker import WorkerSubmission
-    from autograder.speed.check import timed_run
-    from autograder.speed.score import total_measured
 
     shares = []
     with WorkerSubmission(path) as sub:

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from autograder import settings
+from autograder.assignments.mha import speed as speed_score
+from autograder.assignments.mha import speed_config
 from autograder.grading.registry import ASSIGNMENTS, POINTS, SPECS
 from autograder.messages import Message
 from autograder.runner import landlock, sandbox
 from autograder.runner.policy import worker_user
-from autograder.speed import config as speed_config
-from autograder.speed import score as speed_score
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus"

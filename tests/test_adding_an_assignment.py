@@ -32,6 +32,22 @@ from autograder.runner.loading import is_test_cell
 ANSWER = "return x.exp() / x.exp().sum(-1, keepdim=True)"
 RIGHT = f"def toy(x):\n    {ANSWER}\n"
 WRONG = "def toy(x):\n    return x.softmax(0)\n"  # the scaffold's named mistake
+# Packages beside the toy that cannot be used, each left out, and why: a points table that does
+# not parse, and the message ids, check ids and contract names of the kit's own declared again.
+POINTS = ("from autograder.checks.spec import CheckSpec\n"
+          "CHECKS = (CheckSpec({!r}, 100, (), lambda sub, ctx: 1.0),)\n")  # with its check id
+PLANTED = {
+    "broken": {"points.py": "CHECKS = (\n"},
+    "clashing": {"messages.py": 'TEMPLATES = {"en": {"cli.jobs": "mine"}, '
+                                '"zh": {"cli.jobs": "mine"}}\n'},
+    "copied_checks": {"points.py": POINTS.format("fused_mha")},
+    "copied_contract": {"contract.py": "from autograder.catalog import Entry\n"
+                                       "ENTRIES = (Entry('MultiHeadAttention', 'mine'),)\n"},
+}
+LEFT_OUT = {"broken": "points.py:1",
+            "clashing": "messages.py redeclares message ids: ['cli.jobs']",
+            "copied_checks": "points.py redeclares check ids: ['fused_mha']",
+            "copied_contract": "contract.py redeclares contract names: ['MultiHeadAttention']"}
 SOLUTION = re.compile(r"(### BEGIN SOLUTION\n).*?(\n\s*### END SOLUTION)", re.S)
 
 
@@ -42,8 +58,8 @@ def solution_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], Path]:
-    """The environment of a process that sees the toy assignment, and a broken one beside it
-    (a points table that does not parse), and the course of its notebook."""
+    """The environment of a process that sees the toy assignment and the broken ones beside it
+    (`PLANTED`), and the course of its notebook."""
     packages, course = tmp_path_factory.mktemp("assignments"), tmp_path_factory.mktemp("course")
     shutil.copy(ROOT / "nbgrader_config.py", course)
     env = {**os.environ, settings.variable("assignments"): str(packages),
@@ -57,13 +73,11 @@ def toy(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], Path]
     cell.source, filled = SOLUTION.subn(rf"\g<1>    {ANSWER}\g<2>", cell.source)
     assert filled == 1
     nbformat.write(nb, str(master))
-    for package, messages, points in (
-            ("broken", '{"en": {}, "zh": {}}', "CHECKS = (\n"),  # does not parse
-            ("clashing", '{"en": {"cli.jobs": "mine"}, "zh": {"cli.jobs": "mine"}}', "")):
+    for package, files in PLANTED.items():
         (packages / package).mkdir()
         for name, text in {"__init__.py": "", "contract.py": "ENTRIES = ()\n",
-                           "messages.py": f"TEMPLATES = {messages}\n",
-                           "points.py": points}.items():
+                           "messages.py": 'TEMPLATES = {"en": {}, "zh": {}}\n',
+                           "points.py": POINTS.format(package), **files}.items():
             (packages / package / name).write_text(text, encoding="utf-8")
     return env, course
 
@@ -79,11 +93,15 @@ def test_mha_kit_check_grades_a_py_answer_and_names_the_mistake(toy, tmp_path: P
     (tmp_path / "wrong.py").write_text(WRONG)
     right = kit(env, "check", str(tmp_path / "right.py"), "--json", str(tmp_path / "r.json"))
     assert right.returncode == 0, right.stdout + right.stderr
-    (said,) = [line for line in right.stderr.splitlines() if "'broken'" in line]
-    assert said.startswith("mha-kit: assignment 'broken' cannot be loaded and is left out "
-                           "(the others work as usual): SyntaxError") and "points.py:1" in said
-    (said,) = [line for line in right.stderr.splitlines() if "'clashing'" in line]
-    assert said.endswith("messages.py redeclares message ids: ['cli.jobs']"), said
+    said = [(m[1], line) for line in right.stderr.splitlines()
+            if (m := re.match(r"mha-kit: assignment '(\w+)' cannot be loaded", line))]
+    left_out = dict(said)
+    assert sorted(name for name, _ in said) == sorted(LEFT_OUT), right.stderr  # once; not mha
+    assert left_out["broken"].startswith(
+        "mha-kit: assignment 'broken' cannot be loaded and is left out "
+        "(the others work as usual): SyntaxError"), left_out["broken"]
+    for name, why in LEFT_OUT.items():
+        assert why in left_out[name], left_out[name]
     assert json.loads((tmp_path / "r.json").read_text())["score"] == 100
     wrong = kit(env, "check", str(tmp_path / "wrong.py"), "--lang", "zh")
     assert wrong.returncode == 1, wrong.stdout + wrong.stderr

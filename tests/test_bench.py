@@ -11,12 +11,12 @@ import matplotlib.image
 import pytest
 from conftest import TEMPLATE, TINY
 
+from autograder.assignments.mha import bench, speed_config, styleset
+from autograder.assignments.mha import calibration as reliability
+from autograder.assignments.mha.baselines import BENCH_ROWS
 from autograder.cli import bench as bench_command
 from autograder.cli import build_parser
 from autograder.runner.loading import load_source
-from autograder.speed import bench, reliability, styleset
-from autograder.speed import config as speed_config
-from autograder.speed.baselines import BENCH_ROWS
 
 
 @pytest.fixture

@@ -17,13 +17,13 @@ from conftest import HOSTILE, ROOT, STUBS, check_here
 from notebook_helpers import read
 
 from autograder import editions, notebook, oracle, settings
+from autograder.assignments.mha import speed as speed_score
 from autograder.grading.pictures import cjk_font
 from autograder.grading.registry import ASSIGNMENTS, run_check, split_name
 from autograder.messages import Message
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.policy import Limits
 from autograder.runner.worker import WorkerSubmission
-from autograder.speed import score as speed_score
 
 EDITIONS = editions.edition_names(ROOT)
 CJK = re.compile(r"[\u4e00-\u9fff]")

@@ -11,15 +11,15 @@ import torch
 from conftest import HOSTILE, TEMPLATE, TINY
 
 from autograder import settings
+from autograder.assignments.mha import speed_config
+from autograder.assignments.mha.baselines import SdpaReference, TorchMHA
+from autograder.assignments.mha.jobs import JOB, PREPARE_JOB
 from autograder.grading.batch import grade_submission
 from autograder.grading.registry import run_check
 from autograder.messages import ids_in, msg
 from autograder.runner import policy
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.worker import WorkerSubmission
-from autograder.speed import config as speed_config
-from autograder.speed.baselines import SdpaReference, TorchMHA
-from autograder.speed.measure import JOB, PREPARE_JOB
 
 
 def test_the_graders_process_never_sees_the_students_code():

@@ -1,8 +1,8 @@
 """The package's layout: dependencies point one way, with no cycles, and modules stay small.
 
 Imports are read from the source, never by importing: plain imports (those inside functions
-included), names of kit code in strings ("autograder.speed.measure:measure_speed"), and an
-assignment's modules loaded through `catalog.modules("points")`.
+included), names of kit code in strings ("autograder.assignments.mha.jobs:measure_speed"), and
+an assignment's modules loaded through `catalog.modules("points")`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from conftest import ROOT
 
 from autograder import catalog
 from autograder.cli import COMMANDS
-from autograder.runner.inprocess import JOBS
+from autograder.contract import ENTRIES
+from autograder.grading.registry import SPECS
+from autograder.runner.inprocess import is_job
 
 PACKAGE = ROOT / "autograder"
 # Each layer may import its own and lower layers only: cli → grading → assignments → speed →
@@ -64,7 +66,7 @@ def imported_from(source: str, package: str, top_level: bool = False, strings: b
     found = set()
     for node in walk(ast.parse(source), top_level):
         if strings and isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if KIT_NAME.fullmatch(node.value) and node.value not in JOBS:
+            if KIT_NAME.fullmatch(node.value):
                 found.add(node.value.partition(":")[0])
         elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "modules"
               and node.args and isinstance(node.args[0], ast.Constant)):  # may be optional
@@ -213,10 +215,39 @@ def test_a_string_naming_kit_code_above_is_an_upward_import(source: str, named: 
     assert upward(planted) == [f"autograder.runner.planted -> {named}"]
 
 
-def test_the_jobs_table_names_the_only_kit_code_run_beside_the_students():
-    assert JOBS and all(KIT_NAME.fullmatch(job) and ":" in job for job in JOBS)
-    assert imported_from('run_job("autograder.speed.measure:measure_speed")',
-                         "autograder.runner") == set()
+def test_only_an_assignments_jobs_run_beside_the_students_code():
+    assert is_job("autograder.assignments.mha.jobs:measure_speed")
+    assert not is_job("autograder.speed.timing:count_ops")
+    planted = graph(sources={"autograder.runner.planted":
+                             'run_job("autograder.assignments.mha.jobs:measure_speed")'})
+    assert upward(planted) == ["autograder.runner.planted -> autograder.assignments.mha.jobs"]
+
+
+def knows_an_assignment(edges: dict[str, set[str]], texts: dict[str, str]) -> list[str]:
+    """What the speed layer imports of any assignment (its data included), and the contract
+    names and check ids its code names (as a string or a name)."""
+    named = {*ENTRIES, *SPECS}
+    found = [f"{a} -> {b}" for a, targets in edges.items() if a.startswith("autograder.speed")
+             for b in targets if b.startswith("autograder.assignments")]
+    for module, text in texts.items():
+        for node in walk(ast.parse(text), top_level=False):
+            word = (node.value if isinstance(node, ast.Constant) else
+                    getattr(node, "id", None) or getattr(node, "attr", None))
+            if isinstance(word, str) and word in named:
+                found.append(f"{module} names {word}")
+    return found
+
+
+def test_the_speed_layer_knows_no_assignment():
+    """It times and judges any callables: what an assignment times lives in its package."""
+    texts = {module_name(p): p.read_text(encoding="utf-8")
+             for p in (PACKAGE / "speed").rglob("*.py")}
+    assert knows_an_assignment(graph(), texts) == []
+    planted = {"autograder.speed.planted": "from ..assignments.mha import contract\n"
+                                          'SPEED_CHECK = "speed_fused_vs_looped"\n'}
+    assert {"autograder.speed.planted -> autograder.assignments.mha.contract",
+            "autograder.speed.planted names speed_fused_vs_looped"} <= set(
+        knows_an_assignment(graph(sources=planted), planted))
 
 
 def test_no_assignment_imports_another():
@@ -239,11 +270,11 @@ def test_an_assignments_data_is_read_through_modules_by_the_lowest_layers():
 
 
 def test_mha_kit_check_does_not_load_the_calibration_code():
-    assert "autograder.speed.styles" not in loaded_by_check(graph(top_level=True))
+    assert "autograder.assignments.mha.styles" not in loaded_by_check(graph(top_level=True))
     planted = graph(top_level=True, sources={
         "autograder.cli.check": (PACKAGE / "cli" / "check.py").read_text(encoding="utf-8")
-        + "\nfrom ..speed import reliability\n"})
-    assert "autograder.speed.styles" in loaded_by_check(planted)
+        + "\nfrom ..assignments.mha import calibration\n"})
+    assert "autograder.assignments.mha.styles" in loaded_by_check(planted)
 
 
 def test_nothing_outside_the_cli_imports_it():

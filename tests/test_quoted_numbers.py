@@ -16,10 +16,10 @@ from conftest import ROOT, SPEED
 from autograder.assignments.llm_attention.decode_config import GRADED
 from autograder.assignments.llm_attention.decode_speed import LESS_WORK_NEEDED
 from autograder.assignments.llm_attention.flash import FLASH_CASES, MEMORY_SHAPE
+from autograder.assignments.mha.speed import MAX_RUNS, NEAR, SPEEDUP_NEEDED
 from autograder.grading.registry import POINTS
 from autograder.messages import TEMPLATES
-from autograder.speed.check import BUDGET_S
-from autograder.speed.score import MAX_RUNS, NEAR, SPEEDUP_NEEDED
+from autograder.speed.verdict import BUDGET_S
 
 LLM = "solutions/llm_attention/llm_attention.ipynb"
 LLM_ZH = "solutions/llm_attention_zh/llm_attention_zh.ipynb"
@@ -52,16 +52,16 @@ QUOTES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"（E = (?P<decode_E>\d+)，(?P<decode_H>\d+) 个 query 头，(?P<decode_Hkv>\d+) 个 key/value 头",
      (LLM_ZH,)),
     # The speed check of mha: its threshold, on the CPU and on a GPU, and its constants.
-    (r"\| `score\.SPEEDUP_NEEDED` \| (?P<speedup>[\d.]+) \|", (SPEED_DOC,)),
+    (r"\| `speed\.SPEEDUP_NEEDED` \| (?P<speedup>[\d.]+) \|", (SPEED_DOC,)),
     (r"`SPEEDUP_NEEDED = (?P<speedup>[\d.]+)`", (SPEED_DOC,)),
     (r"needed: at least (?P<speedup>[\d.]+)×(?! less)", (SPEED_DOC, GUIDE, "README.md")),
     (r"the CPU's threshold of (?P<speedup>[\d.]+)× holds there too", (SPEED_DOC,)),
     (r"The threshold stays (?P<speedup>[\d.]+)× on both devices", (SPEED_DOC,)),
     (r"all (?P<speed_points>\d+) points from (?P<speedup>[\d.]+)×", (GUIDE,)),
     (r"stays (?P<speedup>[\d.]+)× faster", (GUIDE,)),
-    (r"\| `score\.NEAR` \| (?P<near>[\d.]+) \|", (SPEED_DOC,)),
-    (r"\| `score\.MAX_RUNS` \| (?P<max_runs>\d+) \|", (SPEED_DOC,)),
-    (r"\| `check\.BUDGET_S` \| (?P<budget>[\d.]+) s \|", (SPEED_DOC,)),
+    (r"\| `speed\.NEAR` \| (?P<near>[\d.]+) \|", (SPEED_DOC,)),
+    (r"\| `speed\.MAX_RUNS` \| (?P<max_runs>\d+) \|", (SPEED_DOC,)),
+    (r"\| `verdict\.BUDGET_S` \| (?P<budget>[\d.]+) s \|", (SPEED_DOC,)),
     # FlashAttention: the memory check's size, the float32 case's scale and scores.
     (r"B = (?P<memory_B>\d+)[,、]\s*H = (?P<memory_H>\d+)[,、]\s*Tq = Tk = (?P<memory_T>\d+)"
      r"[,、]\s*D = (?P<memory_D>\d+)[,、]\s*block_size = (?P<memory_block>\d+)",

@@ -4,6 +4,7 @@ from them."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -107,3 +108,35 @@ def test_an_editions_language_falls_back_where_no_lang_is_given(monkeypatch):
         assert settings.unless_given("lang", "zh") is None
     monkeypatch.setenv(settings.variable("lang"), "en")
     assert settings.unless_given("lang", "zh") is None
+
+
+def _grader_settings(_: str) -> tuple[str, bool | None]:
+    """In a batch's grader process: its `sandbox` setting, and whether its zygote (started as
+    the process started) runs under bubblewrap (None: no zygote)."""
+    from autograder.runner import zygote
+
+    started = zygote._zygote
+    return settings.current().sandbox, None if started is None else started.sandboxed
+
+
+def test_the_courses_settings_apply_before_the_graders_and_their_zygotes_start(tmp_path,
+                                                                              monkeypatch):
+    """`mha-kit autograde`: c.MhaKit in the course's nbgrader_config.py decides how each grader
+    process's zygote is wrapped, as it decides the kernels' (no submission needs grading)."""
+    from nbgrader.api import Gradebook
+
+    from autograder.course_autograde import CourseAutograde
+    from autograder.grading.batch import in_parallel
+    from autograder.release import with_interpreter_on_path
+
+    (tmp_path / "nbgrader_config.py").write_text(
+        (ROOT / "nbgrader_config.py").read_text() + "\nc.MhaKit.sandbox = 'landlock'\n")
+    monkeypatch.setenv(settings.variable("sandbox"), "auto")  # bubblewrap too, where it runs
+    monkeypatch.setenv("PATH", with_interpreter_on_path(dict(os.environ))["PATH"])  # alembic
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gradebook:
+        gradebook.add_assignment("mha")
+    with CourseAutograde(tmp_path, "mha") as course:
+        graded = dict(in_parallel(["alice"], 1, _grader_settings, lambda _: ("died", None),
+                                  str(course.scratch.folder)))
+    assert graded == {"alice": ("landlock", False)}
+    assert settings.current().sandbox == "auto"  # the course's settings end with its run

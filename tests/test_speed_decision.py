@@ -12,18 +12,19 @@ import torch
 from conftest import TINY, score_once
 from test_timing import KIT_TIMES, fake_timer
 
+from autograder.assignments.mha import calibration
+from autograder.assignments.mha import jobs as mha_jobs
+from autograder.assignments.mha import speed as mha_speed
+from autograder.assignments.mha.speed import NEAR, SPEEDUP_NEEDED, Verdict
+from autograder.assignments.mha.speed_config import speed_input, speed_params
+from autograder.assignments.mha.styleset import PARTIAL_LOOPS, RELIABILITY, STYLES, kind, must_earn
 from autograder.checks.core import CheckFailed, Context
 from autograder.grading.registry import run_check
 from autograder.messages import ids_in, msg
 from autograder.oracle import causal_mask, multi_head_attention, torch_mha
 from autograder.runner.inprocess import InProcessSubmission
-from autograder.speed import check as speed_check
-from autograder.speed import measure as speed_measure
-from autograder.speed import reliability
-from autograder.speed import score as speed_score
-from autograder.speed.config import speed_input, speed_params
-from autograder.speed.score import NEAR, SPEEDUP_NEEDED, Verdict
-from autograder.speed.styleset import PARTIAL_LOOPS, RELIABILITY, STYLES, kind, must_earn
+from autograder.speed import calibration as speed_calibration
+from autograder.speed import verdict as speed_verdict
 
 MEDIANS = {"student": 1e-3, "looped": 3e-3, "fused": 1e-3}
 
@@ -42,7 +43,7 @@ def test_every_style_computes_multi_head_attention() -> None:
     expected = multi_head_attention(torch_mha(p64, TINY.E, TINY.H), x.double(), x.double(),
                                     x.double(), causal_mask(TINY.T))[0]
     for name, cls in STYLES.items():
-        forward = speed_measure.prepared(cls(TINY.E, TINY.H), "MultiHeadAttention", params, "cpu")
+        forward = mha_jobs.prepared(cls(TINY.E, TINY.H), "MultiHeadAttention", params, "cpu")
         with torch.no_grad():
             got = forward(x)
         torch.testing.assert_close(got.double(), expected, rtol=1e-4, atol=1e-5, msg=name)
@@ -60,7 +61,7 @@ def test_the_style_set_has_every_kind_and_the_reliability_set_covers_them() -> N
 @pytest.mark.parametrize("name", ["per-head: slices in split and merge",
                                   "seeds: bmm, nn.Softmax, tensor scale, buffer mask"])
 def test_a_style_is_a_complete_submission(name: str) -> None:
-    """`mha-kit bench --reliability` grades styles as submissions: they pass the speed_check."""
+    """`mha-kit bench --reliability` grades styles as submissions: they pass the speed check."""
     sub = InProcessSubmission({"MultiHeadAttention": STYLES[name]}, kit_code=True)
     for check_id in ("fused_mha", "fused_mha_masks", "fused_mha_contract"):
         assert run_check(check_id, sub).passed, check_id
@@ -72,10 +73,10 @@ def test_a_style_is_a_complete_submission(name: str) -> None:
 def test_data_movement_and_computation() -> None:
     for op in ("torch.Tensor.__getitem__", "torch.cat", "torch.stack", "torch.Tensor.unbind",
                "torch.Tensor.chunk", "torch.Tensor.contiguous", "torch.Tensor.shape.__get__"):
-        assert speed_score.moves_data(op), op
+        assert mha_speed.moves_data(op), op
     for op in ("torch.Tensor.softmax", "torch.matmul", "torch.Tensor.masked_fill",
                "torch.nn.functional.linear", "torch.functional.einsum", "torch.Tensor.div"):
-        assert not speed_score.moves_data(op), op
+        assert not mha_speed.moves_data(op), op
 
 
 def test_what_grows_with_the_heads_runs_once_per_head() -> None:
@@ -85,7 +86,7 @@ def test_what_grows_with_the_heads_runs_once_per_head() -> None:
         {"torch.matmul": 2, "torch.Tensor.__getitem__": 48, "torch.Tensor.softmax": 17,
          "torch.Tensor.view": 30},  # view grows, but by less than a call per head
     ]}
-    assert speed_score.per_head_ops(ops) == [("torch.Tensor.__getitem__", 96, 48),
+    assert mha_speed.per_head_ops(ops) == [("torch.Tensor.__getitem__", 96, 48),
                                              ("torch.Tensor.softmax", 33, 17)]
 
 
@@ -98,12 +99,12 @@ def test_what_grows_with_the_heads_runs_once_per_head() -> None:
 def test_the_timing_run_counts_the_calls(tiny, name: str, loops: list, moves: list) -> None:
     sub = InProcessSubmission({"MultiHeadAttention": STYLES[name]}, forbidden={},
                               kit_code=True)
-    measurement = speed_measure.measure_speed(sub, "cpu", 3, timer=fake_timer(KIT_TIMES, 1e-3))
-    judged = speed_score.judge(measurement, "cpu", 3)
+    measurement = mha_jobs.measure_speed(sub, "cpu", 3, timer=fake_timer(KIT_TIMES, 1e-3))
+    judged = mha_speed.judge(measurement, "cpu", 3)
     assert judged.problem is None and judged.heads == (TINY.H, TINY.H // 2)
     assert sorted(op for op, _, _ in judged.loops) == loops
     assert [op for op, _, _ in judged.moves] == moves
-    fraction, message = speed_score.decide([judged], "cpu")
+    fraction, message = mha_speed.decide([judged], "cpu")
     if loops:  # 8× faster than looped, yet nothing, however fast: the count decides
         assert fraction == 0 and message.id == "speed.loops", message
         counted = {k: message.params[k] for k in ("count", "heads", "half_count", "half")}
@@ -116,7 +117,7 @@ def test_the_timing_run_counts_the_calls(tiny, name: str, loops: list, moves: li
 def test_malformed_counts_are_not_scored(tiny) -> None:
     sub = InProcessSubmission({"MultiHeadAttention": STYLES["einsum"]}, forbidden={},
                               kit_code=True)
-    measurement = speed_measure.measure_speed(sub, "cpu", 4, timer=fake_timer(KIT_TIMES, 1e-3))
+    measurement = mha_jobs.measure_speed(sub, "cpu", 4, timer=fake_timer(KIT_TIMES, 1e-3))
     for bad in (None, {"heads": [TINY.H, TINY.H], "counts": [{}, {}]},
                 {"heads": [TINY.H, TINY.H // 2], "counts": [{"x": -1}, {}]},
                 {"heads": [TINY.H, TINY.H // 2], "counts": [{"x": 1.5}, {}]}):
@@ -128,13 +129,13 @@ def test_malformed_counts_are_not_scored(tiny) -> None:
 
 
 def test_measure_again_only_when_the_first_result_is_near() -> None:
-    assert speed_score.wants_another([verdict(SPEEDUP_NEEDED * 1.1)])
-    assert speed_score.wants_another([verdict(SPEEDUP_NEEDED * 1.1), verdict(9.0)])
-    assert not speed_score.wants_another([verdict(SPEEDUP_NEEDED * 1.1)] * 3)  # MAX_RUNS
-    assert not speed_score.wants_another([verdict(SPEEDUP_NEEDED * NEAR)])  # decided
-    assert not speed_score.wants_another([verdict(SPEEDUP_NEEDED / NEAR)])
-    assert not speed_score.wants_another([verdict(2.5, loops=[("torch.matmul", 33, 17)])])
-    assert not speed_score.wants_another([Verdict(speed_score.msg("speed.no_outputs"))])
+    assert mha_speed.wants_another([verdict(SPEEDUP_NEEDED * 1.1)])
+    assert mha_speed.wants_another([verdict(SPEEDUP_NEEDED * 1.1), verdict(9.0)])
+    assert not mha_speed.wants_another([verdict(SPEEDUP_NEEDED * 1.1)] * 3)  # MAX_RUNS
+    assert not mha_speed.wants_another([verdict(SPEEDUP_NEEDED * NEAR)])  # decided
+    assert not mha_speed.wants_another([verdict(SPEEDUP_NEEDED / NEAR)])
+    assert not mha_speed.wants_another([verdict(2.5, loops=[("torch.matmul", 33, 17)])])
+    assert not mha_speed.wants_another([Verdict(mha_speed.msg("speed.no_outputs"))])
 
 
 @pytest.mark.parametrize(("speedups", "fraction"), [
@@ -143,7 +144,7 @@ def test_measure_again_only_when_the_first_result_is_near() -> None:
     ([2.4, 2.6], 1.0),  # two runs (the budget ran out): the upper one
 ])
 def test_the_median_run_decides(speedups: list, fraction: float) -> None:
-    got, message = speed_score.decide([verdict(s) for s in speedups], "cpu")
+    got, message = mha_speed.decide([verdict(s) for s in speedups], "cpu")
     assert got == fraction
     median = sorted(speedups)[len(speedups) // 2]
     assert message.id in ("speed.passed", "speed.too_slow"), message  # what was measured first
@@ -153,8 +154,8 @@ def test_the_median_run_decides(speedups: list, fraction: float) -> None:
 
 
 def test_a_problem_in_any_run_decides() -> None:
-    problem = speed_score.msg("speed.not_scored", reason=speed_score.msg("speed.no_outputs"))
-    assert speed_score.decide([verdict(9.0), Verdict(problem)], "cpu") == (0.0, problem)
+    problem = mha_speed.msg("speed.not_scored", reason=mha_speed.msg("speed.no_outputs"))
+    assert mha_speed.decide([verdict(9.0), Verdict(problem)], "cpu") == (0.0, problem)
 
 
 class FakeClock:
@@ -173,14 +174,14 @@ def run_gate(monkeypatch, speedups: list[float], seconds_per_run: float) -> tupl
     def timed_run(sub, device, seed):
         clock.now += seconds_per_run
         made.append(seed)
-        return speed_check.TimedRun({}, seconds_per_run, None)
+        return speed_verdict.TimedRun({}, seconds_per_run, None)
 
-    monkeypatch.setattr(speed_check.time, "perf_counter", clock)
-    monkeypatch.setattr(speed_check, "timed_run", timed_run)
-    monkeypatch.setattr(speed_check, "judge", lambda m, device, seed: verdict(next(queue)))
-    monkeypatch.setattr(speed_check, "implausible", lambda run, device: None)
+    monkeypatch.setattr(speed_verdict.time, "perf_counter", clock)
+    monkeypatch.setattr(mha_speed, "timed_run", timed_run)
+    monkeypatch.setattr(mha_speed, "judge", lambda m, device, seed: verdict(next(queue)))
+    monkeypatch.setattr(mha_speed, "implausible", lambda run, device: None)
     try:
-        fraction = speed_check.check_speed(None, Context())
+        fraction = mha_speed.check_speed(None, Context())
     except CheckFailed:
         fraction = 0.0
     return fraction, len(made)
@@ -196,19 +197,19 @@ def run_gate(monkeypatch, speedups: list[float], seconds_per_run: float) -> tupl
 ])
 def test_the_gate_measures_again_within_its_budget(monkeypatch, speedups, seconds, fraction,
                                                    runs) -> None:
-    assert speed_check.BUDGET_S < 5
+    assert speed_verdict.BUDGET_S < 5
     assert run_gate(monkeypatch, speedups, seconds) == (fraction, runs)
 
 
 def test_an_implausible_run_is_not_scored(monkeypatch) -> None:
-    problem = speed_score.msg("speed.not_scored", reason=speed_score.msg("speed.over_wall",
+    problem = mha_speed.msg("speed.not_scored", reason=mha_speed.msg("speed.over_wall",
                                                                          wall=0.1))
-    monkeypatch.setattr(speed_check, "timed_run",
-                        lambda sub, device, seed: speed_check.TimedRun({}, 0.1, None))
-    monkeypatch.setattr(speed_check, "judge", lambda m, device, seed: verdict(9.0))
-    monkeypatch.setattr(speed_check, "implausible", lambda run, device: problem)
+    monkeypatch.setattr(mha_speed, "timed_run",
+                        lambda sub, device, seed: speed_verdict.TimedRun({}, 0.1, None))
+    monkeypatch.setattr(mha_speed, "judge", lambda m, device, seed: verdict(9.0))
+    monkeypatch.setattr(mha_speed, "implausible", lambda run, device: problem)
     with pytest.raises(CheckFailed) as failed:
-        speed_check.check_speed(None, Context())
+        mha_speed.check_speed(None, Context())
     assert failed.value.message == problem
 
 
@@ -216,7 +217,7 @@ def test_an_implausible_run_is_not_scored(monkeypatch) -> None:
 
 
 def test_the_dead_band_lies_between_correct_styles_and_whole_loops() -> None:
-    band = reliability.dead_band({
+    band = calibration.dead_band({
         "einsum": [6.0, 6.4], "per-head: slices in split and merge": [3.3, 3.6],
         "loop: softmax only": [3.9],  # a partial loop: left to the count
         "loop: column slices": [1.7, 1.8], "loop: per-head linear": [0.9],
@@ -226,35 +227,35 @@ def test_the_dead_band_lies_between_correct_styles_and_whole_loops() -> None:
     assert band.threshold == round(math.sqrt(3.3 * 1.8), 1) == 2.4
     below, above = band.margins(2.4)
     assert below == pytest.approx(3.3 / 2.4) and above == pytest.approx(2.4 / 1.8)
-    lines, ok = reliability.describe_band(band)
-    assert ok == (min(band.margins(SPEEDUP_NEEDED)) >= reliability.MIN_MARGIN)
+    lines, ok = calibration.describe_band(band, SPEEDUP_NEEDED, "SPEEDUP_NEEDED")
+    assert ok == (min(band.margins(SPEEDUP_NEEDED)) >= speed_calibration.MIN_MARGIN)
     assert "threshold it would choose: 2.4×" in "\n".join(lines)
-    overlap = reliability.dead_band({"einsum": [1.5], "loop: column slices": [1.8]})
-    assert reliability.describe_band(overlap) == ([
+    overlap = calibration.dead_band({"einsum": [1.5], "loop: column slices": [1.8]})
+    assert calibration.describe_band(overlap, SPEEDUP_NEEDED, "SPEEDUP_NEEDED") == ([
         "dead band: 1.80× (fastest whole loop: loop: column slices) to 1.50× (slowest correct "
         "style: einsum)", "no dead band: no threshold separates them"], False)
-    assert reliability.dead_band({"einsum": [6.0]}) is None
+    assert calibration.dead_band({"einsum": [6.0]}) is None
 
 
 def test_points_seen_and_expected() -> None:
-    assert reliability.points_seen([1.0] * 99 + [0.0]) == "10 ×99, 0 ×1"
-    assert reliability.as_expected("einsum", [1.0, 1.0, 0.0]) == 2
-    assert reliability.as_expected("loop: softmax only", [0.0, 1.0]) == 1
-    assert reliability.spread([3.0, 1.0, 2.0]) == "1.0 / 2.0 / 3.0"
+    assert calibration.points_seen([1.0] * 99 + [0.0]) == "10 ×99, 0 ×1"
+    assert calibration.as_expected("einsum", [1.0, 1.0, 0.0]) == 2
+    assert calibration.as_expected("loop: softmax only", [0.0, 1.0]) == 1
+    assert calibration.spread([3.0, 1.0, 2.0]) == "1.0 / 2.0 / 3.0"
 
 
 def test_check_runs_report_the_deciding_speedup() -> None:
-    runs = [reliability.CheckRun(1.0, s, 1.0, "", 0.1, 0.1) for s in
+    runs = [calibration.CheckRun(1.0, s, 1.0, "", 0.1, 0.1) for s in
             [(3.0,), (2.4, 2.7, 2.6), (2.4, 2.6), ()]]
     assert [r.speedup for r in runs[:3]] == [3.0, 2.6, 2.6] and math.isnan(runs[3].speedup)
 
 
 def test_repeated_checks_alternate_and_record(tiny, monkeypatch) -> None:
-    monkeypatch.setattr(speed_measure, "timer_for", lambda device: fake_timer(
+    monkeypatch.setattr(mha_jobs, "timer_for", lambda device: fake_timer(
         {k: v * 1e-3 for k, v in KIT_TIMES.items()}, 1e-6))
-    monkeypatch.setattr(speed_check, "implausible", lambda run, device: None)  # fake times are tiny
+    monkeypatch.setattr(mha_speed, "implausible", lambda run, device: None)  # fake times are tiny
     names = ["einsum", "loop: softmax only"]
-    runs = reliability.repeated_checks({n: STYLES[n] for n in names}, 2, "cpu", forbidden={})
+    runs = calibration.repeated_checks({n: STYLES[n] for n in names}, 2, "cpu", forbidden={})
     assert list(runs) == names and all(len(r) == 2 for r in runs.values())
     assert [r.per_head for r in runs["loop: softmax only"]] == ["compute"] * 2
     assert [r.fraction for r in itertools.chain(*runs.values())] == [1.0, 1.0, 0.0, 0.0]

@@ -11,6 +11,16 @@ from conftest import SPEED, STUBS, TEMPLATE, TINY, score_once
 from torch import nn
 
 from autograder import settings
+from autograder.assignments.mha import jobs as mha_jobs
+from autograder.assignments.mha import speed as mha_speed
+from autograder.assignments.mha import speed_config
+from autograder.assignments.mha.baselines import (
+    BENCH_ROWS,
+    FusedReference,
+    HeadLoopReference,
+    LoopedReference,
+    as_student_class,
+)
 from autograder.assignments.mha.modules import LONGEST_TIMED_T
 from autograder.checks.core import CheckResult, Context
 from autograder.grading.batch import grade_submission
@@ -19,16 +29,8 @@ from autograder.messages import ids_in, msg
 from autograder.oracle import causal_mask, multi_head_attention, torch_mha
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.loading import load_source
-from autograder.speed import config as speed_config
-from autograder.speed import measure as speed_measure
-from autograder.speed import score as speed_score
-from autograder.speed.baselines import (
-    BENCH_ROWS,
-    FusedReference,
-    HeadLoopReference,
-    LoopedReference,
-    as_student_class,
-)
+from autograder.speed import timing as speed_timing
+from autograder.speed import verdict as speed_verdict
 
 
 def fake_timer(per_call: dict[type, float], student: float):
@@ -58,7 +60,7 @@ def test_rounds_rotate_who_goes_first_and_share_inputs() -> None:
         return lambda x: order.append((name, float(x))) or name
 
     inputs = {r: [torch.tensor(10.0 * r + c) for c in range(2)] for r in range(4)}
-    times, kept = speed_measure.interleaved_times(
+    times, kept = speed_timing.interleaved_times(
         {n: candidate(n) for n in "abc"}, inputs.__getitem__, rounds=4, warmup=1,
         timer=fake_timer({}, 1.0), keep=frozenset({1, 6}),
     )
@@ -74,13 +76,13 @@ def test_rounds_rotate_who_goes_first_and_share_inputs() -> None:
 
 
 def test_medians_and_paired_ratios() -> None:
-    assert speed_score.medians({"a": [3.0, 1.0, 2.0], "b": [4.0, 4.0, 9.0, 1.0]}) == {
+    assert speed_verdict.medians({"a": [3.0, 1.0, 2.0], "b": [4.0, 4.0, 9.0, 1.0]}) == {
         "a": 2.0, "b": 4.0}
     # Round 2 is slow for both: the paired ratio ignores it, the ratio of medians would not.
     looped, student = [4.0, 4.0, 40.0, 4.0, 4.4], [1.0, 1.0, 10.0, 2.0, 1.1]
-    assert speed_score.paired_ratio(looped, student) == 4.0
+    assert speed_verdict.paired_ratio(looped, student) == 4.0
     times = {"looped": looped, "student": student, "fused": [0.5, 0.5, 5.0, 1.0, 0.55]}
-    assert speed_score.speed_ratios(times) == (4.0, 2.0)
+    assert mha_speed.speed_ratios(times) == (4.0, 2.0)
 
 
 @pytest.mark.parametrize(("name", "device", "config"), [
@@ -126,7 +128,7 @@ def test_kit_modules_all_compute_multi_head_attention() -> None:
 # --------------------------------------------------------------------------- scoring
 
 
-NEEDED = speed_score.SPEEDUP_NEEDED
+NEEDED = mha_speed.SPEEDUP_NEEDED
 
 
 @pytest.mark.parametrize(
@@ -139,25 +141,25 @@ NEEDED = speed_score.SPEEDUP_NEEDED
     ],
 )
 def test_all_or_nothing(speedup: float, fraction: float) -> None:
-    assert speed_score.speed_fraction(speedup) == fraction
+    assert mha_speed.speed_fraction(speedup) == fraction
 
 
 def test_near_the_threshold_is_a_band_around_it() -> None:
-    near = speed_score.near_threshold
-    assert 1 < NEEDED / speed_score.NEAR and speed_score.MAX_RUNS >= 3
-    assert near(NEEDED) and near(NEEDED / speed_score.NEAR * 1.01) and near(
-        NEEDED * speed_score.NEAR * 0.99)
-    assert not near(NEEDED / speed_score.NEAR) and not near(NEEDED * speed_score.NEAR)
+    near = mha_speed.near_threshold
+    assert 1 < NEEDED / mha_speed.NEAR and mha_speed.MAX_RUNS >= 3
+    assert near(NEEDED) and near(NEEDED / mha_speed.NEAR * 1.01) and near(
+        NEEDED * mha_speed.NEAR * 0.99)
+    assert not near(NEEDED / mha_speed.NEAR) and not near(NEEDED * mha_speed.NEAR)
     assert not near(1.0) and not near(20.0) and not near(math.nan)
 
 
 def test_measured_and_scored_with_a_fake_timer(tiny) -> None:
     sub, seed = template_submission(), 11
     timer = fake_timer(KIT_TIMES, student=1.6e-3)
-    measurement = speed_measure.measure_speed(sub, "cpu", seed, timer=timer)
+    measurement = mha_jobs.measure_speed(sub, "cpu", seed, timer=timer)
     assert measurement["times"]["looped"] == [8e-3] * TINY.rounds
     assert set(measurement["outputs"]) == set(speed_config.spot_indices(TINY, seed))
-    assert speed_score.total_measured(measurement) == pytest.approx(
+    assert mha_speed.total_measured(measurement) == pytest.approx(
         (8e-3 + 1e-3 + 1.6e-3) * TINY.rounds * TINY.calls)
     fraction, message = score_once(measurement, "cpu", seed)
     assert fraction == 1.0
@@ -171,7 +173,7 @@ def test_measured_and_scored_with_a_fake_timer(tiny) -> None:
 
 def test_too_slow_scores_nothing_and_says_what_was_measured_and_needed(tiny) -> None:
     sub, seed = template_submission(), 12
-    measurement = speed_measure.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 6e-3))
+    measurement = mha_jobs.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 6e-3))
     fraction, message = score_once(measurement, "cpu", seed)
     assert fraction == 0.0
     # all or nothing, and what to change (not the old "No faster", speed.no_faster)
@@ -181,7 +183,7 @@ def test_too_slow_scores_nothing_and_says_what_was_measured_and_needed(tiny) -> 
 
 def test_a_threads_setting_is_restored(tiny) -> None:
     before = torch.get_num_threads()
-    speed_measure.measure_speed(template_submission(), "cpu", 1, timer=fake_timer(KIT_TIMES, 1e-3))
+    mha_jobs.measure_speed(template_submission(), "cpu", 1, timer=fake_timer(KIT_TIMES, 1e-3))
     assert torch.get_num_threads() == before
 
 
@@ -206,7 +208,7 @@ class ReturnsZeros(as_student_class(FusedReference)):
 def test_spot_check_rejects_wrong_outputs(tiny, cls: type[nn.Module]) -> None:
     sub = InProcessSubmission({"MultiHeadAttention": cls}, forbidden={}, kit_code=True)
     seed = 5
-    measurement = speed_measure.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 1e-4))
+    measurement = mha_jobs.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 1e-4))
     fraction, message = score_once(measurement, "cpu", seed)
     assert fraction == 0.0
     assert "speed.wrong_output" in ids_in(message), message
@@ -216,8 +218,8 @@ def test_kit_modules_pass_the_spot_check_as_students(tiny) -> None:
     for cls in (FusedReference, HeadLoopReference):
         sub = InProcessSubmission({"MultiHeadAttention": as_student_class(cls)}, forbidden={},
                                   kit_code=True)
-        measurement = speed_measure.measure_speed(sub, "cpu", 9, timer=fake_timer(KIT_TIMES, 1e-3))
-        assert speed_score.spot_check(measurement["outputs"], TINY, 9) is None
+        measurement = mha_jobs.measure_speed(sub, "cpu", 9, timer=fake_timer(KIT_TIMES, 1e-3))
+        assert mha_speed.spot_check(measurement["outputs"], TINY, 9) is None
 
 
 @pytest.mark.parametrize(
@@ -232,7 +234,7 @@ def test_kit_modules_pass_the_spot_check_as_students(tiny) -> None:
     ],
 )
 def test_malformed_measurements_score_nothing(tiny, tamper, problem: str) -> None:
-    measurement = speed_measure.measure_speed(template_submission(), "cpu", 4,
+    measurement = mha_jobs.measure_speed(template_submission(), "cpu", 4,
                                        timer=fake_timer(KIT_TIMES, 1e-3))
     tamper(measurement)
     fraction, message = score_once(measurement, "cpu", 4)
@@ -280,11 +282,11 @@ def test_graded_check_measures_again_near_the_threshold(tiny, monkeypatch, stude
     (8 / 2.7 = 3.0×) is measured MAX_RUNS times in all and the message says so; 5.0× once."""
     # Microseconds, so that the reported times stay below the wall time the check sees.
     micro = {LoopedReference: 8e-6, FusedReference: 1e-6}
-    monkeypatch.setattr(speed_measure, "timer_for", lambda device: fake_timer(micro, student))
+    monkeypatch.setattr(mha_jobs, "timer_for", lambda device: fake_timer(micro, student))
     jobs = []
     sub = InProcessSubmission(load_source(TEMPLATE).namespace, forbidden={})
     monkeypatch.setattr(sub, "run_job", lambda *a, **k: (
-        a[0] == speed_measure.JOB and jobs.append(a)) or InProcessSubmission.run_job(sub, *a, **k))
+        a[0] == mha_jobs.JOB and jobs.append(a)) or InProcessSubmission.run_job(sub, *a, **k))
     passed = CheckResult("fused_mha", POINTS["fused_mha"], POINTS["fused_mha"], "ok")
     result = run_check("speed_fused_vs_looped", sub, Context(results={"fused_mha": passed}))
     assert result.score == POINTS["speed_fused_vs_looped"] and len(jobs) == runs
@@ -305,17 +307,16 @@ def test_timings_on_a_gpu_take_turns_across_graders(tmp_path, monkeypatch):
     import threading
     import time
 
-    from autograder.speed import check as speed_check
 
-    monkeypatch.setattr(speed_check.tempfile, "gettempdir", lambda: str(tmp_path))
-    other = os.open(tmp_path / speed_check.GPU_TURN_LOCK, os.O_RDWR | os.O_CREAT)
+    monkeypatch.setattr(speed_verdict.tempfile, "gettempdir", lambda: str(tmp_path))
+    other = os.open(tmp_path / speed_verdict.GPU_TURN_LOCK, os.O_RDWR | os.O_CREAT)
     fcntl.flock(other, fcntl.LOCK_EX)
     threading.Timer(0.3, os.close, (other,)).start()  # the other grader's timing ends
     started = time.monotonic()
-    with speed_check.gpu_turn("cuda"):
+    with speed_verdict.gpu_turn("cuda"):
         waited = time.monotonic() - started
         with pytest.raises(BlockingIOError):  # and now this grader holds the turn
-            probe = os.open(tmp_path / speed_check.GPU_TURN_LOCK, os.O_RDWR)
+            probe = os.open(tmp_path / speed_verdict.GPU_TURN_LOCK, os.O_RDWR)
             try:
                 fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
             finally:
@@ -323,8 +324,8 @@ def test_timings_on_a_gpu_take_turns_across_graders(tmp_path, monkeypatch):
     assert 0.25 <= waited < 5
     empty = tmp_path / "cpu"
     empty.mkdir()
-    monkeypatch.setattr(speed_check.tempfile, "gettempdir", lambda: str(empty))
-    with speed_check.gpu_turn("cpu"):  # the CPU takes no turn: no lock file is opened
+    monkeypatch.setattr(speed_verdict.tempfile, "gettempdir", lambda: str(empty))
+    with speed_verdict.gpu_turn("cpu"):  # the CPU takes no turn: no lock file is opened
         assert not any(empty.iterdir())
 
 
@@ -333,13 +334,12 @@ def test_a_stuck_gpu_turn_is_waited_for_a_bounded_time(tmp_path, monkeypatch):
     import os
     import time
 
-    from autograder.speed import check as speed_check
 
-    monkeypatch.setattr(speed_check.tempfile, "gettempdir", lambda: str(tmp_path))
-    stuck = os.open(tmp_path / speed_check.GPU_TURN_LOCK, os.O_RDWR | os.O_CREAT)
+    monkeypatch.setattr(speed_verdict.tempfile, "gettempdir", lambda: str(tmp_path))
+    stuck = os.open(tmp_path / speed_verdict.GPU_TURN_LOCK, os.O_RDWR | os.O_CREAT)
     fcntl.flock(stuck, fcntl.LOCK_EX)
     started = time.monotonic()
-    with speed_check.gpu_turn("cuda:0", wait_s=0.2):
+    with speed_verdict.gpu_turn("cuda:0", wait_s=0.2):
         pass
     os.close(stuck)
     assert 0.2 <= time.monotonic() - started < 5
@@ -347,11 +347,10 @@ def test_a_stuck_gpu_turn_is_waited_for_a_bounded_time(tmp_path, monkeypatch):
 
 def test_a_lock_file_this_account_cannot_open_does_not_stop_the_timing(tmp_path, monkeypatch):
     """Another account's lock file (made by root, say): the timing runs without a turn."""
-    from autograder.speed import check as speed_check
 
-    monkeypatch.setattr(speed_check.tempfile, "gettempdir", lambda: str(tmp_path / "missing"))
+    monkeypatch.setattr(speed_verdict.tempfile, "gettempdir", lambda: str(tmp_path / "missing"))
     # os.open fails: no such folder, as it fails for no permission
-    with speed_check.gpu_turn("cuda"):
+    with speed_verdict.gpu_turn("cuda"):
         pass
 
 

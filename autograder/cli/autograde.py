@@ -63,9 +63,9 @@ def run(args: argparse.Namespace) -> int:
     print(render(msg("autograde.started", count=len(course.students),
                      assignment=args.assignment, jobs=args.jobs)),
           file=progress.stream, flush=True)
-    warn_if_unprotected()  # for the kernels and the workers, after the start line
     everyone = []
-    with course:
+    with course:  # the course's settings (c.MhaKit) from here: the sandbox's too
+        warn_if_unprotected()  # for the kernels and the workers, after the start line
         for graded in course.grade(args.jobs):
             course.record(graded)
             notes = [render(msg("autograde.note", student=graded.student, note=note))

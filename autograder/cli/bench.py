@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..assignments.mha import bench
+from ..assignments.mha.speed import SPEED_CHECK
 from ..runner.inprocess import InProcessSubmission
 from ..runner.protocol import StudentCodeError
-from ..speed import bench
-from ..speed.check import SPEED_CHECK
 from .exits import EXIT_FAIL, EXIT_PASS, EXIT_USAGE
 from .options import add_device_flag, chosen_device
 
@@ -52,7 +52,7 @@ def _style_files(folder: str, names: list[str], n: int) -> None:
     for i in range(n):
         for j, name in enumerate(names):
             path = Path(folder, f"r{i:04d}_s{j:02d}.py")
-            path.write_text("from autograder.speed.styleset import STYLES\n\n"
+            path.write_text("from autograder.assignments.mha.styleset import STYLES\n\n"
                             f"MultiHeadAttention = STYLES[{name!r}]\n", encoding="utf-8")
             path.chmod(0o644)
 
@@ -82,11 +82,11 @@ def grading_load(device: str) -> Iterator[None]:
     """While the block runs, `mha-kit grade --jobs 2` grades the reliability styles over and
     over (its graders and their workers are processes: both cores busy, while a thread of this
     one waits for them), and one more process does torch work (`busy_core`)."""
+    from ..assignments.mha.styleset import RELIABILITY
     from ..grading.batch import grade_all
     from ..grading.files import discover
     from ..runner.policy import Limits
-    from ..speed.reliability import busy_core
-    from ..speed.styleset import RELIABILITY
+    from ..speed.calibration import busy_core
 
     stop = threading.Event()
 
@@ -109,7 +109,7 @@ def grading_load(device: str) -> Iterator[None]:
 
 def run(args: argparse.Namespace) -> int:
     # The calibration code (the style set) loads only here: `mha-kit check` never imports it.
-    from ..speed import reliability
+    from ..assignments.mha import calibration as reliability
 
     device = chosen_device(args)
     if device is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .. import settings
-from ..catalog import modules, reject
+from ..catalog import claimed_once, modules, reject
 from ..checks.causes import ANSWERED, raised, runs_elsewhere
 from ..checks.core import CheckFailed, CheckResult, Context, with_warnings
 from ..checks.spec import CheckSpec
@@ -17,7 +17,8 @@ from ..runner.protocol import StandIns, StudentCodeError, Submission
 
 
 def _tables() -> dict[str, tuple[CheckSpec, ...]]:
-    """Each assignment's points table; one without a table of CheckSpecs is left out."""
+    """Each assignment's points table; one without a table of CheckSpecs, or that declares
+    another's check id again, is left out."""
     tables = {}
     for name, points in modules("points").items():
         checks = getattr(points, "CHECKS", None)
@@ -26,7 +27,8 @@ def _tables() -> dict[str, tuple[CheckSpec, ...]]:
             reject(name, "points.py: CHECKS is not a tuple of CheckSpec")
             continue
         tables[name] = checks
-    return tables
+    return claimed_once(tables, lambda table: (c.id for c in table),
+                        "points.py redeclares check ids")
 
 
 # One table per assignment (its package, and its folder under solutions/ and assignments/).

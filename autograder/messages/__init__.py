@@ -30,7 +30,7 @@ from string import Formatter
 from typing import Any
 
 from .. import settings
-from ..catalog import modules, reject
+from ..catalog import claimed_once, modules, reject
 from ..settings import LANGUAGES
 from . import en, zh
 
@@ -41,17 +41,15 @@ def _all_templates() -> dict[str, dict[str, str]]:
     """The shared templates and every assignment's (`assignments/<name>/messages.py`); an id
     is declared once: an assignment that declares one again is left out (`catalog.reject`)."""
     templates = {"en": dict(en.TEMPLATES), "zh": dict(zh.TEMPLATES)}
+    found = {}
     for name, module in modules("messages").items():
         try:
-            theirs = {lang: dict(module.TEMPLATES[lang]) for lang in LANGUAGES}
+            found[name] = {lang: dict(module.TEMPLATES[lang]) for lang in LANGUAGES}
         except (AttributeError, KeyError, TypeError, ValueError) as err:
             reject(name, f"messages.py: TEMPLATES needs {', '.join(LANGUAGES)} ({err!r})")
-            continue
-        clash = sorted(set().union(*(templates[lang].keys() & theirs[lang].keys()
-                                     for lang in LANGUAGES)))
-        if clash:
-            reject(name, f"messages.py redeclares message ids: {clash}")
-            continue
+    shared = set().union(*templates.values())
+    for theirs in claimed_once(found, lambda t: set().union(*t.values()),
+                               "messages.py redeclares message ids", shared).values():
         for lang in LANGUAGES:
             templates[lang].update(theirs[lang])
     return templates

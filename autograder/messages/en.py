@@ -12,7 +12,7 @@ TEMPLATES: dict[str, str] = {
     "quote": "{text}",  # text as it was written elsewhere (Python's, a program's output)
     "join.comma": "{first}, {second}",  # see messages.joined
 
-    # The speed check (speed.score, speed.check) and what it waits for (grading.registry)
+    # The speed checks (speed.verdict, assignments/mha/speed.py) and what they wait for
     "speed.measured": "measured: {speedup:.1f}× faster than the kit's looped version{runs} "
                       "(per call: yours {student:.2f} ms, looped {looped:.2f} ms, the kit's "
                       "fused {fused:.2f} ms; on {device}{config})",

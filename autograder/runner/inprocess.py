@@ -46,11 +46,8 @@ from .warned import capture
 
 # --------------------------------------------------------------------------- calling
 
-# Kit code that runs beside the student's code, by name: the runner never imports it, and
-# tests/test_layout.py reads this table (a name elsewhere would be a hidden dependency). An
-# assignment's own jobs are the functions of its `jobs` module, named by its checks.
-JOBS = frozenset({"autograder.speed.measure:measure_speed",
-                  "autograder.speed.measure:prepare_speed"})
+# Kit code that runs beside the student's code, by name: the functions of an assignment's `jobs`
+# module, named by its checks (the runner never imports them, and knows no assignment).
 ASSIGNMENT_JOB = re.compile(r"autograder\.assignments\.[a-z_][a-z0-9_]*\.jobs:[a-z][a-z0-9_]*")
 # Where an assignment keeps the kit's versions of its pieces (`StandIns`).
 STAND_INS_MODULE = re.compile(r"autograder\.assignments\.[a-z_][a-z0-9_]*\.standins")
@@ -58,7 +55,7 @@ _ABSENT = object()  # a name the student's namespace did not have before a stand
 
 
 def is_job(job: str) -> bool:
-    return job in JOBS or ASSIGNMENT_JOB.fullmatch(job) is not None
+    return ASSIGNMENT_JOB.fullmatch(job) is not None
 
 
 def stand_in_values(stand_ins: StandIns) -> dict[str, Any]:
@@ -438,8 +435,8 @@ class InProcessSubmission:
         return _with_kwargs_after(call, kwargs)
 
     def run_job(self, job: str, what: Message | str, **kwargs: Any) -> Any:
-        """Run the kit function `job` (a "module:function" of JOBS, or of an assignment's
-        `jobs` module) with this submission as its first argument."""
+        """Run the kit function `job` (a "module:function" of an assignment's `jobs` module)
+        with this submission as its first argument."""
         if not is_job(job):
             raise ValueError(f"not a kit job: {job!r}")
         module_name, _, function = job.partition(":")

@@ -44,7 +44,7 @@ StudentLine = tuple[int | None, str, Message | str]
 # the baselines, the stand-ins outside the check they stand in for) answers nothing for a
 # student.
 _KIT = os.path.dirname(os.path.dirname(__file__)) + os.sep
-_HARNESS = re.compile(r"runner/[^/]+\.py|assignments/[^/]+/jobs\.py|speed/measure\.py")
+_HARNESS = re.compile(r"runner/[^/]+\.py|assignments/[^/]+/jobs\.py|speed/timing\.py")
 _LIBRARY = tuple(prefix for prefix in _NOT_STUDENT if prefix != _KIT)
 _KINDS: dict[str, str] = {}
 

@@ -25,7 +25,7 @@ from ...checks.core import CheckFailed, Context
 from ...messages import Message, msg
 from ...runner.inprocess import vetted
 from ...runner.protocol import Submission
-from ...speed.score import how_measured
+from ...speed.verdict import how_measured
 from . import oracle
 from .decode_config import (
     SPOT_TOLERANCE,

@@ -19,7 +19,7 @@ from torch.utils._pytree import tree_leaves
 
 from ...runner.inprocess import load_weights, vetted
 from ...runner.protocol import LocalSubmission, StudentCodeError
-from ...speed.measure import CPU_CLOCK, timing_conditions
+from ...speed.timing import CPU_CLOCK, timing_conditions
 from .decode_config import DecodeConfig, decode_config, decode_input, decode_params
 
 Tensor = torch.Tensor

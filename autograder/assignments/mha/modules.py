@@ -52,7 +52,7 @@ MODULE_CASES = (
 PICTURED_MODULE = Attn(1, 8, 8, 2, mask="causal")
 PICTURED_HEAD = Attn(1, 8, 8, 1, mask="causal")
 META_CASE = MODULE_CASES[4]  # the device check's case: a causal mask
-# The longest sequence the speed check times (the cuda config of speed/config.py; a test keeps
+# The longest sequence the speed check times (the cuda config of speed_config.py; a test keeps
 # them in step): the masks check runs this length first, on every device.
 LONGEST_TIMED_T = 128
 

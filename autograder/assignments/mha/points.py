@@ -1,8 +1,8 @@
 """The points table of multi-head attention: 100 points over twelve checks."""
 
 from ...checks.spec import CheckSpec
-from ...speed.check import SPEED_CHECK, check_speed
 from . import modules, steps
+from .speed import SPEED_CHECK, check_speed
 
 _FUSED = ("MultiHeadAttention",)
 # The six steps, which the modules may call: a step that fails its own check is replaced by

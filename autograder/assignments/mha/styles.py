@@ -1,5 +1,5 @@
 """Correct ways to write a fused `MultiHeadAttention`, as students write them: the style set's
-"fused" and "per-head" kinds (`speed.styleset` adds the loops in disguise and names them all).
+"fused" and "per-head" kinds (`styleset` adds the loops in disguise and names them all).
 
 Each style's own code is the causal self-attention path (`causal`, and the parts it uses),
 the one call the speed check makes; `Style` gives every style the rest of the contract.

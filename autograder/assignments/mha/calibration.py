@@ -1,7 +1,7 @@
 """Where the speed check's threshold belongs on the machine at hand, and how reliably it decides
 there (docs/speed.md).
 
-`mha-kit bench --calibrate [N]` runs the whole style set (`speed.styleset`) through the real
+`mha-kit bench --calibrate [N]` runs the whole style set (`styleset`) through the real
 check N times and prints each style's speedups, the dead band between the slowest correct
 style and the fastest whole loop, the threshold in its middle, and the margins.
 `mha-kit bench --reliability N` prints the points each style of a smaller set earns over N
@@ -11,54 +11,30 @@ checks: alone, beside a busy core, and (with a batch runner, which the CLI passe
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 import statistics
-import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..checks.core import CheckFailed, Context
-from ..runner.inprocess import InProcessSubmission
-from . import measure
-from .check import check_speed
-from .config import config_for
-from .score import SPEEDUP_NEEDED, moves_data, per_head_ops, speed_ratios
+from ...checks.core import CheckFailed, Context
+from ...runner.inprocess import InProcessSubmission
+from ...speed.calibration import Band, band_between, busy_core, describe_band, spread
+from . import jobs
+from .speed import SPEEDUP_NEEDED, check_speed, moves_data, per_head_ops, speed_ratios
+from .speed_config import config_for
 from .styleset import RELIABILITY, STYLES, kind, must_earn
 
-MIN_MARGIN = 1.25  # the threshold must sit this far from both edges of the dead band
 POINTS = 10  # the speed check's points, for the tables (grading.registry holds the real ones)
 # A batch runner: (style names, n, device) -> for each style, n checks: (the fraction of the
 # points, the message the student reads, in English).
 Batch = Callable[[list[str], int, str], dict[str, list[tuple[float, str]]]]
 GRADED = "grade --jobs 2 + busy"  # the batch's condition: its graders, one core busy besides
 MEASURED = re.compile(r"measured: ([0-9.]+)× faster than the kit's looped version(, the median)?")
-
-
-# Torch work on one thread, as a grader does: matrix products and a softmax compete with the
-# timed process for the caches and the memory as well as for a core. A Python spin loop
-# competes for a core alone, and left unseen the failures of correct modules under graders.
-BUSY_TORCH = ("import torch\ntorch.set_num_threads(1)\nx = torch.randn(512, 512)\n"
-              "while True:\n    (x @ x).softmax(-1)\n")
-
-
-@contextlib.contextmanager
-def busy_core(busy: bool = True) -> Iterator[subprocess.Popen | None]:
-    """Another process doing torch work on one core while the block runs (none if not busy)."""
-    if not busy:
-        yield None
-        return
-    hog = subprocess.Popen([sys.executable, "-c", BUSY_TORCH])
-    try:
-        yield hog
-    finally:
-        hog.kill()
-        hog.wait()
 
 
 @dataclass(frozen=True)
@@ -99,7 +75,7 @@ def repeated_checks(subjects: dict[str, type], n: int, device: str,
     class Recording(InProcessSubmission):
         def run_job(self, job: str, what: Any, **kwargs: Any) -> Any:
             result = super().run_job(job, what, **kwargs)
-            if job == measure.JOB:  # the timing runs, not their preparation
+            if job == jobs.JOB:  # the timing runs, not their preparation
                 self.runs.append(result)
             return result
 
@@ -127,12 +103,11 @@ def repeated_checks(subjects: dict[str, type], n: int, device: str,
 # --------------------------------------------------------------------------- tables
 
 
-def spread(values: list[float], fmt: str = "{:.1f}") -> str:
-    """min / median / max."""
-    if not values:
-        return "-"
-    return " / ".join(fmt.format(v) for v in (min(values), statistics.median(values),
-                                               max(values)))
+def dead_band(speedups: dict[str, list[float]]) -> Band | None:
+    """From each style's speedups: correct styles against whole loops (partial loops are
+    stopped by the count, and are as fast as some correct styles). None without both."""
+    return band_between({n: v for n, v in speedups.items() if must_earn(n)},
+                        {n: v for n, v in speedups.items() if kind(n) == "loop"})
 
 
 def points_seen(fractions: list[float]) -> str:
@@ -148,54 +123,6 @@ def expected_points(name: str) -> float:
 def as_expected(name: str, fractions: list[float]) -> int:
     """How many checks gave the style the points it must get (all, or none for a loop)."""
     return sum(round(f * POINTS, 2) == expected_points(name) for f in fractions)
-
-
-@dataclass(frozen=True)
-class Band:
-    """The dead band between the slowest correct style and the fastest whole loop."""
-
-    slowest: float
-    slowest_style: str
-    fastest: float
-    fastest_style: str
-
-    @property
-    def threshold(self) -> float:
-        """The geometric middle, to one decimal: equal margins on both sides."""
-        return round(math.sqrt(self.slowest * self.fastest), 1)
-
-    def margins(self, threshold: float) -> tuple[float, float]:
-        """(below the slowest correct style, above the fastest whole loop)."""
-        return self.slowest / threshold, threshold / self.fastest
-
-
-def dead_band(speedups: dict[str, list[float]]) -> Band | None:
-    """From each style's speedups: correct styles against whole loops (partial loops are
-    stopped by the count, and are as fast as some correct styles). None without both."""
-    correct = {n: min(v) for n, v in speedups.items() if must_earn(n) and v}
-    loops = {n: max(v) for n, v in speedups.items() if kind(n) == "loop" and v}
-    if not correct or not loops:
-        return None
-    slow, fast = min(correct, key=correct.__getitem__), max(loops, key=loops.__getitem__)
-    return Band(correct[slow], slow, loops[fast], fast)
-
-
-def describe_band(band: Band | None) -> tuple[list[str], bool]:
-    """The band, the threshold it supports, the current threshold's margins; whether they hold."""
-    if band is None:
-        return ["dead band: needs a correct style and a whole loop"], False
-    lines = [f"dead band: {band.fastest:.2f}× (fastest whole loop: {band.fastest_style}) to "
-             f"{band.slowest:.2f}× (slowest correct style: {band.slowest_style})"]
-    if band.slowest <= band.fastest:
-        return lines + ["no dead band: no threshold separates them"], False
-    below, above = band.margins(band.threshold)
-    lines.append(f"threshold it would choose: {band.threshold:g}× (margins: {below:.2f}× below "
-                 f"the slowest correct style, {above:.2f}× above the fastest whole loop)")
-    below, above = band.margins(SPEEDUP_NEEDED)
-    ok = min(below, above) >= MIN_MARGIN
-    lines.append(f"SPEEDUP_NEEDED now: {SPEEDUP_NEEDED:g}× (margins {below:.2f}× and "
-                 f"{above:.2f}×; {'both' if ok else 'NOT both'} ≥ {MIN_MARGIN:g})")
-    return lines, ok
 
 
 def calibrate(n: int, device: str, styles: dict[str, type] | None = None) -> tuple[str, bool]:
@@ -221,7 +148,8 @@ def calibrate(n: int, device: str, styles: dict[str, type] | None = None) -> tup
         lines.append(f"{name:<{width}} {kind(name):<12}  {spread(speedups):<19}  {ratio:>6.2f}  "
                      f"{per_head:<15}  {points_seen([r.fraction for r in scored])}")
     band_lines, band_ok = describe_band(dead_band(
-        {name: [s for r in scored for s in r.speedups] for name, scored in runs.items()}))
+        {name: [s for r in scored for s in r.speedups] for name, scored in runs.items()}),
+        SPEEDUP_NEEDED, "SPEEDUP_NEEDED")
     points_ok = all(as_expected(name, [r.fraction for r in scored]) == n
                     for name, scored in runs.items())
     lines += band_lines

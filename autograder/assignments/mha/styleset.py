@@ -1,7 +1,7 @@
-"""The style set: correct fused modules (`speed.styles`) and loops over heads in disguise, by
+"""The style set: correct fused modules (`styles`) and loops over heads in disguise, by
 name. `mha-kit bench --calibrate` and `--reliability` run them through the real speed check
 (docs/speed.md); `mha-kit grade` can grade one as a submission:
-`from autograder.speed.styleset import STYLES; MultiHeadAttention = STYLES["einsum"]`.
+`from autograder.assignments.mha.styleset import STYLES; MultiHeadAttention = STYLES["einsum"]`.
 
 Each style's kind (`kind`) follows its name's prefix:
 

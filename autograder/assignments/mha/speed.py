@@ -1,29 +1,39 @@
-"""Scoring a timing run in the grader: its form, a spot check of its outputs against
-nn.MultiheadAttention, the calls made once per head, and the points from the paired ratios:
-all or nothing, one threshold in a wide dead band, measured again near it. Why: docs/speed.md.
+"""The speed check, fused against looped: gated on the fused module's values, measured beside
+the student's code (`jobs.measure_speed`, run by the runner), judged here: the run's form, a
+spot check of its outputs against nn.MultiheadAttention, the calls made once per head, what
+the grader saw from outside, and the points from the paired ratios: all or nothing, one
+threshold in a wide dead band, measured again near it (`speed.verdict`). Why: docs/speed.md.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
+import secrets
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 
-from .. import oracle, settings
-from ..messages import Message, msg
-from .config import (
-    SpeedConfig,
-    chosen_test_config,
-    config_for,
-    speed_input,
-    speed_params,
-    spot_indices,
+from ... import oracle
+from ...checks.core import CheckFailed, Context
+from ...messages import Message, msg
+from ...runner.inprocess import vetted
+from ...runner.protocol import Submission
+from ...speed.verdict import (
+    TimedRun,
+    deciding_run,
+    how_measured,
+    implausible_times,
+    medians,
+    paired_ratio,
+    runs_until_decided,
+    timed_job,
 )
+from . import jobs
+from .speed_config import SpeedConfig, config_for, speed_input, speed_params, spot_indices
 
 Tensor = torch.Tensor
+SPEED_CHECK = "speed_fused_vs_looped"  # the timed check's id: the same inputs, hidden or not
 
 SPEEDUP_NEEDED = 2.5  # all the points from this speedup over the kit's looped module, else none
 NEAR = 1.2  # a first result within this factor of SPEEDUP_NEEDED is measured again ...
@@ -47,16 +57,6 @@ DATA_MOVEMENT = frozenset("""
     new_empty new_zeros new_ones new_full new_tensor
     size dim numel stride is_contiguous data_ptr element_size item tolist
 """.split())
-
-
-def medians(times: dict[str, list[float]]) -> dict[str, float]:
-    return {name: statistics.median(ts) for name, ts in times.items()}
-
-
-def paired_ratio(slow: list[float], fast: list[float]) -> float:
-    """The median over rounds of slow / fast: candidates timed side by side in one round share
-    that round's machine load, so the ratio holds even when the load drifts between rounds."""
-    return statistics.median(s / f for s, f in zip(slow, fast))
 
 
 def speed_ratios(times: dict[str, list[float]]) -> tuple[float, float]:
@@ -175,31 +175,12 @@ def wants_another(verdicts: list[Verdict]) -> bool:
             and all(v.problem is None and not v.loops for v in verdicts))
 
 
-def how_measured(runs: int) -> dict[str, Message]:
-    """The `config` and `runs` fields of any speed check's message: the config it timed (the
-    graded one, or the kit's test config) and over how many runs."""
-    name = chosen_test_config()
-    config = msg("speed.test_config", variable=settings.variable("speed_config"), name=name)
-    return {"config": config if name else msg("speed.graded_config"),
-            "runs": msg("speed.one_run") if runs == 1 else msg("speed.median_of", runs=runs)}
-
-
 def speed_message(med: dict[str, float], speedup: float, device: str, runs: int = 1
                   ) -> Message:
     """What was measured: the speedup over the kit's looped module, and the times per call."""
     return msg("speed.measured", speedup=float(speedup), student=med["student"] * 1e3,
                looped=med["looped"] * 1e3, fused=med["fused"] * 1e3, device=device,
                **how_measured(runs))
-
-
-Run = TypeVar("Run")  # one timing run, judged: it has a `problem` and a `speedup`
-
-
-def deciding_run(runs: list[Run]) -> tuple[Message | None, Run]:
-    """The first problem that stops the scoring, if any; and the run whose speedup decides:
-    the median one (the upper one of two), whose times are shown."""
-    problem = next((r.problem for r in runs if r.problem is not None), None)
-    return problem, sorted(runs, key=lambda r: r.speedup)[len(runs) // 2]
 
 
 def decide(verdicts: list[Verdict], device: str) -> tuple[float, Message]:
@@ -227,3 +208,39 @@ def total_measured(measurement: dict[str, Any]) -> float:
     """Seconds the reported times add up to, for the sanity check against wall time."""
     calls = measurement["config"]["calls"]
     return math.fsum(sum(ts) for ts in measurement["times"].values()) * calls
+
+
+def timed_run(sub: Submission, device: str, seed: int) -> TimedRun:
+    run = timed_job(sub, msg("worker.timing", name="MultiHeadAttention"), device,
+                    jobs.PREPARE_JOB, jobs.JOB, seed=seed)
+    measurement = run.measurement
+    if isinstance(measurement, dict) and isinstance(measurement.get("outputs"), dict):
+        outputs = measurement["outputs"].items()
+        measurement["outputs"] = {i: vetted(o, "MultiHeadAttention.forward") for i, o in outputs}
+    return run
+
+
+def implausible(run: TimedRun, device: str) -> Message | None:
+    """Why the reported times cannot be right, from what the grader saw outside: or None."""
+    return implausible_times(total_measured(run.measurement), run, device)
+
+
+def check_speed(sub: Submission, ctx: Context) -> float:
+    """Run after fused_mha and fused_mha_masks have passed (the checks it needs): time, judge,
+    sanity-check; again while the result is near the threshold (up to MAX_RUNS runs within
+    `speed.verdict.BUDGET_S`); decide."""
+
+    def run_once() -> Verdict:
+        seed = secrets.randbelow(2**31)
+        run = timed_run(sub, ctx.device, seed)
+        verdict = judge(run.measurement, ctx.device, seed)
+        if verdict.problem is None:
+            problem = implausible(run, ctx.device)
+            verdict = Verdict(problem) if problem else verdict
+        return verdict
+
+    fraction, message = decide(runs_until_decided(run_once, wants_another), ctx.device)
+    if fraction <= 0:
+        raise CheckFailed(message)
+    ctx.notes = message
+    return fraction

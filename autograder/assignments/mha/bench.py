@@ -1,5 +1,5 @@
 """`mha-kit bench`: the attention implementations timed side by side (the speed check's
-calibration and reliability: `speed.reliability`). `compare_in_notebook` shows a student's own
+calibration and reliability: `calibration`). `compare_in_notebook` shows a student's own
 looped and fused modules the same way.
 
 torch is imported inside the functions: building the CLI's parser does not import it.
@@ -11,11 +11,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from ..checks.inputs import per_head_params
+from ...checks.inputs import per_head_params
+from ...speed.timing import Forward, interleaved_times, timer_for, timing_conditions
+from ...speed.verdict import medians
 from .baselines import BENCH_ROWS
-from .config import SpeedConfig, config_for, speed_input, speed_params
-from .measure import Forward, interleaved_times, prepared, timer_for, timing_conditions
-from .score import medians
+from .jobs import prepared
+from .speed_config import SpeedConfig, config_for, speed_input, speed_params
 
 
 def bench_configs(device: str) -> dict[str, SpeedConfig]:

@@ -1,7 +1,9 @@
-"""The speed check: gated on the fused module's values, measured beside the student's code
-(`speed.measure`, run as a job by the runner), judged here (`speed.score`), checked against
-what the grader saw from outside (wall time and the worker's CPU time), and measured again,
-within the check's time budget, when the first result falls near the threshold.
+"""A speed check's verdict in the grader, for any timing job run beside the student's code: the
+job run in the machine's timing turn, what it reports checked against what the grader saw from
+outside (wall time and the worker's CPU time), paired ratios of any two callables' times, all
+the points or none from one threshold, measured again within a time budget while the result
+falls near it, and the run that decides. An assignment's speed check (e.g.
+`assignments.mha.speed`) says what is timed and what is needed.
 """
 
 from __future__ import annotations
@@ -9,24 +11,21 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import secrets
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..checks.core import CheckFailed, Context
+from .. import settings
 from ..messages import Message, msg
-from ..runner.inprocess import vetted
 from ..runner.protocol import Submission
-from . import measure
-from .score import Verdict, decide, judge, total_measured, wants_another
+from .config import chosen_test_config
 
 # On CPU the reported times are the worker's CPU time in the timed calls. The grader reads the
 # worker's whole CPU time from outside; honest runs report 0.76-0.96 of it, under load too,
 # a clock rewound in forward 0.17-0.39 (docs/trusted-grading.md).
-SPEED_CHECK = "speed_fused_vs_looped"  # the timed check's id: the same inputs, hidden or not
 MIN_TIMED_SHARE = 0.6
 # One speed check, re-measurements included, stays within this many seconds: another run is
 # started only if one more as long as the average so far still fits.
@@ -37,13 +36,14 @@ BUDGET_S = 4.5
 GPU_TURN_LOCK = "mha-kit-gpu-timing.lock"
 GPU_TURN_WAIT_S = 120.0  # past this the run is timed anyway: a stuck holder never stalls a class
 V = TypeVar("V")  # one timing run's judgement
+Run = TypeVar("Run")  # one timing run, judged: it has a `problem` and a `speedup`
 
 
 @dataclass
 class TimedRun:
     """The student's timing run, with what the grader saw of it from outside."""
 
-    measurement: Any  # what the run reported (see measure.measure_speed); trusted in nothing
+    measurement: Any  # what the run reported (an assignment's timing job); trusted in nothing
     wall: float  # seconds the grader waited for it
     cpu: float | None  # CPU seconds the student's process used meanwhile, where readable
 
@@ -93,21 +93,6 @@ def timed_job(sub: Submission, what: Message, device: str, prepare: str, job: st
     return TimedRun(measurement, wall, cpu)
 
 
-def timed_run(sub: Submission, device: str, seed: int) -> TimedRun:
-    run = timed_job(sub, msg("worker.timing", name="MultiHeadAttention"), device,
-                    measure.PREPARE_JOB, measure.JOB, seed=seed)
-    measurement = run.measurement
-    if isinstance(measurement, dict) and isinstance(measurement.get("outputs"), dict):
-        outputs = measurement["outputs"].items()
-        measurement["outputs"] = {i: vetted(o, "MultiHeadAttention.forward") for i, o in outputs}
-    return run
-
-
-def implausible(run: TimedRun, device: str) -> Message | None:
-    """Why the reported times cannot be right, from what the grader saw outside: or None."""
-    return implausible_times(total_measured(run.measurement), run, device)
-
-
 def implausible_times(reported: float, run: TimedRun, device: str) -> Message | None:
     """Why `reported` seconds of timed calls cannot be right: more than the wall clock the
     grader waited, or (on the CPU) too small a share of the worker's CPU time; or None."""
@@ -132,22 +117,27 @@ def runs_until_decided(run: Callable[[], V], again: Callable[[list[V]], bool]) -
     return runs
 
 
-def check_speed(sub: Submission, ctx: Context) -> float:
-    """Run after fused_mha and fused_mha_masks have passed (the checks it needs): time, judge,
-    sanity-check; again while the result is near the threshold (up to MAX_RUNS runs within
-    BUDGET_S); decide."""
+def medians(times: dict[str, list[float]]) -> dict[str, float]:
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
-    def run_once() -> Verdict:
-        seed = secrets.randbelow(2**31)
-        run = timed_run(sub, ctx.device, seed)
-        verdict = judge(run.measurement, ctx.device, seed)
-        if verdict.problem is None:
-            problem = implausible(run, ctx.device)
-            verdict = Verdict(problem) if problem else verdict
-        return verdict
 
-    fraction, message = decide(runs_until_decided(run_once, wants_another), ctx.device)
-    if fraction <= 0:
-        raise CheckFailed(message)
-    ctx.notes = message
-    return fraction
+def paired_ratio(slow: list[float], fast: list[float]) -> float:
+    """The median over rounds of slow / fast: candidates timed side by side in one round share
+    that round's machine load, so the ratio holds even when the load drifts between rounds."""
+    return statistics.median(s / f for s, f in zip(slow, fast))
+
+
+def deciding_run(runs: list[Run]) -> tuple[Message | None, Run]:
+    """The first problem that stops the scoring, if any; and the run whose speedup decides:
+    the median one (the upper one of two), whose times are shown."""
+    problem = next((r.problem for r in runs if r.problem is not None), None)
+    return problem, sorted(runs, key=lambda r: r.speedup)[len(runs) // 2]
+
+
+def how_measured(runs: int) -> dict[str, Message]:
+    """The `config` and `runs` fields of any speed check's message: the config it timed (the
+    graded one, or the kit's test config) and over how many runs."""
+    name = chosen_test_config()
+    config = msg("speed.test_config", variable=settings.variable("speed_config"), name=name)
+    return {"config": config if name else msg("speed.graded_config"),
+            "runs": msg("speed.one_run") if runs == 1 else msg("speed.median_of", runs=runs)}

@@ -127,7 +127,7 @@ class TorchMHA(nn.Module):
 
     def __init__(self, params: dict, num_heads: int):
         super().__init__()
-        from ..oracle import torch_mha
+        from ...oracle import torch_mha
 
         self.mha = torch_mha(params, params["q_proj.weight"].shape[0], num_heads)
 
