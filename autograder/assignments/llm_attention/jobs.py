@@ -97,7 +97,7 @@ def _updates_noted(cache: Any, noted: list[Any]) -> Iterator[None]:
 
     try:
         kind.update = noting
-    except TypeError:  # a built-in type: it cannot hold keys and values the module updates
+    except (TypeError, AttributeError):  # a built-in type, a class that takes no attribute
         yield
         return
     try:
