@@ -42,11 +42,13 @@ class SettingError(ValueError):
 
 
 def _setting(default: Any, help: str, applies: str, choices: tuple[str, ...] = (),
-             separator: str = ",", in_config: bool = True) -> Any:
-    """A field of `Settings`; `in_config` False: not settable in nbgrader_config.py."""
+             separator: str = ",", in_config: bool = True, inherited: bool = True) -> Any:
+    """A field of `Settings`; `in_config` False: not settable in nbgrader_config.py;
+    `inherited` False: never given to the processes the grader starts, which run student code
+    (`Settings.environment`)."""
     return field(default=default, metadata={"help": help, "applies": applies,
                                             "choices": choices, "separator": separator,
-                                            "in_config": in_config})
+                                            "in_config": in_config, "inherited": inherited})
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,11 @@ class Settings:
         (), "more folders of assignment packages, a course's own (separated by "
         f"{os.pathsep!r}; the environment only: set before any command, nbgrader's too)",
         COURSE, separator=os.pathsep, in_config=False)
+    # Red team n4: with every input fixed, a table of answers recorded offline replays them.
+    secret: str = _setting("", "the course's secret: salts every input the checks draw, "
+                           "visible and hidden, so that only the instructor's grading knows "
+                           "them (empty: the public inputs, as `mha-kit check` draws them); "
+                           "never given to student code", COURSE, inherited=False)
     assignment: str = _setting("", "the assignment Gradescope grades (empty: the file "
                                "`assignment` beside run_autograder, else default_assignment)",
                                GRADESCOPE)
@@ -111,10 +118,12 @@ class Settings:
                                             for name, value in changes.items()})
 
     def environment(self) -> dict[str, str]:
-        """The variables that give a child process these settings (those not at default)."""
+        """The variables that give a child process these settings (those not at default), but
+        for those never `inherited` (the secret: a child runs student code)."""
         default = Settings()
         return {variable(f.name): _text(f.name, getattr(self, f.name)) for f in fields(self)
-                if getattr(self, f.name) != getattr(default, f.name)}
+                if getattr(self, f.name) != getattr(default, f.name)
+                and f.metadata["inherited"]}
 
 
 FIELDS = {f.name: f for f in fields(Settings)}

@@ -7,5 +7,7 @@ apt-get install -y --no-install-recommends python3 python3-pip
 # A pinned CPU build of torch: the kit is tested with it, and the image stays small.
 python3 -m pip install --no-cache-dir "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu
 python3 -m pip install --no-cache-dir /autograder/source/mha-kit
-# Student code runs as `nobody`: the kit must be readable by every account.
+# Student code runs as `nobody`: the kit must be readable by every account, the course's
+# secret (make_zip.sh) by root alone.
 chmod -R a+rX /autograder/source
+if [ -f /autograder/source/secret ]; then chmod 600 /autograder/source/secret; fi

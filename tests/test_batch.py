@@ -485,10 +485,10 @@ def test_hidden_input_tests_can_be_left_out(tmp_path):
     assert bad.returncode != 0 and "soon" in bad.stderr
 
 
-def make_zip(out: Path, *assignment: str) -> subprocess.CompletedProcess:
+def make_zip(out: Path, *assignment: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(ROOT / "gradescope" / "make_zip.sh"), str(out),
                            *assignment], capture_output=True, text=True,
-                          env={**os.environ, "PYTHON": sys.executable})
+                          env={**os.environ, "PYTHON": sys.executable, **env})
 
 
 def test_gradescope_zip_holds_the_entry_point_the_kit_and_the_assignment(tmp_path):
@@ -511,6 +511,17 @@ def test_gradescope_zip_holds_the_entry_point_the_kit_and_the_assignment(tmp_pat
     assert zipfile.ZipFile(tmp_path / "due.zip").read("hidden_visibility").decode().strip() == (
         "after_due_date")
     assert make_zip(tmp_path / "soon.zip", "mha", "soon").returncode == 2
+
+
+def test_gradescope_zip_holds_the_course_secret_only_when_given(tmp_path):
+    """The secret that salts every input (red team n4) travels in the zip, which students
+    never see; run_autograder reads it from beside itself."""
+    variable = settings.variable("secret")
+    assert make_zip(tmp_path / "open.zip", **{variable: ""}).returncode == 0
+    assert "secret" not in zipfile.ZipFile(tmp_path / "open.zip").namelist()
+    assert make_zip(tmp_path / "salted.zip", **{variable: "s3cr3t words"}).returncode == 0
+    assert zipfile.ZipFile(tmp_path / "salted.zip").read("secret").decode().strip() == (
+        "s3cr3t words")
 
 
 def _returned_or_died(item: str) -> str:

@@ -1,18 +1,26 @@
 """Inputs reach the student's code as their case says: a case labelled non-contiguous passes
 non-contiguous tensors, and self-attention one tensor three times, in process and through the
-worker's pipe, so code that treats them differently is caught, or runs as it would."""
+worker's pipe, so code that treats them differently is caught, or runs as it would. Under a
+course secret they are the instructor's alone: a table of answers recorded with the public kit
+misses them (red team n4), and correct code earns the same full marks under any secret."""
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import os
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import TEMPLATE
 
+from autograder import settings
+from autograder.checks.core import HIDDEN_SALT, Context
 from autograder.grading.batch import grade_submission
-from autograder.grading.registry import run_checks
+from autograder.grading.registry import ASSIGNMENTS, POINTS, run_checks
 from autograder.messages import ids_in
+from autograder.runner import sandbox
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.protocol import copy_as_given
 
@@ -79,3 +87,125 @@ def test_self_attention_passes_one_tensor_three_times(tmp_path):
         by_id = {r.id: r for r in results}
         assert by_id["fused_mha_masks"].passed and by_id["fused_mha_contract"].passed, results
         assert "cause.not_implemented" in ids_in(by_id["fused_mha"].message)  # cross only
+
+
+# --------------------------------------------------------------------------- a course secret
+
+# The steps of one output (attend gives two)
+STEPS = ("split_heads", "scaled_scores", "merge_heads", "output_projection")
+# The mha checks whose inputs are drawn for them (the speed check's are fresh every run)
+UNTIMED = [c for c in ASSIGNMENTS["mha"] if not c.timed]
+
+
+def _call_key(name: str, args: tuple, kwargs: dict) -> str:
+    """A call by its inputs' values: what a table of recorded answers is looked up by."""
+    def part(value: object) -> str:
+        if isinstance(value, torch.Tensor):
+            data = value.detach().contiguous()
+            digest = ("meta" if data.is_meta else
+                      hashlib.sha256(data.cpu().numpy().tobytes()).hexdigest())
+            return f"T{tuple(data.shape)}{data.dtype}{digest}"
+        return repr(value)
+    return "|".join([name, *map(part, args), *(f"{k}={part(v)}" for k, v in kwargs.items())])
+
+
+class _Recorded(torch.autograd.Function):
+    """The student's function run on the call's inputs; its output, and the gradients of each
+    backward it meets (by the gradient it is given), kept in `entry`."""
+
+    @staticmethod
+    def forward(ctx, entry, fn, args, *leaves):
+        with torch.enable_grad():
+            ctx.leaves = [leaf.detach().requires_grad_() for leaf in leaves]
+            given = iter(ctx.leaves)
+            ctx.out = fn(*[next(given) if _leaf(a) else a for a in args])
+        ctx.entry = entry
+        entry["out"] = ctx.out.detach()
+        return ctx.out.detach().clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        grads = torch.autograd.grad(ctx.out, ctx.leaves, grad, allow_unused=True)
+        ctx.entry[_call_key("grad", (grad,), {})] = grads
+        return (None, None, None, *grads)
+
+
+class _Replayed(torch.autograd.Function):
+    """An answer looked up: the output recorded, and the gradients recorded for this one."""
+
+    @staticmethod
+    def forward(ctx, entry, *leaves):
+        ctx.entry = entry
+        return entry["out"].clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (None, *ctx.entry[_call_key("grad", (grad,), {})])
+
+
+def _leaf(value: object) -> bool:
+    return isinstance(value, torch.Tensor) and value.requires_grad
+
+
+def _replayed_steps(namespace: dict) -> dict:
+    """Red team n4 in small: each step's answers (outputs and gradients) recorded once,
+    through the checks on the public kit's inputs, visible and hidden, then functions that
+    only look them up."""
+    table: dict[str, dict] = {}
+
+    def recording(name: str):
+        def record(*args, **kwargs):
+            args = inspect.signature(namespace[name]).bind(*args, **kwargs).args
+            entry = table.setdefault(_call_key(name, args, {}), {})
+            return _Recorded.apply(entry, namespace[name], args, *filter(_leaf, args))
+        return record
+
+    for salt in ("", HIDDEN_SALT):  # the hidden inputs' salt is the public kit's too
+        run_checks(InProcessSubmission({**namespace, **{n: recording(n) for n in STEPS}}),
+                   only=list(STEPS), salt=salt)
+
+    def replaying(name: str):
+        def replay(*args, **kwargs):
+            args = inspect.signature(namespace[name]).bind(*args, **kwargs).args
+            if (key := _call_key(name, args, {})) not in table:
+                raise NotImplementedError("not in the table")
+            return _Replayed.apply(table[key], *filter(_leaf, args))
+        return replay
+
+    return {n: replaying(n) for n in STEPS}
+
+
+def test_a_table_of_answers_recorded_offline_misses_under_a_course_secret(monkeypatch):
+    namespace: dict = {}
+    exec(compile(TEMPLATE.read_text(), str(TEMPLATE), "exec"), namespace)
+    replay = _replayed_steps(namespace)
+    for salt in ("", HIDDEN_SALT):  # the public inputs are fixed: the table answers them
+        results = run_checks(InProcessSubmission(dict(replay)), only=list(STEPS), salt=salt)
+        assert {r.id: r.score for r in results} == {s: POINTS[s] for s in STEPS}, results
+    monkeypatch.setenv(settings.variable("secret"), "the instructor's own")
+    for salt in ("", HIDDEN_SALT):
+        results = run_checks(InProcessSubmission(dict(replay)), only=list(STEPS), salt=salt)
+        assert {r.id: r.score for r in results} == dict.fromkeys(STEPS, 0), results
+
+
+def test_correct_code_earns_every_point_under_any_secret_and_the_same_twice(monkeypatch):
+    def scores() -> dict[str, float]:
+        return {r.id: r.score for r in run_checks(InProcessSubmission.from_path(TEMPLATE),
+                                                  only=[c.id for c in UNTIMED])}
+
+    full = {c.id: POINTS[c.id] for c in UNTIMED}
+    for secret in ("first secret", "second secret"):
+        monkeypatch.setenv(settings.variable("secret"), secret)
+        assert scores() == full
+    assert scores() == full  # the second secret's inputs again
+
+
+def test_the_secret_changes_the_inputs_and_never_reaches_student_code(monkeypatch):
+    public = Context().generator("split_heads", 1).initial_seed()
+    monkeypatch.setenv(settings.variable("secret"), "A")
+    first = Context().generator("split_heads", 1).initial_seed()
+    assert first != public and first == Context().generator("split_heads", 1).initial_seed()
+    monkeypatch.setenv(settings.variable("secret"), "B")
+    assert Context().generator("split_heads", 1).initial_seed() not in (public, first)
+    assert settings.variable("secret") not in sandbox.student_environment(os.environ)
+    assert settings.variable("secret") not in sandbox.with_settings(os.environ)

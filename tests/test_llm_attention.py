@@ -32,6 +32,8 @@ from autograder.runner.inprocess import InProcessSubmission
 
 LLM = CORPUS / "llm"
 sys.path.insert(0, str(LLM))
+from decode_styles import HOLDING, STYLES  # noqa: E402
+from decode_styles import source as decoding_source  # noqa: E402
 from llm_mutants import MUTANTS, REFERENCE, Mutant  # noqa: E402
 
 ALTERNATIVES = sorted((LLM / "alternatives").glob("*.py"))
@@ -285,3 +287,24 @@ def test_a_decoding_step_is_the_matching_row_of_whole_sequence_attention():
     x = torch.randn(2, 9, E, dtype=torch.float64)
     steps = gqa_steps(params, list(x.split((4, 1, 3, 1), dim=1)), H, Hkv, 100.0)
     torch.testing.assert_close(torch.cat(steps, dim=1), oracle.gqa(params, x, H, Hkv, 100.0))
+
+
+# The messages that say a KVCache holds no keys and values (red team n10)
+NOT_A_CACHE = {"llm.cache_not_updated", "llm.cache_update_reply", "llm.cache_keys"}
+
+
+@pytest.mark.parametrize("style", [*STYLES, *HOLDING])
+def test_the_cache_check_asks_for_the_keys_and_values_themselves(style: str):
+    """Every style decodes the right values. A cache that keeps the tokens (and recomputes
+    their keys and values) loses llm_kv_cache, saying why; a cache that holds the keys and
+    values earns it, in whatever form: a buffer longer than the tokens, the keys rotated or
+    not, H heads or Hkv, a class with __slots__."""
+    holds = style in HOLDING or STYLES[style][0]
+    namespace: dict = {}
+    exec(compile(decoding_source(style), "<style>", "exec"), namespace)
+    (result,) = run_checks(InProcessSubmission(namespace), assignment="llm_attention",
+                           only=["llm_kv_cache"])
+    assert result.passed == holds, result.message
+    if not holds:
+        assert NOT_A_CACHE & set(ids_in(result.message)), result.message
+        assert not {"llm.cached_output", "llm.step_output"} & set(ids_in(result.message))

@@ -6,12 +6,14 @@ all of them) or raises `CheckFailed` with a message for the student.
 from __future__ import annotations
 
 import dataclasses
+import hmac
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from .. import settings
 from ..messages import Message, msg
 from .diagnosis import Diagnosis
 
@@ -114,9 +116,21 @@ class Context:
 
     def generator(self, check_id: str, *case: Any) -> torch.Generator:
         """A fixed seed per check and case: the same submission always sees the same inputs.
-        The seed is made of data (`seed_text`), never of a message's words."""
-        key = " ".join([check_id, *map(seed_text, case)]) + self.salt
-        return torch.Generator().manual_seed(zlib.crc32(key.encode()))
+        The seed is made of data (`seed_text`), never of a message's words; with the course's
+        `secret` set, it is keyed by it (HMAC-SHA256), so that inputs recorded with the public
+        kit are not the ones graded, nor can the secret be worked back from them."""
+        key = (" ".join([check_id, *map(seed_text, case)]) + self.salt).encode()
+        seed = secret_seed(key)
+        return torch.Generator().manual_seed(zlib.crc32(key) if seed is None else seed)
+
+
+def secret_seed(key: bytes) -> int | None:
+    """A 64-bit seed for `key`, keyed by the course's `secret` setting (HMAC-SHA256); None
+    when no secret is set (the public inputs)."""
+    secret = settings.read("secret")
+    if not secret:
+        return None
+    return int.from_bytes(hmac.digest(secret.encode(), key, "sha256")[:8], "big")
 
 
 def seed_text(part: Any) -> str:

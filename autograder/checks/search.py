@@ -9,13 +9,14 @@ import getpass
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from random import Random
 from typing import Any
 
 from ..messages import msg
 from ..runner.protocol import StudentCodeError
 from ..runtime import one_thread
 from .causes import Failure, label, verdict
-from .core import CheckFailed, Picture
+from .core import CheckFailed, Picture, secret_seed
 
 # --------------------------------------------------------------------------- shape search
 
@@ -37,7 +38,8 @@ def search_shapes(one_case: Callable[[Any], None], shapes: Any,
     code raised an error the search does not shrink, if the search met one.
 
     A derandomised hypothesis search with no example database, so a grade is the same on
-    every run; it shrinks the first failure it finds to a minimal one. An error of the
+    every run (its shapes drawn from the course's secret where one is set: `secret_seed`); it
+    shrinks the first failure it finds to a minimal one. An error of the
     student's code ends the search (the fixed cases tell a stub from code that refuses some
     cases, and which cases raise); one after which no case can run is raised at once.
     """
@@ -66,8 +68,9 @@ def search_shapes(one_case: Callable[[Any], None], shapes: Any,
     quiet = settings(max_examples=examples, derandomize=True, database=None, deadline=None,
                      phases=(Phase.generate, Phase.shrink), verbosity=Verbosity.quiet,
                      suppress_health_check=list(HealthCheck))
+    seed = secret_seed(b"shapes")
     try:
-        found = find(shapes, fails, settings=quiet)
+        found = find(shapes, fails, settings=quiet, random=None if seed is None else Random(seed))
     except NoSuchExample:
         found = None
     if fatal and fatal[0][1].kind in _ENDS_CASES:

@@ -32,19 +32,29 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 # The ATen ops a short name runs as, however they are reached (torch.ops, a C binding,
 # TorchScript, with torch's function modes off): the watch at the dispatcher names them by the
-# short name. The fused kernels are seen where they run. The math path (a GPU's for float64)
-# decomposes into ordinary ops before the dispatcher, all but `_safe_softmax`, which only it
-# uses (a GPU showed the path unwatched: tests/corpus/forbidden_routes.py, "hidden").
+# short name. Every op that computes attention, its gradients or a whole attention layer is
+# named, since a kernel runs the ops it calls below the dispatcher's Python key, unwatched:
+# `_transformer_encoder_layer_fwd` (nn.TransformerEncoderLayer's fast path) runs the native
+# MHA kernel inside, and with a zero feed-forward and an identity layer norm it is plain
+# attention. The math path (a GPU's for float64) decomposes into ordinary ops before the
+# dispatcher, all but `_safe_softmax`, which only it uses (a GPU showed the path unwatched:
+# tests/corpus/forbidden_routes.py, "hidden"). `_fused_sdp_choice` only picks a kernel, but
+# nothing else calls it. tests/test_forbidden_routes.py checks the list against torch's ops.
 ATEN_OPS: dict[str, tuple[str, ...]] = {
-    "nn.MultiheadAttention": ("aten::_native_multi_head_attention",),
+    "nn.MultiheadAttention": tuple(f"aten::{op}" for op in (
+        "_native_multi_head_attention", "_transformer_encoder_layer_fwd",
+        "_triton_multi_head_attention")),
     "F.scaled_dot_product_attention": tuple(f"aten::{op}" for op in (
-        "scaled_dot_product_attention", "_scaled_dot_product_attention_math",
-        "_scaled_dot_product_attention_math_for_mps", "_scaled_dot_product_flash_attention",
-        "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
-        "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_fused_attention_overrideable",
-        "_flash_attention_forward", "_efficient_attention_forward", "_safe_softmax")),
+        "scaled_dot_product_attention", "_fused_sdp_choice", "_scaled_dot_product_attention_math",
+        "_scaled_dot_product_attention_math_for_mps", "_safe_softmax",
+        *(f"_scaled_dot_product_{kernel}{part}"
+          for kernel in ("flash_attention", "flash_attention_for_cpu", "efficient_attention",
+                         "cudnn_attention", "fused_attention_overrideable")
+          for part in ("", "_backward")),
+        *(f"_{kernel}_attention_{part}" for kernel in ("flash", "efficient", "cudnn")
+          for part in ("forward", "backward")),
+        "_flash_attention_forward_no_dropout_inplace", "_triton_scaled_dot_attention")),
 }
-
 
 def _resolve(dotted: str) -> Callable:
     parts = dotted.split(".")

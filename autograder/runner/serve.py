@@ -32,7 +32,6 @@ from .policy import forbidden_functions, refuse_starts
 from .protocol import Call, StandIns, StudentCodeError
 
 PRINT_KEEP = 500  # characters of the student's printing kept for the report
-PR_SET_DUMPABLE = 4
 SETUP_WAIT_S = 60.0  # a new worker waits this long for its setup, the grader's first message
 
 
@@ -73,7 +72,7 @@ def open_to_grader() -> None:
     account closed (it made the process undumpable). Only under Landlock: every process that
     runs student code as that account is confined too, and none may read another's; and its
     seccomp program keeps this so."""
-    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    ctypes.CDLL(None).prctl(landlock.PR_SET_DUMPABLE, 1, 0, 0, 0)
 
 
 def limit_resources(device: str, memory_gib: float, disk_gib: float) -> None:

@@ -60,4 +60,19 @@ ATTACKS: tuple[Attack, ...] = (
            "    return _flash(q, k, v, is_causal=is_causal, block_size=k.shape[2])\n",
            {"llm_flash_forward": 15, "llm_flash_memory": 0},
            message="llm.full_matrix_forward"),
+    Attack("a KVCache that keeps the tokens, their keys and values recomputed (red team n10)",
+           "llm_attention",
+           "class KVCache:\n"
+           "    def __init__(self):\n"
+           "        self.x = None\n\n"
+           "    def __len__(self):\n"
+           "        return 0 if self.x is None else self.x.shape[1]\n\n\n"
+           "_whole = GroupedQueryAttention.forward\n\n\n"
+           "def _tokens_kept(self, x, cache=None):\n"
+           "    if cache is None:\n"
+           "        return _whole(self, x)\n"
+           "    cache.x = x if cache.x is None else torch.cat([cache.x, x], dim=1)\n"
+           "    return _whole(self, cache.x)[:, -x.shape[1]:]\n\n\n"
+           "GroupedQueryAttention.forward = _tokens_kept\n",
+           {"llm_kv_cache": 0}, message="llm.cache_not_updated"),
 )

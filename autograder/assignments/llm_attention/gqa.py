@@ -148,7 +148,7 @@ def check_kv_cache(sub, ctx: Context) -> float:
         got = sub.run_job(DECODE_JOB, msg("llm.decoding", name=MODULE), init=c.init(),
                           params={**cast, **{k: None for k in params if params[k] is None}},
                           chunks=chunks, dtype=c.dtype)
-        twice, steps, lengths = _decoded(got, len(chunks))
+        twice, steps, lengths, held = _decoded(got, len(chunks))
         want = oracle.gqa(_weights(params), x.double(), c.H, c.Hkv, c.rope_base).to(c.dtype)
         what = msg("what.output", name=MODULE)
         expect_close(what, twice[0], want, c.label(), ROPE_TOL, dims=("B", "T", "E"))
@@ -166,18 +166,50 @@ def check_kv_cache(sub, ctx: Context) -> float:
                      d.label(), ROPE_TOL, dims=("B", "T", "E"),
                      mistakes=variants.cache_candidates(_weights(params), [
                          t.double() for t in chunks], c.H, c.Hkv, c.rope_base))
+        _expect_held(held, _weights(params), x.double(), c, d.label())
 
     run_cases(one_case, DECODING_CASES)
     return 1.0
 
 
-def _decoded(got: Any, count: int) -> tuple[list[Any], list[Any], list[Any]]:
-    """The job's reply, in the form asked for: two outputs, one per chunk, one length each."""
+def _expect_held(held: tuple[Tensor, Tensor] | str | None, weights: dict[str, Tensor],
+                 x: Tensor, c: Gqa, case: Message | str) -> None:
+    """Red team n10: right outputs from a "cache" that keeps the tokens and recomputes every
+    key and value. What the module's last `cache.update` gave back must be every key and value
+    so far: a key rotated by RoPE (as the notebook asks) or as projected (rotated again at
+    every step, still saved work); Hkv heads, or H after `repeat_kv`; a static buffer may
+    hold more positions than those written."""
+    if held is None:
+        raise CheckFailed(msg("llm.cache_not_updated", name=MODULE), case=case)
+    if isinstance(held, str):
+        raise CheckFailed(msg("llm.cache_update_reply", type=held), case=case)
+    D, length = c.E // c.H, x.shape[1]
+    rotated, values = oracle.keys_values(weights, x, c.Hkv, D, c.rope_base)
+    as_projected = oracle.keys_values(weights, x, c.Hkv, D, c.rope_base, rotated=False)[0]
+    for what, got, wants in ((msg("llm.cache_keys"), held[0], (rotated, as_projected)),
+                             (msg("llm.cache_values"), held[1], (values,))):
+        if got.dim() == 4 and got.shape[2] >= length:
+            got = got[:, :, :length]
+        if got.dim() == 4 and got.shape[1] == c.H != c.Hkv:
+            wants = tuple(oracle.repeat_kv(want, c.H // c.Hkv) for want in wants)
+        if not any(got.shape == other.shape and torch.allclose(got.double(), other, **ROPE_TOL)
+                   for other in wants[1:]):
+            expect_close(what, got, wants[0].to(c.dtype), case, ROPE_TOL,
+                         dims=("B", "Hkv", "L", "D"))
+
+
+def _decoded(got: Any, count: int) -> tuple[list[Any], list[Any], list[Any], Any]:
+    """The job's reply, in the form asked for: two outputs, one per chunk, one length each,
+    and what the last `cache.update` gave back (a pair of tensors, a type's name, or None)."""
     if not isinstance(got, dict):
         got = {}
-    twice, steps, lengths = (got.get(key) for key in ("twice", "steps", "lengths"))
+    twice, steps, lengths, held = (got.get(key)
+                                   for key in ("twice", "steps", "lengths", "held"))
     if not (isinstance(twice, list) and len(twice) == 2 and isinstance(steps, list)
-            and len(steps) == count and isinstance(lengths, list) and len(lengths) == count):
+            and len(steps) == count and isinstance(lengths, list) and len(lengths) == count
+            and (held is None or isinstance(held, str) or type(held) in (tuple, list)
+                 and len(held) == 2
+                 and all(type(t) is Tensor for t in held))):
         raise CheckFailed(msg("llm.bad_decoding_reply", name=MODULE))
     return ([vetted(t, MODULE) for t in twice], [vetted(t, MODULE) for t in steps],
-            [n if type(n) is int else repr(n) for n in lengths])
+            [n if type(n) is int else repr(n) for n in lengths], held)

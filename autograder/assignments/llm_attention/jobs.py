@@ -6,9 +6,12 @@ judge it, on their side of the pipe."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
 import time
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -19,6 +22,7 @@ from torch.utils._pytree import tree_leaves
 
 from ...runner.inprocess import load_weights, vetted
 from ...runner.protocol import LocalSubmission, StudentCodeError
+from ...runner.student_code import type_name
 from ...speed.timing import CPU_CLOCK, timing_conditions
 from .decode_config import DecodeConfig, decode_config, decode_input, decode_params
 
@@ -30,12 +34,14 @@ MODULE = "GroupedQueryAttention"
 # Ops that read a tensor's values into Python (`.item()`, `int(t)`, `if t:`): meta tensors
 # have none, so code that does cannot be measured there.
 READS_VALUES = ("aten::_local_scalar_dense",)
+_ABSENT = object()  # a class that inherits its `update`
 
 
 def decode(sub: LocalSubmission, *, init: tuple, params: dict[str, Tensor],
            chunks: list[Tensor], dtype: torch.dtype) -> dict[str, Any]:
     """The module run twice over every token without a cache, then over the chunks one after
-    the other through one `KVCache`: every output, and len(cache) after each chunk."""
+    the other through one `KVCache`: every output, len(cache) after each chunk, and what the
+    module's last `cache.update` gave back ("held": None if it never called it)."""
     module = sub.construct(MODULE, *init)
     device = chunks[0].device
 
@@ -52,12 +58,55 @@ def decode(sub: LocalSubmission, *, init: tuple, params: dict[str, Tensor],
         twice = [vetted(sub.guard(forward, lambda: module(whole.clone())), forward)
                  for _ in range(2)]
         cache = sub.guard("KVCache", sub.lookup("KVCache"))
-        steps, lengths = [], []
-        for chunk in chunks:
-            steps.append(vetted(sub.guard(forward, lambda c=chunk: module(c.clone(),
-                                                                         cache=cache)), forward))
-            lengths.append(sub.guard("len(cache)", lambda: len(cache)))
-    return {"twice": twice, "steps": steps, "lengths": lengths}
+        steps, lengths, updates = [], [], []
+        with _updates_noted(cache, updates):
+            for chunk in chunks:
+                steps.append(vetted(sub.guard(forward, lambda c=chunk: module(
+                    c.clone(), cache=cache)), forward))
+                lengths.append(sub.guard("len(cache)", lambda: len(cache)))
+    held = _held(updates[-1]) if updates else None
+    return {"twice": twice, "steps": steps, "lengths": lengths, "held": held}
+
+
+def _held(given: Any) -> tuple[Tensor, Tensor] | str:
+    """A pair of tensors, as it is (vetted); anything else by the name of its type."""
+    if type(given) in (tuple, list) and len(given) == 2 and all(
+            type(t) in (Tensor, nn.Parameter) for t in given):
+        return vetted(given, "KVCache.update")
+    return type_name(given)
+
+
+@contextlib.contextmanager
+def _updates_noted(cache: Any, noted: list[Any]) -> Iterator[None]:
+    """While active, what each call of `cache.update` gives back is appended to `noted`:
+    the keys and values the cache holds, as the student's module sees them. The method is
+    wrapped on the cache's class (a class with `__slots__` takes no attribute), and put back."""
+    kind = type(cache)
+    own = vars(kind).get("update", _ABSENT)
+    update = inspect.getattr_static(kind, "update", None)  # a function, or any descriptor
+    if update is None:
+        yield
+        return
+
+    def noting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = update.__get__(self, kind) if hasattr(update, "__get__") else update
+        given = bound(*args, **kwargs)
+        if self is cache:
+            noted.append(given)
+        return given
+
+    try:
+        kind.update = noting
+    except (TypeError, AttributeError):  # a built-in type, a class that takes no attribute
+        yield
+        return
+    try:
+        yield
+    finally:
+        if own is _ABSENT:
+            del kind.update
+        else:
+            kind.update = own
 
 
 class SizeWatch(TorchDispatchMode):

@@ -24,6 +24,18 @@ TEMPLATES: dict[str, dict[str, str]] = {
                              "sequence)",
         "llm.bad_decoding_reply": "decoding with {name} and a KVCache gave back something other "
                                   "than outputs and lengths",
+        "llm.cache_not_updated": "{name} decoded the right values without calling "
+                                 "cache.update(k, v): right outputs alone are not a cache. "
+                                 "Keep the keys (rotated by RoPE) and the values of past tokens "
+                                 "in the KVCache: each call computes them for its new tokens "
+                                 "only, and cache.update returns those of every token so far",
+        "llm.cache_update_reply": "cache.update(k, v) gave back a {type}, not the pair (keys, "
+                                  "values) of every token so far, (B, Hkv, L, D) each: the "
+                                  "cache must keep keys and values, not what they are made from",
+        "llm.cache_keys": "the keys that the last cache.update(k, v) gave back (those of every "
+                          "token so far, each rotated by RoPE at its own position)",
+        "llm.cache_values": "the values that the last cache.update(k, v) gave back (those of "
+                            "every token so far)",
         "case.llm_large_scores": "scores in the hundreds",
         "llm.flash_pair": "{name} must return a pair (out, logsumexp), not a {type}",
         "llm.flash_out": "{name} output",
@@ -209,6 +221,16 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "llm.cached_output": "{name} 带缓存的各次调用依次拼接的输出（每一步都应等于对整个序列做"
                              "注意力时对应的那几行）",
         "llm.bad_decoding_reply": "用 {name} 和 KVCache 解码时返回的不是输出和长度",
+        "llm.cache_not_updated": "{name} 没有调用 cache.update(k, v) 就解码出了正确的值：只有输出"
+                                 "正确还不是缓存。请把已处理词元的键（已用 RoPE 旋转）和值保存在 "
+                                 "KVCache 里：每次调用只为新词元计算它们，cache.update 返回到目前"
+                                 "为止所有词元的键和值",
+        "llm.cache_update_reply": "cache.update(k, v) 返回的是 {type}，而不是到目前为止所有词元"
+                                  "的 (键, 值) 对（各为 (B, Hkv, L, D)）：缓存应保存键和值，而不是"
+                                  "用来计算它们的东西",
+        "llm.cache_keys": "最后一次 cache.update(k, v) 返回的键（到目前为止每个词元的键，各自按"
+                          "其位置用 RoPE 旋转）",
+        "llm.cache_values": "最后一次 cache.update(k, v) 返回的值（到目前为止每个词元的值）",
         "case.llm_large_scores": "分数达到数百",
         "llm.flash_pair": "{name} 应返回一对 (out, logsumexp)，而不是 {type}",
         "llm.flash_out": "{name} 的输出",

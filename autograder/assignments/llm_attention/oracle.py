@@ -83,10 +83,20 @@ def gqa(params: dict[str, Tensor], x: Tensor, num_heads: int, num_kv_heads: int,
     B, T, E = x.shape
     D = E // num_heads
     q = F.linear(x, params["q_proj.weight"]).view(B, T, num_heads, D).transpose(1, 2)
-    k = F.linear(x, params["k_proj.weight"]).view(B, T, num_kv_heads, D).transpose(1, 2)
-    v = F.linear(x, params["v_proj.weight"]).view(B, T, num_kv_heads, D).transpose(1, 2)
     if rope_base is not None:
-        positions = torch.arange(T, device=x.device)
-        q, k = rope(q, positions, rope_base), rope(k, positions, rope_base)
+        q = rope(q, torch.arange(T, device=x.device), rope_base)
+    k, v = keys_values(params, x, num_kv_heads, D, rope_base)
     out = attention(q, k, v, causal_blocked(T, T, x.device))  # (B, H, T, D)
     return F.linear(out.transpose(1, 2).reshape(B, T, E), params["out_proj.weight"])
+
+
+def keys_values(params: dict[str, Tensor], x: Tensor, num_kv_heads: int, head_dim: int,
+                rope_base: float | None, rotated: bool = True) -> tuple[Tensor, Tensor]:
+    """The keys and values of x (B, T, E), (B, Hkv, T, D) each: what a KV cache holds after
+    these T tokens, the keys rotated by RoPE at positions 0..T-1 (unless not `rotated`)."""
+    B, T, _ = x.shape
+    k = F.linear(x, params["k_proj.weight"]).view(B, T, num_kv_heads, head_dim).transpose(1, 2)
+    v = F.linear(x, params["v_proj.weight"]).view(B, T, num_kv_heads, head_dim).transpose(1, 2)
+    if rope_base is not None and rotated:
+        k = rope(k, torch.arange(T, device=x.device), rope_base)
+    return k, v

@@ -1,7 +1,8 @@
 """Styles of decoding with a KVCache, for the decoding speed check's dead band: each is
-reference.py with classes redefined at its end. Every one decodes the right values (it passes
-llm_kv_cache); the correct ones do O(T·E) work per new token, the others recompute the prefix,
-O(T·E²).
+reference.py with classes redefined at its end. Every one decodes the right values; the correct
+ones do O(T·E) work per new token, the others recompute the prefix, O(T·E²), and their caches
+hold no keys and values (they lose llm_kv_cache too). `HOLDING`: caches that hold the keys and
+values in another form than the notebook's, correct all the same (llm_kv_cache only).
 """
 
 from __future__ import annotations
@@ -219,6 +220,73 @@ GroupedQueryAttention.forward = _keys_recomputed
 '''),
 }
 
+# Red team n10: the module keeps the tokens in the cache itself and never calls update.
+STYLES["keeps the tokens, never calls update"] = (False, _TOKENS_CACHE + '''
+
+_whole = GroupedQueryAttention.forward
+
+
+def _tokens_kept(self, x, cache=None):
+    if cache is None:
+        return _whole(self, x)
+    cache.x = x if cache.x is None else torch.cat([cache.x, x], dim=1)  # (B, L, E)
+    return _whole(self, cache.x)[:, -x.shape[1]:]  # (B, T, E)
+
+
+GroupedQueryAttention.forward = _tokens_kept
+''')
+
+_ROPE_LATE = '''
+
+def _rotated_late(self, x, cache=None):
+    B, T, E = x.shape
+    H, Hkv, D = self.num_heads, self.num_kv_heads, self.head_dim
+    start = 0 if cache is None else len(cache)
+    q = self.q_proj(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+    k = self.k_proj(x).view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
+    v = self.v_proj(x).view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
+    if cache is not None:
+        k, v = cache.update(%s)  # (B, Hkv or H, L, D), the keys not rotated
+    L = k.shape[2]
+    positions = torch.arange(start, start + T, device=x.device)  # (T,)
+    if self.rope_base is not None:
+        q = apply_rope(q, positions, self.rope_base)
+        k = apply_rope(k, torch.arange(L, device=x.device), self.rope_base)
+    if k.shape[1] != H:
+        k, v = repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)  # (B, H, L, D)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, L)
+    blocked = torch.arange(L, device=x.device)[None, :] > positions[:, None]  # (T, L)
+    weights = scores.masked_fill(blocked, float("-inf")).softmax(dim=-1)
+    return self.out_proj((weights @ v).transpose(1, 2).reshape(B, T, E))  # (B, T, E)
+
+
+GroupedQueryAttention.forward = _rotated_late
+'''
+HOLDING: dict[str, str] = {
+    "keys as projected, rotated again at every step": _ROPE_LATE % "k, v",
+    "the keys of every query head (after repeat_kv)": _ROPE_LATE % (
+        "repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)"),
+    "a class with __slots__": '''
+
+class KVCache:
+    __slots__ = ("k", "v")
+
+    def __init__(self):
+        self.k = self.v = None
+
+    @staticmethod
+    def _grown(old, new):
+        return new if old is None else torch.cat([old, new], dim=2)
+
+    def update(self, k, v):
+        self.k, self.v = KVCache._grown(self.k, k), KVCache._grown(self.v, v)
+        return self.k, self.v
+
+    def __len__(self):
+        return 0 if self.k is None else self.k.shape[2]
+''',
+}
+
 
 def source(style: str) -> str:
-    return REFERENCE.read_text() + STYLES[style][1]
+    return REFERENCE.read_text() + (HOLDING[style] if style in HOLDING else STYLES[style][1])
