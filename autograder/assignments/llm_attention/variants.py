@@ -5,6 +5,7 @@ the expected values come from `oracle`."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -289,9 +290,10 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
             scores = scores.masked_fill(blocked, NEG_INF)
         return out.to(q.dtype), (lse - scores.amax(-1)).to(q.dtype)
 
-    def keys_cut(query_block: int, end: Callable[[int, int], int]) -> tuple[Tensor, Tensor]:
+    def keys_cut(query_block: int, end: Callable[[int, int], int],
+                 unseen: float) -> tuple[Tensor, Tensor]:
         out, lse = flash_keys_cut(q64, k64, v64, query_block, end)
-        return out.to(q.dtype), lse.to(q.dtype)
+        return out.masked_fill(out.isnan(), unseen).to(q.dtype), lse.to(q.dtype)
 
     found = [
         ("flash_acc_not_rescaled", lambda: variant(rescale_acc=False)),
@@ -310,8 +312,10 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
                   ("flash_causal_ignored", lambda: variant(causal=False))]
         if q.shape[2] != k.shape[2]:
             found.append(("flash_causal_top_left", lambda: variant(top_left=True)))
-        found += [("flash_causal_keys_cut", lambda qb=qb, end=end: keys_cut(qb, end))
-                  for qb, end in flash_key_ends(q.shape[2], k.shape[2], block)]
+        # A query that sees no key: 0 / 0 in an online softmax, 0 from an empty slice's.
+        found += [("flash_causal_keys_cut", lambda qb=qb, end=end, unseen=unseen: keys_cut(
+            qb, end, unseen)) for qb, end in flash_key_ends(q.shape[2], k.shape[2], block)
+                  for unseen in (math.nan, 0.0)]
     return found
 
 
