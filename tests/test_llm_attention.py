@@ -308,3 +308,32 @@ def test_the_cache_check_asks_for_the_keys_and_values_themselves(style: str):
     if not holds:
         assert NOT_A_CACHE & set(ids_in(result.message)), result.message
         assert not {"llm.cached_output", "llm.step_output"} & set(ids_in(result.message))
+
+
+def _two_loop_flash(q, k, v, block: int, stop) -> torch.Tensor:
+    """FlashAttention-2's causal loop, queries in blocks too, its key range for the queries
+    [qs, qe) ending at stop(qs, qe, hi), hi = min(Tk, qe + Tk - Tq) being right."""
+    Tq, Tk = q.shape[2], k.shape[2]
+    out = torch.empty_like(q)
+    for qs in range(0, Tq, block):
+        qe = min(qs + block, Tq)
+        end = stop(qs, qe, min(Tk, qe + Tk - Tq))
+        scores = q[:, :, qs:qe] @ k[:, :, :end].transpose(-2, -1) / q.shape[-1] ** 0.5
+        blocked = torch.arange(end)[None, :] > torch.arange(qs, qe)[:, None] + (Tk - Tq)
+        out[:, :, qs:qe] = scores.masked_fill(blocked, float("-inf")).softmax(-1) @ v[:, :, :end]
+    return out
+
+
+@pytest.mark.parametrize("stop", [lambda qs, qe, hi: hi - 1, lambda qs, qe, hi: hi - 4,
+                                  lambda qs, qe, hi: qs + hi - qe])
+@pytest.mark.parametrize("Tq, Tk", [(9, 9), (3, 11)])
+def test_a_causal_key_range_cut_short_is_named(stop, Tq: int, Tk: int):
+    """One key early, one block early, the diagonal block left out, as a two-loop
+    FlashAttention writes them: a candidate of flash_causal_keys_cut reproduces each."""
+    from autograder.assignments.llm_attention.variants import flash_candidates
+    q, k, v = (torch.randn(1, 2, T, 4, dtype=torch.float64) for T in (Tq, Tk, Tk))
+    got = _two_loop_flash(q, k, v, 4, stop)
+    cut = [make()[0] for name, make in flash_candidates(q, k, v, True, 4)
+           if name == "flash_causal_keys_cut"]
+    assert any(torch.allclose(got, out, equal_nan=True) for out in cut)
+    assert not torch.allclose(got, oracle.flash(q, k, v, True)[0], equal_nan=True)

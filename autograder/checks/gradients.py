@@ -24,6 +24,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 from ..messages import msg
 from ..runner.protocol import Backward, Call, StudentCodeError
 from .core import CheckFailed, Context
+from .diagnosis import Candidate
 from .expect import Label, expect_close
 from .inputs import randn
 
@@ -58,11 +59,13 @@ def loaded(params: dict[str, Tensor | None]) -> tuple[str, ...]:
 
 def expect_gradients(name: str, call: Call, backward: Backward | None,
                      expected: Callable[[], dict[str, Tensor | None]], case: Label,
-                     tol: dict) -> None:
+                     tol: dict, mistakes: Callable[[], list[Candidate]] | None = None) -> None:
     """The gradients `call` brought back, against `expected()` (by input or parameter name).
 
     Why there are none comes first (not connected, backward() failed), then a gradient that
-    is None or all zero where the oracle's is not, then the values through `expect_close`."""
+    is None or all zero where the oracle's is not, then the values through `expect_close`,
+    naming the known mistake among `mistakes()` (each gives every gradient, by name) that
+    reproduces the first gradient that differs."""
     if backward is None:
         return
     case = msg("case.backward", case=case)
@@ -81,13 +84,15 @@ def expect_gradients(name: str, call: Call, backward: Backward | None,
         if got is None:  # a gradient missing says the most: it comes first
             raise CheckFailed(msg("grad.none_param" if param else "grad.none", what=what),
                               case=case)
-        compared.append((what, got, want, gradient_tolerance(tol, want)))
-    for what, got, want, scaled in compared:  # then one that is all zeros
+        compared.append((wrt, what, got, want, gradient_tolerance(tol, want)))
+    for _, what, got, want, scaled in compared:  # then one that is all zeros
         if (got.shape == want.shape and not bool(got.any())
                 and bool((want.abs() > scaled["atol"]).any())):
             raise CheckFailed(msg("grad.zero", what=what), case=case)
-    for what, got, want, scaled in compared:
-        expect_close(what, got, want, case, scaled)
+    candidates = mistakes() if mistakes else []
+    for wrt, what, got, want, scaled in compared:
+        expect_close(what, got, want, case, scaled, mistakes=[
+            (mistake, lambda make=make, wrt=wrt: make()[wrt]) for mistake, make in candidates])
 
 
 def gradient_tolerance(tol: dict, expected: Tensor) -> dict:

@@ -19,6 +19,12 @@ TEMPLATES: dict[str, str] = {
                                 "code may not. Compute in the process you are called in",
     "runner.raised": "`{name}` raised {type}{line}",
     "runner.raised_text": "`{name}` raised {type}{line}: {error}",
+    "runner.float32_overflow": "{raised}. A float64 value was written into a float32 tensor: "
+                               "the grader also calls your code on float64 inputs, and a "
+                               "tensor made without their dtype is float32 (torch.zeros(...), "
+                               "torch.full(...) or torch.tensor(...) without dtype=, or a "
+                               ".float() cast). Make it with the inputs' dtype: dtype=x.dtype, "
+                               "or x.new_full(...)",
     "runner.out_of_memory": "`{name}` ran out of memory{size}{limit}: tensors the size of the "
                             "inputs are all this exercise needs",
     "runner.asked_for": " (it asked for {gib:,.1f} GiB at once)",

@@ -18,6 +18,11 @@ TEMPLATES: dict[str, str] = {
                                 "请在调用你的进程里完成计算",
     "runner.raised": "`{name}` 抛出了 {type}{line}",
     "runner.raised_text": "`{name}` 抛出了 {type}{line}：`{error}`",
+    "runner.float32_overflow": "{raised}。一个 float64 的值被写进了 float32 张量：评分程序也会用 "
+                               "float64 的输入调用你的代码，而不指定 dtype 创建的张量是 float32"
+                               "（不带 dtype= 的 torch.zeros(...)、torch.full(...)、"
+                               "torch.tensor(...)，或 .float() 转换）。请用输入的 dtype 创建它："
+                               "dtype=x.dtype，或 x.new_full(...)",
     "runner.out_of_memory": "`{name}` 内存不足{size}{limit}：这个练习只需要与输入同样大小的张量",
     "runner.asked_for": "（一次申请了 {gib:,.1f} GiB）",
     "runner.memory_limit": "；评分程序允许 {gib:g} GiB",

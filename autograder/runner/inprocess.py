@@ -12,7 +12,7 @@ import dataclasses
 import importlib
 import re
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from types import CodeType
 from typing import Any
@@ -123,6 +123,9 @@ def _with_kwargs_after(call: Call, kwargs: dict[str, Any]) -> Call:
                                + _tensors(tuple(kwargs.values())))
 
 
+# A float64 value written into a float32 tensor (a float32 constant or cast meeting the
+# grader's float64 inputs: torch.finfo(x.dtype).min filling a tensor made without dtype=).
+FLOAT32_OVERFLOW = "cannot be converted to type float without overflow"
 _ALLOCATION = re.compile(r"tried to allocate ([\d.]+) ?(bytes|[KMGT]iB)", re.IGNORECASE)
 _UNITS = {"bytes": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
@@ -156,6 +159,8 @@ def _describe_failure(name: str, err: BaseException,
         "out of memory" in text.lower() and isinstance(err, RuntimeError)
     ):
         return _out_of_memory(name, err, memory_limit_gib)
+    if FLOAT32_OVERFLOW in text:  # only float64 values overflow float32: say where they met
+        raised = msg("runner.float32_overflow", raised=raised)
     return StudentCodeError("raised", raised, exc_type)
 
 
@@ -246,11 +251,7 @@ class InProcessSubmission:
     def stand_in(self, stand_ins: StandIns | None) -> None:
         """The kit's versions of `stand_ins` in the student's namespace, in place of theirs,
         which come back at the next call."""
-        for name, value in self._replaced.items():
-            if value is _ABSENT:
-                self.namespace.pop(name, None)
-            else:
-                self.namespace[name] = value
+        self._put_own()
         self._replaced, self._stand_in_code = {}, {}
         if stand_ins is not None:
             self.stand_ins_ran = set()
@@ -258,6 +259,24 @@ class InProcessSubmission:
                 self._replaced[name] = self.namespace.get(name, _ABSENT)
                 self.namespace[name] = value
                 self._stand_in_code |= dict.fromkeys(_code_of(value), name)
+
+    @contextlib.contextmanager
+    def own_code(self) -> Iterator[None]:
+        """The student's own versions in the namespace while it lasts; the kit's back after."""
+        kit = {name: self.namespace[name] for name in self._replaced}
+        self._put_own()
+        try:
+            yield
+        finally:
+            self.namespace.update(kit)
+
+    def _put_own(self) -> None:
+        """The student's values back where the kit's stand in (a name they lacked, removed)."""
+        for name, value in self._replaced.items():
+            if value is _ABSENT:
+                self.namespace.pop(name, None)
+            else:
+                self.namespace[name] = value
 
     def cpu_seconds(self) -> None:
         """None: no cross-check of the reported times against this process's CPU time. In

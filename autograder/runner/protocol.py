@@ -10,6 +10,7 @@ runs the same operations in a separate process.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -122,6 +123,10 @@ class Submission(Protocol):
     def stand_in(self, stand_ins: StandIns | None) -> None:
         """From now on, and until the next call, the student's code that looks these names up
         finds the kit's versions (None: its own again)."""
+
+    def own_code(self) -> AbstractContextManager[None]:
+        """While it lasts, the student's own versions answer where the kit's stand in: what
+        a failing piece gives, to compare with (the stand-ins come back after)."""
 
     def cpu_seconds(self) -> float | None:
         """CPU seconds the student's process has used so far, where readable."""

@@ -214,18 +214,24 @@ BACKWARD_CASES = (Flash(2, 2, 9, 9, 8, 4), Flash(1, 2, 9, 9, 4, 4, causal=True),
 
 
 def check_flash_backward(sub, ctx: Context) -> float:
+    forward = ctx.results.get("llm_flash_forward")
+
     def one_case(c: Flash) -> None:
         gen = ctx.generator("llm_flash_backward", c)
         q, k, v = c.draw(gen, ctx.device)
         want = oracle.flash(q, k, v, c.causal)[0]
         backward = backward_for(gen, c.dtype, (want,), ("out",), {0: "q", 1: "k", 2: "v"})
         call = call_with(sub, AUTOGRAD, (q, k, v, c.causal, c.block), backward)
+        mistakes = variants.flash_candidates(q, k, v, c.causal, c.block)
+        if forward is not None and not forward.passed:  # its forward, not the kit's, ran?
+            mistakes.insert(0, ("flash_forward_failing",
+                                lambda: (_own_forward(sub, q, k, v, c),)))  # named first
         expect_close(msg("llm.flash_out", name=AUTOGRAD), call.value, want, c.label(), c.tol,
-                     dims=("B", "H", "Tq", "D"), part=0,
-                     mistakes=variants.flash_candidates(q, k, v, c.causal, c.block))
+                     dims=("B", "H", "Tq", "D"), part=0, mistakes=mistakes)
         expect_gradients(AUTOGRAD, call, backward, lambda: gradients(
             lambda *a: oracle.flash(*a, c.causal)[0], (q, k, v), backward.inputs,
-            backward.cotangents), c.label(), c.tol)
+            backward.cotangents), c.label(), c.tol,
+            lambda: variants.flash_gradient_candidates(q, k, v, c.causal, backward.cotangents[0]))
 
     run_cases(one_case, BACKWARD_CASES)
     for causal in (False, True):
@@ -239,6 +245,15 @@ def check_flash_backward(sub, ctx: Context) -> float:
                                   case=_memory_case(causal, real))
             _expect_no_full_matrix(AUTOGRAD, report.get("backward"), causal, "backward", real)
     return 1.0
+
+
+def _own_forward(sub, q: Tensor, k: Tensor, v: Tensor, c: Flash) -> Any:
+    """The output of the student's own flash_attention, which fails its check, whatever
+    stands in for it here: a Function that computes its forward without calling it (a copy,
+    a helper they share) gives the same wrong output."""
+    with sub.own_code():
+        return _pair(FLASH, sub.call(FLASH, q, k, v, is_causal=c.causal,
+                                     block_size=c.block).value, c.label())[0]
 
 
 def _expect_little_kept(report: dict[str, Any], causal: bool, real: bool) -> None:

@@ -202,6 +202,56 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "mistake.flash_causal_top_left": (
             "This matches the causal mask aligned top-left: with fewer queries than keys the "
             "queries are the last Tq tokens, so query i sees keys j <= i + Tk - Tq."),
+        "mistake.gqa_rope_before_split": (
+            "This matches RoPE applied to the whole embedding before the heads are split: each "
+            "head is rotated on its own, its feature i with its i + D/2 (D = head_dim). Split q "
+            "and k into heads first, then apply_rope to (B, H, T, D)."),
+        "mistake.gqa_groups_transposed": (
+            "This matches the query heads grouped in the wrong order, (r g) where they are "
+            "(g r): query heads g·n_rep .. (g+1)·n_rep - 1 share key/value head g, so split them "
+            "as '(g r d)' (q.view(B, T, Hkv, n_rep, D)) and merge them back in the same order."),
+        "mistake.gqa_group_summed": (
+            "This matches the query heads of a group summed (an einsum such as 'b g r t d, b g "
+            "s d -> b g t s', without r in the output): that leaves one head per key/value "
+            "head. Keep r, 'b g r t d, b g s d -> b g r t s': each query head has its own "
+            "scores."),
+        "mistake.cache_causal_only_several": (
+            "This matches a causal mask only for calls of several tokens, aligned top-left "
+            "(is_causal=T > 1, as Hugging Face once wrote it): after the prefill, query i of a "
+            "call is at position len(cache) + i and sees keys j <= len(cache) + i."),
+        "mistake.cache_keys_rotated_after": (
+            "This matches the keys cached before RoPE and rotated after, at the new tokens' "
+            "positions: every cached key then turns by the newest angle. Rotate k at its own "
+            "positions before cache.update(k, v), so that the cache holds rotated keys."),
+        "mistake.window_not_causal": (
+            "This matches the window without its causal part: query i also sees every key "
+            "after it. Keep both bounds: (j <= i) & (j > i - window)."),
+        "mistake.flash_nothing_rescaled": (
+            "This matches neither the running sum nor the output accumulator rescaled when the "
+            "maximum grows: multiply both by exp(old_max - new_max) before adding the new "
+            "block's sum and its p @ v."),
+        "mistake.flash_causal_ignored": (
+            "This matches is_causal ignored: with is_causal=True, query i of Tq sees keys "
+            "j <= i + Tk - Tq only. Mask each block's scores with -inf before its maximum."),
+        "mistake.flash_causal_keys_cut": (
+            "This matches the causal key range stopping one key or one block early: the queries "
+            "[qs, qe) need every key before min(Tk, qe + Tk - Tq), their diagonal block "
+            "included; the mask inside that block does the rest."),
+        "mistake.flash_softmax_per_block_averaged": (
+            "This matches a softmax taken within each block and the blocks averaged: each "
+            "block's softmax has its own normaliser, and no average combines them. Keep a "
+            "running maximum and sum, rescale them, and divide once at the end."),
+        "mistake.flash_backward_no_delta": (
+            "This matches the backward without δ = rowsum(dO ∘ O): the softmax's gradient is "
+            "dS = P ∘ (dP - δ), with dP = dO Vᵀ, for dQ and dK alike."),
+        "mistake.flash_backward_unscaled": (
+            "This matches dQ or dK without the softmax's scale: the scores are S = Q Kᵀ / √D, "
+            "so dQ = dS K / √D and dK = dSᵀ Q / √D."),
+        "mistake.flash_forward_failing": (
+            "This matches the output of your flash_attention, which fails llm_flash_forward: "
+            "this forward is the same wrong one. Fix flash_attention first (its check says "
+            "what is wrong), or call it in your Function's forward: while yours fails, the "
+            "backward is then graded with the kit's."),
     },
     "zh": {
         "llm.rope_norm": "apply_rope 改变了特征向量的长度（‖out‖ = {got}，‖x‖ = {expected}）："
@@ -379,5 +429,51 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "mistake.flash_causal_top_left": (
             "这与“因果掩码左上对齐”的结果一致：查询比键少时，查询是最后 Tq 个词元，所以查询 i 看"
             "到 j <= i + Tk - Tq 的键。"),
+        "mistake.gqa_rope_before_split": (
+            "这与“在拆分成多个头之前对整个嵌入做 RoPE”的结果一致：每个头要单独旋转，把该头的特征 i "
+            "与 i + D/2 配对（D = head_dim）。请先把 q 和 k 拆成多个头，再对 (B, H, T, D) 调用 "
+            "apply_rope。"),
+        "mistake.gqa_groups_transposed": (
+            "这与“查询头按错误的顺序分组：(r g)，而应为 (g r)”的结果一致：查询头 g·n_rep .. "
+            "(g+1)·n_rep - 1 共用键/值头 g，所以应按 '(g r d)' 拆分（q.view(B, T, Hkv, n_rep, D)"
+            "），并按同样的顺序合并回去。"),
+        "mistake.gqa_group_summed": (
+            "这与“把一组内的查询头相加（einsum 写成 'b g r t d, b g s d -> b g t s'，输出中没有 r"
+            "）”的结果一致：这样每个键/值头只剩一个头。请保留 r：'b g r t d, b g s d -> b g r t s'"
+            "，每个查询头都有自己的分数。"),
+        "mistake.cache_causal_only_several": (
+            "这与“只在一次调用有多个词元时才用因果掩码，并且左上对齐（is_causal=T > 1，"
+            "`transformers` 库曾这样写）”的结果一致：预填之后，一次调用中的第 i 个查询位于 "
+            "len(cache) + i，能看到 j <= len(cache) + i 的键。"),
+        "mistake.cache_keys_rotated_after": (
+            "这与“先缓存未旋转的键，之后再按新词元的位置旋转”的结果一致：缓存中的每个键都被转了最新"
+            "的角度。请在 cache.update(k, v) 之前按 k 自己的位置旋转它，让缓存保存旋转后的键。"),
+        "mistake.window_not_causal": (
+            "这与“窗口缺少因果部分”的结果一致：查询 i 还看到了它之后的所有键。两个边界都要保留："
+            "(j <= i) & (j > i - window)。"),
+        "mistake.flash_nothing_rescaled": (
+            "这与“最大值增大时运行和与输出累加器都没有重新缩放”的结果一致：加上新块的和与它的 "
+            "p @ v 之前，先把两者都乘以 exp(old_max - new_max)。"),
+        "mistake.flash_causal_ignored": (
+            "这与“忽略了 is_causal”的结果一致：is_causal=True 时，Tq 个查询中的第 i 个只看到 "
+            "j <= i + Tk - Tq 的键。在取每个块的最大值之前，先用 -inf 屏蔽该块的分数。"),
+        "mistake.flash_causal_keys_cut": (
+            "这与“因果情形下键的范围提前一个键或一个块结束”的结果一致：查询 [qs, qe) 需要 "
+            "min(Tk, qe + Tk - Tq) 之前的所有键，包括它们对角线上的那个块；块内的掩码负责其余部分"
+            "。"),
+        "mistake.flash_softmax_per_block_averaged": (
+            "这与“在每个块内各做 softmax 再对各块取平均”的结果一致：每个块的 softmax 有自己的归一化"
+            "项，取平均无法把它们合并。请维护运行最大值和运行和，重新缩放，最后只除一次。"),
+        "mistake.flash_backward_no_delta": (
+            "这与“反向传播漏掉了 δ = rowsum(dO ∘ O)”的结果一致：softmax 的梯度是 "
+            "dS = P ∘ (dP - δ)，其中 dP = dO Vᵀ，dQ 和 dK 都要用它。"),
+        "mistake.flash_backward_unscaled": (
+            "这与“dQ 或 dK 漏掉了 softmax 的缩放”的结果一致：分数是 S = Q Kᵀ / √D，所以 "
+            "dQ = dS K / √D，dK = dSᵀ Q / √D。"),
+        "mistake.flash_forward_failing": (
+            "这与“你的 flash_attention 给出的输出”的结果一致，而它没有通过 llm_flash_forward："
+            "这里的前向计算是同一个错误的前向计算。请先修正 flash_attention（它的检查会指出错在哪里"
+            "），或在你的 Function 的 forward 中调用它：在你的版本通过之前，反向传播会用本套件的"
+            "版本来评分。"),
     },
 }

@@ -5,7 +5,11 @@ the expected values come from `oracle`."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import torch
+import torch.nn.functional as F
 
 from . import oracle
 
@@ -66,45 +70,72 @@ def rope_candidates(x: Tensor, positions: Tensor, base: float) -> list:
 
 def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
               num_kv_heads: int, rope_base: float | None, *, tiled: bool = False,
-              rope_on_values: bool = False, causal: bool = True, restart: bool = False,
-              top_left: bool = False, before_update: bool = False) -> list[Tensor]:
+              rope_on_values: bool = False, rope_before_split: bool = False,
+              groups: str = "", group_summed: str = "", causal: bool = True,
+              restart: bool = False, top_left: bool = False, only_several: bool = False,
+              before_update: str = "", rotated_after: bool = False) -> list[Tensor]:
     """Grouped-query attention over `chunks` (B, t, E) fed one after the other through a
     cache, in float64, with one thing done wrong: heads tiled instead of repeated in a row,
-    RoPE also on the values, no causal mask, positions restarting at 0 in each chunk, the
-    mask aligned top-left, or attending before the chunk's keys are in the cache."""
+    RoPE also on the values or on the whole embedding before the heads are split, the query
+    heads grouped (r g) where they are (g r) on the way in or out (`groups`: "in", "out"),
+    the query heads of a group summed (`group_summed`: the (B, T, Hkv·D) output that follows
+    raises in "linear", out_proj, or in "reshape" to (B, T, E)), no causal mask, positions
+    restarting at 0 in each chunk, the mask aligned top-left (`only_several`: and none for
+    a single token, as Hugging Face's `is_causal=T > 1`), attending before the chunk's keys
+    are in the cache (`before_update`: "after_prefill", or "always": the prefill sees no
+    key), or the keys cached before RoPE and rotated after, at the chunk's positions."""
     keys: list[Tensor] = []
     values: list[Tensor] = []
     outputs, start = [], 0
+    n_rep = num_heads // num_kv_heads
     for x in chunks:
         B, T, E = x.shape
         D = E // num_heads
         x = x.double()
-        q = (x @ params["q_proj.weight"].double().T).view(B, T, num_heads, D).transpose(1, 2)
-        k = (x @ params["k_proj.weight"].double().T).view(B, T, num_kv_heads, D).transpose(1, 2)
-        v = (x @ params["v_proj.weight"].double().T).view(B, T, num_kv_heads, D).transpose(1, 2)
-        if rope_base is not None:
-            positions = torch.arange(T) + (0 if restart else start)
+        positions = torch.arange(T) + (0 if restart else start)
+        q, k = x @ params["q_proj.weight"].double().T, x @ params["k_proj.weight"].double().T
+        if rope_base is not None and rope_before_split:  # (B, T, E) and (B, T, Hkv·D) turned
             q, k = oracle.rope(q, positions, rope_base), oracle.rope(k, positions, rope_base)
+        q = q.view(B, T, num_heads, D).transpose(1, 2)  # (B, H, T, D)
+        k = k.view(B, T, num_kv_heads, D).transpose(1, 2)  # (B, Hkv, T, D)
+        v = (x @ params["v_proj.weight"].double().T).view(B, T, num_kv_heads, D).transpose(1, 2)
+        if rope_base is not None and not rope_before_split:
+            q = oracle.rope(q, positions, rope_base)
+            k = k if rotated_after else oracle.rope(k, positions, rope_base)
             v = oracle.rope(v, positions, rope_base) if rope_on_values else v
-        # Attending before the update: the chunk's own keys are not seen (the prefill's are:
-        # with an empty cache such code attends over the prefill's own keys).
-        seen_k, seen_v = ((list(keys), list(values)) if before_update and keys
-                          else (keys + [k], values + [v]))
+        if groups == "in":  # query head r·Hkv + g in slot g·n_rep + r, with key/value head g
+            q = q.view(B, n_rep, num_kv_heads, T, D).transpose(1, 2).reshape(B, num_heads, T, D)
+        # Attending before the update: the chunk's own keys are not seen (after the prefill,
+        # or, "always", the prefill too: it attends over no key).
+        blind = before_update == "always" or bool(before_update and keys)
+        seen_k, seen_v = (list(keys), list(values)) if blind else (keys + [k], values + [v])
         keys.append(k)
         values.append(v)
+        if not seen_k:  # no key at all: the weights are empty, their product with v zero
+            seen_k, seen_v = [k[:, :, :0]], [v[:, :, :0]]
         k_all, v_all = torch.cat(seen_k, dim=2), torch.cat(seen_v, dim=2)  # (B, Hkv, L, D)
-        n_rep = num_heads // num_kv_heads
+        if rotated_after:  # every key turned at the chunk's positions (T,): broadcast
+            k_all = oracle.rope(k_all, positions, rope_base)
         if tiled:  # kv head h serves query heads h, h + Hkv, ...: the order of tile()
             k_all, v_all = k_all.repeat(1, n_rep, 1, 1), v_all.repeat(1, n_rep, 1, 1)
         L = k_all.shape[2]
         blocked = None  # attending before the update, every key seen is in the past
-        if causal and not (before_update and L < start + T):
+        if causal and not (blind and L < start + T) and not (only_several and T == 1):
             # top-left: query i sees keys 0 .. i, as SDPA's is_causal aligns it
-            blocked = (torch.arange(L)[None, :] > torch.arange(T)[:, None] if top_left
-                       else oracle.causal_blocked(T, L))  # (T, L)
-        out = oracle.attention(q, k_all, v_all, blocked)  # (B, H, T, D)
-        out = out.transpose(1, 2).reshape(B, T, E) @ params["out_proj.weight"].double().T
-        outputs.append(out)
+            blocked = (torch.arange(L)[None, :] > torch.arange(T)[:, None]
+                       if top_left or only_several else oracle.causal_blocked(T, L))  # (T, L)
+        if group_summed:  # 'b g r t d, b g s d -> b g t s': one head per key/value head
+            scores = torch.einsum("bgrtd,bgsd->bgts", q.view(B, num_kv_heads, n_rep, T, D),
+                                  k_all) / D ** 0.5  # (B, Hkv, T, L)
+            if blocked is not None:
+                scores = scores.masked_fill(blocked, NEG_INF)
+            out = scores.softmax(-1) @ v_all  # (B, Hkv, T, D)
+        else:
+            out = oracle.attention(q, k_all, v_all, blocked)  # (B, H, T, D)
+        if groups == "out":  # slot g·n_rep + r written back to head r·Hkv + g
+            out = out.view(B, num_kv_heads, n_rep, T, D).transpose(1, 2).reshape(B, -1, T, D)
+        out = out.transpose(1, 2).reshape(B, T, E if group_summed == "reshape" else -1)
+        outputs.append(F.linear(out, params["out_proj.weight"].double()))
         start += T
     return outputs
 
@@ -116,10 +147,16 @@ def gqa_candidates(params: dict[str, Tensor], x: Tensor, num_heads: int, num_kv_
 
     found = [("gqa_not_causal", lambda: variant(causal=False))]
     if 1 < num_kv_heads < num_heads:
-        found.append(("gqa_heads_tiled", lambda: variant(tiled=True)))
+        found += [("gqa_heads_tiled", lambda: variant(tiled=True)),
+                  ("gqa_groups_transposed", lambda: variant(groups="in")),
+                  ("gqa_groups_transposed", lambda: variant(groups="out"))]
+    if num_kv_heads < num_heads:  # the sum of one head changes nothing
+        found += [("gqa_group_summed", lambda: variant(group_summed="linear")),
+                  ("gqa_group_summed", lambda: variant(group_summed="reshape"))]
     if rope_base is not None:
         found += [("gqa_rope_missing", lambda: variant(None)),
-                  ("gqa_rope_on_values", lambda: variant(rope_on_values=True))]
+                  ("gqa_rope_on_values", lambda: variant(rope_on_values=True)),
+                  ("gqa_rope_before_split", lambda: variant(rope_before_split=True))]
     return found
 
 
@@ -131,10 +168,15 @@ def cache_candidates(params: dict[str, Tensor], chunks: list[Tensor], num_heads:
         steps = gqa_steps(params, chunks, num_heads, num_kv_heads, rope_base, **bug)
         return torch.cat(steps, dim=1).to(chunks[0].dtype)
 
-    return [("cache_positions_restart", lambda: variant(restart=True)),
-            ("cache_mask_top_left", lambda: variant(top_left=True)),
-            ("cache_attend_before_update", lambda: variant(before_update=True)),
-            ("cache_chunk_not_causal", lambda: variant(causal=False))]
+    found = [("cache_positions_restart", lambda: variant(restart=True)),
+             ("cache_mask_top_left", lambda: variant(top_left=True)),
+             ("cache_attend_before_update", lambda: variant(before_update="after_prefill")),
+             ("cache_attend_before_update", lambda: variant(before_update="always")),
+             ("cache_chunk_not_causal", lambda: variant(causal=False)),
+             ("cache_causal_only_several", lambda: variant(only_several=True))]
+    if rope_base is not None:
+        found.append(("cache_keys_rotated_after", lambda: variant(rotated_after=True)))
+    return found
 
 
 # --------------------------------------------------------------------------- sliding window
@@ -148,6 +190,7 @@ def window_candidates(T: int, window: int) -> list:
         ("window_one_too_few", lambda: (j <= i) & (j > i - window + 1)),
         ("window_two_sided", lambda: (j - i).abs() < window),
         ("window_inverted", lambda: ~right),
+        ("window_not_causal", lambda: j > i - window),
     ]
 
 
@@ -156,18 +199,20 @@ def window_candidates(T: int, window: int) -> list:
 
 def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, *,
                   rescale_acc: bool = True, rescale_sum: bool = True, shift: int = 0,
-                  top_left: bool = False, per_block: bool = False,
+                  top_left: bool = False, per_block: str = "",
                   running_max: bool = True) -> tuple[Tensor, Tensor]:
     """FlashAttention's key-block loop, in the inputs' dtype, with one thing done wrong: the
     accumulator or the sum not rescaled when the maximum grows, the causal diagonal moved by
-    `shift` or aligned top-left, each block's softmax normalised on its own, or no running
-    maximum (exp of the raw scores)."""
+    `shift` or aligned top-left, each block's softmax normalised on its own (`per_block`:
+    the blocks "added", "averaged", or averaged over the blocks a query sees a key in,
+    "averaged_seen"), or no running maximum (exp of the raw scores)."""
     B, H, Tq, D = q.shape
     Tk = k.shape[2]
     last = torch.arange(Tq)[:, None] + (0 if top_left else Tk - Tq) + shift  # (Tq, 1)
     row_max = torch.full((B, H, Tq, 1), NEG_INF if running_max else 0.0, dtype=q.dtype)
     row_sum = torch.zeros(B, H, Tq, 1, dtype=q.dtype)  # (B, H, Tq, 1)
     acc = torch.zeros(B, H, Tq, D, dtype=q.dtype)  # (B, H, Tq, D)
+    blocks = torch.zeros(B, H, Tq, 1, dtype=q.dtype)  # the blocks counted in an average
     for start in range(0, Tk, block):
         kb, vb = k[:, :, start:start + block], v[:, :, start:start + block]  # (B, H, b, D)
         scores = q @ kb.transpose(-2, -1) / D ** 0.5  # (B, H, Tq, b)
@@ -176,6 +221,8 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
             scores = scores.masked_fill(keys > last, NEG_INF)
         if per_block:
             acc = acc + scores.softmax(-1).nan_to_num() @ vb
+            seen = (scores > NEG_INF).any(-1, keepdim=True)
+            blocks = blocks + (seen if per_block == "averaged_seen" else 1)
             continue
         new_max = (torch.maximum(row_max, scores.amax(-1, keepdim=True)) if running_max
                    else row_max)  # (B, H, Tq, 1)
@@ -187,8 +234,43 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
         row_max = new_max
     if per_block:
         blocked = oracle.causal_blocked(Tq, Tk) if is_causal else None
-        return acc, oracle.logsumexp(q, k, blocked)
+        out = acc if per_block == "added" else acc / blocks
+        return out, oracle.logsumexp(q, k, blocked)
     return acc / row_sum, (row_max + row_sum.log()).squeeze(-1)
+
+
+def flash_keys_cut(q: Tensor, k: Tensor, v: Tensor, query_block: int,
+                   end: Callable[[int, int], int]) -> tuple[Tensor, Tensor]:
+    """Causal attention whose queries, in blocks [qs, qe) of `query_block`, see no key from
+    `end(qs, qe)` on, where their key loop stops: (out, logsumexp), NaN and -inf for a query
+    that sees no key (0 / 0, log 0)."""
+    Tq, Tk = q.shape[2], k.shape[2]
+    blocked = oracle.causal_blocked(Tq, Tk)  # (Tq, Tk)
+    keys = torch.arange(Tk)
+    for qs in range(0, Tq, query_block):
+        qe = min(qs + query_block, Tq)
+        blocked[qs:qe] |= keys >= end(qs, qe)
+    scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(blocked, NEG_INF)
+    return scores.softmax(-1) @ v, torch.logsumexp(scores, -1)
+
+
+def flash_key_ends(Tq: int, Tk: int, block: int) -> list[tuple[int, Callable[[int, int], int]]]:
+    """The causal key loop stopped one key or one block early: (query block, the key it
+    stops at) for queries in blocks of `block` (FlashAttention-2's loop, whose key range for
+    the queries [qs, qe) ends at min(Tk, qe + Tk - Tq)) and all at once (the range [0, Tk));
+    the end as sliced, or rounded up to whole key blocks (k[:, :, s:s + block])."""
+    offset = Tk - Tq
+
+    def hi(qs: int, qe: int) -> int:
+        return min(Tk, qe + offset)
+
+    exact = [(query_block, end) for query_block in sorted({min(block, Tq), Tq})
+             for end in (lambda qs, qe: hi(qs, qe) - 1, lambda qs, qe: hi(qs, qe) - block)]
+    if block < Tq:  # the queries' own diagonal block left out
+        exact.append((block, lambda qs, qe: qs + offset))
+    whole = [(query_block, lambda qs, qe, end=end: -(-end(qs, qe) // block) * block)
+             for query_block, end in exact]
+    return exact + whole
 
 
 def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int) -> list:
@@ -196,8 +278,8 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
     missing running maximum, whose overflow only shows in the inputs' own dtype."""
     q64, k64, v64 = q.double(), k.double(), v.double()
 
-    def variant(**bug) -> tuple[Tensor, Tensor]:
-        out, lse = flash_variant(q64, k64, v64, is_causal, block, **bug)
+    def variant(causal: bool = is_causal, **bug) -> tuple[Tensor, Tensor]:
+        out, lse = flash_variant(q64, k64, v64, causal, block, **bug)
         return out.to(q.dtype), lse.to(q.dtype)
 
     def lse_without_max() -> tuple[Tensor, Tensor]:
@@ -208,17 +290,62 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
             scores = scores.masked_fill(blocked, NEG_INF)
         return out.to(q.dtype), (lse - scores.amax(-1)).to(q.dtype)
 
+    def keys_cut(query_block: int, end: Callable[[int, int], int],
+                 unseen: float) -> tuple[Tensor, Tensor]:
+        out, lse = flash_keys_cut(q64, k64, v64, query_block, end)
+        return out.masked_fill(out.isnan(), unseen).to(q.dtype), lse.to(q.dtype)
+
     found = [
         ("flash_acc_not_rescaled", lambda: variant(rescale_acc=False)),
         ("flash_sum_not_rescaled", lambda: variant(rescale_sum=False)),
-        ("flash_softmax_per_block", lambda: variant(per_block=True)),
+        ("flash_nothing_rescaled", lambda: variant(rescale_acc=False, rescale_sum=False)),
+        ("flash_softmax_per_block", lambda: variant(per_block="added")),
+        ("flash_softmax_per_block_averaged", lambda: variant(per_block="averaged")),
+        ("flash_softmax_per_block_averaged", lambda: variant(per_block="averaged_seen")),
         ("flash_no_running_max", lambda: flash_variant(q, k, v, is_causal, block,
                                                        running_max=False)),
         ("flash_logsumexp_without_max", lse_without_max),
     ]
     if is_causal:
         found += [("flash_causal_off_by_one", lambda: variant(shift=-1)),
-                  ("flash_causal_off_by_one", lambda: variant(shift=1))]
+                  ("flash_causal_off_by_one", lambda: variant(shift=1)),
+                  ("flash_causal_ignored", lambda: variant(causal=False))]
         if q.shape[2] != k.shape[2]:
             found.append(("flash_causal_top_left", lambda: variant(top_left=True)))
+        # A query that sees no key: 0 / 0 in an online softmax, 0 from an empty slice's.
+        found += [("flash_causal_keys_cut", lambda qb=qb, end=end, unseen=unseen: keys_cut(
+            qb, end, unseen)) for qb, end in flash_key_ends(q.shape[2], k.shape[2], block)
+                  for unseen in (math.nan, 0.0)]
     return found
+
+
+def flash_gradients(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, grad_out: Tensor, *,
+                    delta: bool = True, scale_dq: bool = True,
+                    scale_dk: bool = True) -> dict[str, Tensor]:
+    """FlashAttention's backward, from the whole (Tq, Tk) matrices in float64, with one thing
+    done wrong: dS = P ∘ dP without δ = rowsum(dO ∘ O), or dQ or dK without the scale."""
+    q, k, v, grad_out = (t.double() for t in (q, k, v, grad_out))
+    scale = q.shape[-1] ** -0.5
+    scores = q @ k.transpose(-2, -1) * scale  # (B, H, Tq, Tk)
+    if is_causal:
+        scores = scores.masked_fill(oracle.causal_blocked(q.shape[2], k.shape[2]), NEG_INF)
+    p = scores.softmax(-1)  # (B, H, Tq, Tk)
+    grad_p = grad_out @ v.transpose(-2, -1)  # (B, H, Tq, Tk)
+    rows = (grad_out * (p @ v)).sum(-1, keepdim=True) if delta else 0.0  # (B, H, Tq, 1)
+    grad_s = p * (grad_p - rows)  # (B, H, Tq, Tk)
+    return {"q": grad_s @ k * (scale if scale_dq else 1.0),
+            "k": grad_s.transpose(-2, -1) @ q * (scale if scale_dk else 1.0),
+            "v": p.transpose(-2, -1) @ grad_out}
+
+
+def flash_gradient_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool,
+                              grad_out: Tensor) -> list:
+    """Each backward mistake's gradients, by input name."""
+
+    def variant(**bug) -> dict[str, Tensor]:
+        return flash_gradients(q, k, v, is_causal, grad_out, **bug)
+
+    return [("flash_backward_no_delta", lambda: variant(delta=False)),
+            ("flash_backward_unscaled", lambda: variant(scale_dq=False)),
+            ("flash_backward_unscaled", lambda: variant(scale_dk=False)),
+            ("flash_backward_unscaled", lambda: variant(scale_dq=False, scale_dk=False))]

@@ -31,6 +31,18 @@ _FLASH_MASK = ('scores = scores.masked_fill(key_pos > query_pos, float("-inf"))'
                '  # (B, H, Tq, b)')
 _WINDOW = "return (j <= i) & (j > i - window)  # (T, T)"
 _AUTOGRAD = "return FlashAttentionFunction.apply(q, k, v, is_causal, block_size)"
+_ROPE_QK = """        if self.rope_base is not None:
+            positions = torch.arange(start, start + T, device=x.device)  # (T,)
+            q = apply_rope(q, positions, self.rope_base)  # (B, H, T, D)
+            k = apply_rope(k, positions, self.rope_base)  # (B, Hkv, T, D)
+"""
+_CACHED = """        if cache is not None:
+            k, v = cache.update(k, v)  # (B, Hkv, L, D)
+"""
+_GROUPED = """        k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # (B, H, L, D)
+        L = k.shape[2]
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, T, L)"""
+_GRAD_S = "grad_s = p * (grad_p - delta) * scale  # (B, H, Tq, b)"
 
 
 @dataclass(frozen=True)
@@ -99,6 +111,31 @@ MUTANTS: tuple[Mutant, ...] = (
          "gqa_not_causal"),
     _one("the module cuts the graph before out_proj", "return self.out_proj(out)  # (B, T, E)",
          "return self.out_proj(out.detach())  # (B, T, E)", GQA, "grad.none"),
+    Mutant("the module applies RoPE to the whole embedding, then splits the heads", (
+        ("        q = self.q_proj(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)\n"
+         "        k = self.k_proj(x).view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)\n",
+         "        q, k = self.q_proj(x), self.k_proj(x)  # (B, T, E), (B, T, Hkv*D)\n"
+         "        if self.rope_base is not None:\n"
+         "            positions = torch.arange(start, start + T, device=x.device)  # (T,)\n"
+         "            q, k = apply_rope(q, positions, self.rope_base), apply_rope(\n"
+         "                k, positions, self.rope_base)\n"
+         "        q = q.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)\n"
+         "        k = k.view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)\n"),
+        (_ROPE_QK, "")), GQA, frozenset({"gqa_rope_before_split"})),
+    _one("the module groups the query heads (r g)",
+         "q = self.q_proj(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)",
+         "q = self.q_proj(x).view(B, T, H // Hkv, Hkv, D).transpose(2, 3)"
+         ".reshape(B, T, H, D).transpose(1, 2)  # (B, H, T, D), heads (r g)", GQA,
+         "gqa_groups_transposed"),
+    _one("the module sums the query heads of a group", _GROUPED,
+         "        L = k.shape[2]\n"
+         '        scores = torch.einsum("bgrtd,bgsd->bgts", q.view(B, Hkv, n_rep, T, D), k)'
+         " / math.sqrt(self.head_dim)  # (B, Hkv, T, L)", GQA, "gqa_group_summed"),
+    _one("the module fills its mask in a float32 tensor", _MASKED,
+         "bias = torch.zeros(T, L, device=x.device).masked_fill(blocked, "
+         "torch.finfo(x.dtype).min)  # (T, L)\n"
+         "        weights = (scores + bias).softmax(dim=-1)  # (B, H, T, L)", GQA,
+         "runner.float32_overflow"),
     # the KV cache
     _one("decoding restarts the positions at 0",
          "positions = torch.arange(start, start + T, device=x.device)  # (T,)",
@@ -116,6 +153,17 @@ MUTANTS: tuple[Mutant, ...] = (
     _one("decoding masks nothing within a call", _MASKED,
          'weights = (scores if cache is not None else scores.masked_fill(blocked, '
          'float("-inf"))).softmax(dim=-1)', CACHE, "cache_chunk_not_causal"),
+    _one("decoding reads the cache before updating it, the prefill included",
+         "            k, v = cache.update(k, v)  # (B, Hkv, L, D)",
+         """            new_k, new_v = k, v
+            k, v = (cache.k, cache.v) if len(cache) else (k[:, :, :0], v[:, :, :0])
+            cache.update(new_k, new_v)""", CACHE, "cache_attend_before_update"),
+    _one("decoding caches the keys before RoPE", _ROPE_QK + _CACHED, _CACHED + _ROPE_QK, CACHE,
+         "cache_keys_rotated_after"),
+    _one("decoding masks only calls of several tokens, top-left (is_causal=T > 1)", _MASKED,
+         "weights = (scores.masked_fill(torch.ones(T, L, dtype=torch.bool, device=x.device)"
+         '.triu(1), float("-inf")) if T > 1 else scores).softmax(dim=-1)', CACHE,
+         "cache_causal_only_several"),
     Mutant("the cache stores every call twice", tuple(
         (f"self.{t} = {t} if self.{t} is None else torch.cat([self.{t}, {t}], dim=2)",
          f"self.{t} = torch.cat([{t}, {t}], dim=2) if self.{t} is None "
@@ -135,11 +183,32 @@ MUTANTS: tuple[Mutant, ...] = (
          "window_two_sided"),
     _one("the window mask is inverted", _WINDOW, "return ~((j <= i) & (j > i - window))",
          WINDOW, "window_inverted"),
+    _one("the window sees the future", _WINDOW, "return j > i - window", WINDOW,
+         "window_not_causal"),
     # FlashAttention
     _one("the accumulator is not rescaled", "acc = acc * correction + p @ vb",
          "acc = acc + p @ vb", FLASH, "flash_acc_not_rescaled"),
     _one("the running sum is not rescaled", "row_sum = row_sum * correction + p.sum(",
          "row_sum = row_sum + p.sum(", FLASH, "flash_sum_not_rescaled"),
+    Mutant("neither the running sum nor the accumulator is rescaled", (
+        ("acc = acc * correction + p @ vb", "acc = acc + p @ vb"),
+        ("row_sum = row_sum * correction + p.sum(", "row_sum = row_sum + p.sum(")),
+        FLASH, frozenset({"flash_nothing_rescaled"})),
+    _one("FlashAttention ignores is_causal",
+         "        if is_causal:\n            key_pos = torch.arange(start, start + kb.shape[2], "
+         "device=q.device)[None, :]  # (1, b)\n            " + _FLASH_MASK + "\n", "", FLASH,
+         "flash_causal_ignored"),
+    _one("the causal key range ends one key early",
+         "    for start in range(0, Tk, block_size):\n        end = start + block_size",
+         "    stop = Tk - 1 if is_causal else Tk\n"
+         "    for start in range(0, stop, block_size):\n"
+         "        end = min(start + block_size, stop)", FLASH, "flash_causal_keys_cut"),
+    Mutant("each block's softmax averaged", (
+        ("acc = acc * correction + p @ vb",
+         "acc = acc + torch.softmax(scores, dim=-1).nan_to_num() @ vb"),
+        ("out = acc / row_sum  # (B, H, Tq, D)",
+         "out = acc / math.ceil(Tk / block_size)  # (B, H, Tq, D)")),
+        FLASH, frozenset({"flash_softmax_per_block_averaged"})),
     Mutant("a softmax per block", (
         ("acc = acc * correction + p @ vb",
          "acc = acc + torch.softmax(scores, dim=-1).nan_to_num() @ vb"),
@@ -202,9 +271,22 @@ MUTANTS: tuple[Mutant, ...] = (
          "        ctx.save_for_backward(q, k, v, out, logsumexp, *(q @ k[:, :, s:s + block_size]"
          ".transpose(-2, -1) for s in range(0, k.shape[2], block_size)))", BACKWARD,
          "llm.function_saves_too_much"),
-    _one("a backward without the softmax scale",
-         "grad_s = p * (grad_p - delta) * scale  # (B, H, Tq, b)",
-         "grad_s = p * (grad_p - delta)  # (B, H, Tq, b)", BACKWARD, "grad.of_input"),
+    _one("a backward without the softmax scale", _GRAD_S,
+         "grad_s = p * (grad_p - delta)  # (B, H, Tq, b)", BACKWARD, "flash_backward_unscaled"),
+    Mutant("dK without the softmax scale", (
+        (_GRAD_S, "grad_s = p * (grad_p - delta)  # (B, H, Tq, b)"),
+        ("grad_q = grad_q + grad_s @ kb", "grad_q = grad_q + grad_s @ kb * scale")),
+        BACKWARD, frozenset({"flash_backward_unscaled"})),
+    _one("a backward without delta", _GRAD_S, "grad_s = p * grad_p * scale  # (B, H, Tq, b)",
+         BACKWARD, "flash_backward_no_delta"),
+    Mutant("the Function's own forward, the wrong scale as flash_attention's", (
+        ("    scale = 1 / math.sqrt(D)\n    row_max", "    scale = 1 / D\n    row_max"),
+        ("out, logsumexp = flash_attention(q, k, v, is_causal=is_causal, block_size=block_size)",
+         "out, logsumexp = _forward(q, k, v, is_causal=is_causal, block_size=block_size)"),
+        ("class FlashAttentionFunction(torch.autograd.Function):",
+         "_forward = flash_attention  # the Function's own name for it\n\n\n"
+         "class FlashAttentionFunction(torch.autograd.Function):")),
+        FLASH | BACKWARD, frozenset({"flash_forward_failing"})),
     _one("a backward that rebuilds the full matrix",
          "        delta = (grad_out * out).sum(dim=-1, keepdim=True)  # (B, H, Tq, 1)",
          "        delta = (grad_out * out).sum(dim=-1, keepdim=True)  # (B, H, Tq, 1)\n"
