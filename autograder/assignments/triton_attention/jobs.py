@@ -18,6 +18,7 @@ from ...runner.protocol import LocalSubmission
 Tensor = torch.Tensor
 WORK_JOB = "autograder.assignments.triton_attention.jobs:dot_work"
 WATCH_JOB = "autograder.assignments.triton_attention.jobs:torch_watch"
+UNSTORED_JOB = "autograder.assignments.triton_attention.jobs:unstored_lse"
 # The ATen ops of a softmax or of attention: the kernels must compute them.
 COMPUTED_BY_TORCH = ("aten::_softmax", "aten::softmax", "aten::_safe_softmax",
                      "aten::_log_softmax", "aten::log_softmax",
@@ -66,6 +67,33 @@ def dot_work(sub: LocalSubmission, *, q: Tensor, k: Tensor, v: Tensor, is_causal
         sub.guard("flash_forward", lambda: function(q, k, v, is_causal=is_causal,
                                                     block_m=block_m, block_n=block_n))
     return count[0]
+
+
+class _EmptyFilled(TorchDispatchMode):
+    """Every floating-point tensor made uninitialised (torch.empty, empty_like) filled with
+    NaN."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
+        out = func(*args, **(kwargs or {}))
+        if func in (torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided.default) \
+                and out.is_floating_point():
+            out.fill_(float("nan"))
+        return out
+
+
+def unstored_lse(sub: LocalSubmission, *, q: Tensor, k: Tensor, v: Tensor,
+                 kwargs: dict) -> bool:
+    """Whether the logsumexp `flash_forward` returns is all NaN when every uninitialised
+    tensor starts as NaN: its kernel never stores it."""
+    function = sub.lookup("flash_forward")
+
+    def run() -> Any:
+        with _EmptyFilled():
+            return function(q, k, v, **kwargs)
+
+    value = sub.guard("flash_forward", run)
+    lse = value[1] if isinstance(value, tuple) and len(value) == 2 else None
+    return isinstance(lse, Tensor) and lse.is_floating_point() and bool(lse.isnan().all())
 
 
 class _TorchOps(TorchDispatchMode):

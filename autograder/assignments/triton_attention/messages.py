@@ -14,6 +14,7 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "triton.flash_lse": "{name} logsumexp (float32)",
         "triton.counting": "{name} (its tl.dot work counted in Triton's interpreter)",
         "triton.watching": "{name} (watched for softmax computed by PyTorch)",
+        "triton.filling": "{name} (run with uninitialised tensors filled with NaN)",
         "triton.bad_reply": "the run of {name} beside the grader gave back something other "
                             "than its report",
         "triton.causal_work": "{name} with is_causal=True ran {work} multiply-adds in tl.dot, "
@@ -92,6 +93,7 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "triton.flash_lse": "{name} 的 logsumexp（float32）",
         "triton.counting": "{name}（在 Triton 解释器中统计其 tl.dot 计算量）",
         "triton.watching": "{name}（检查是否由 PyTorch 计算 softmax）",
+        "triton.filling": "{name}（未初始化的张量以 NaN 填充后运行）",
         "triton.bad_reply": "在评分程序旁运行 {name} 时，返回的不是它的报告",
         "triton.causal_work": "{name} 在 is_causal=True 时用 tl.dot 做了 {work} 次乘加，而到对角线"
                               "为止"

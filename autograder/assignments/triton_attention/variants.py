@@ -6,6 +6,7 @@ failures: the expected values come from `oracle`."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -26,7 +27,8 @@ def next_power_of_2(n: int) -> int:
 
 def softmax_candidates(x: Tensor) -> Candidates:
     """Padding lanes loaded as 0 (not -inf) and counted in the sum; exp without the maximum
-    subtracted, in x's own dtype (where it overflows)."""
+    subtracted, in x's own dtype (where it overflows). Rows assumed contiguous read the gaps
+    of the copy the student is given, whose values no one set: nothing to reproduce."""
     cols = x.shape[1]
 
     def other_zero() -> Tensor:
@@ -37,13 +39,7 @@ def softmax_candidates(x: Tensor) -> Candidates:
         e = torch.exp(x)
         return e / e.sum(dim=-1, keepdim=True)
 
-    def strides_contiguous() -> Tensor:
-        return torch.softmax(as_contiguous(x).double(), dim=-1).to(x.dtype)
-
-    found = [("triton_softmax_other_zero", other_zero), ("triton_softmax_no_max", no_max)]
-    if not x.is_contiguous():
-        found.append(("triton_strides_contiguous", strides_contiguous))
-    return found
+    return [("triton_softmax_other_zero", other_zero), ("triton_softmax_no_max", no_max)]
 
 
 def as_contiguous(x: Tensor) -> Tensor:
@@ -92,20 +88,22 @@ def block_loop(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block_n: int, *
 
 def bound_short(q: Tensor, k: Tensor, v: Tensor, block_m: int, block_n: int,
                 short_by: int) -> tuple[Tensor, Tensor]:
-    """Causal, with query block m's loop ending `short_by` keys before
-    min(Tk, (m + 1) · block_m + Tk - Tq): only the key blocks that start before it are seen."""
+    """Causal, with query block m's loop ending at min(Tk, (m + 1) · block_m + Tk - Tq -
+    short_by): only the key blocks that start before it are seen."""
     Tq, Tk = q.shape[2], k.shape[2]
     rows = torch.arange(Tq)[:, None]
-    hi = ((rows // block_m + 1) * block_m + Tk - Tq).clamp(max=Tk) - short_by
+    hi = ((rows // block_m + 1) * block_m + Tk - Tq - short_by).clamp(max=Tk)
     seen_end = (hi.clamp(min=0) + block_n - 1) // block_n * block_n  # whole blocks
     allowed = _allowed(Tq, Tk, True) & (torch.arange(Tk)[None, :] < seen_end)
     return _masked(q, k, v, allowed)
 
 
 def forward_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block_m: int,
-                       block_n: int) -> Candidates:
+                       block_n: int, unstored: Callable[[], Tensor | None]) -> Candidates:
     """Each mistake's (out, logsumexp), in float64, cast to the inputs' dtype (the logsumexp
-    to float32 where the inputs are half: kernels keep it in float32)."""
+    to float32 where the inputs are half: kernels keep it in float32). `unstored()`: the
+    logsumexp the student's kernel gives back when it never stores it (what the memory held),
+    None if it does store it."""
     q64, k64, v64 = q.double(), k.double(), v.double()
     Tq, Tk = q.shape[2], k.shape[2]
 
@@ -134,14 +132,18 @@ def forward_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block_m
         out, lse = strides_contiguous()
         return out.flatten().as_strided(q.shape, q.stride()), lse
 
+    def lse_not_stored() -> tuple[Tensor, Tensor] | None:
+        held = unstored()
+        return None if held is None else (cast(right())[0], held)
+
     found = [
+        ("triton_lse_not_stored", lse_not_stored),
         ("triton_acc_not_rescaled", lambda: cast(block_loop(q64, k64, v64, is_causal, block_n,
                                                             rescale_acc=False))),
         ("triton_sum_not_rescaled", lambda: cast(block_loop(q64, k64, v64, is_causal, block_n,
                                                             rescale_sum=False))),
         ("triton_scale_missing", lambda: cast(_masked(q64, k64, v64, _allowed(Tq, Tk, is_causal),
                                                       scale=1.0))),
-        ("triton_lse_not_stored", lambda: cast((right()[0], torch.zeros(q.shape[:3])))),
         ("triton_lse_without_max", lambda: cast(lse_without_max())),
     ]
     if not is_causal and Tk % block_n:
