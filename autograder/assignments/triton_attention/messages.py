@@ -32,6 +32,8 @@ TEMPLATES: dict[str, dict[str, str]] = {
                                  "({allowed}): save those only (ctx.save_for_backward) and "
                                  "recompute the probabilities block by block in the backward "
                                  "kernels",
+        "waiting.triton_flash_backward": "timed only once flash_attention_triton passes its "
+                                         "check",
         "triton.speed_not_scored": "speed not scored, no points lost: {reason}",
         "triton.speed_interpreted": "on {device} the kernels run in Triton's interpreter "
                                     "(TRITON_INTERPRET=1), whose time says nothing of a kernel's "
@@ -110,6 +112,7 @@ TEMPLATES: dict[str, dict[str, str]] = {
                                  "输出和 logsumexp（{allowed}）：只保存这些（ctx.save_for_backward"
                                  "），"
                                  "在反向内核中逐块重新计算概率",
+        "waiting.triton_flash_backward": "flash_attention_triton 通过检查后才计时",
         "triton.speed_not_scored": "速度未评分，不扣分：{reason}",
         "triton.speed_interpreted": "在 {device} 上内核由 Triton 解释器运行（TRITON_INTERPRET=1），"
                                     "它的耗时不能说明内核在 GPU 上的速度",

@@ -12,6 +12,8 @@ CHECKS: tuple[CheckSpec, ...] = (
     # Its Function's forward calls flash_forward: graded with the kit's where that fails.
     CheckSpec("triton_flash_backward", 25, ("flash_attention_triton",),
               backward.check_backward, stand_ins=_FORWARD),
+    # Not scored without a GPU, but only for code that works: the stubs get 0.
     CheckSpec("triton_speed", 10, ("flash_attention_triton",), backward.check_speed,
+              needs=("triton_flash_backward",), waiting="waiting.triton_flash_backward",
               timed=True),
 )
