@@ -35,6 +35,12 @@ def triton_interpret(device: str) -> str:
     return "0" if device.startswith("cuda") else "1"
 
 
+def triton_interpreting() -> bool:
+    """Whether TRITON_INTERPRET asks for Triton's interpreter in this process, read as Triton
+    reads it."""
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on")
+
+
 def triton_environment(device: str, folder: str) -> dict[str, str]:
     """The variables Triton reads in a process that runs student kernels on `device`: the
     interpreter's switch (read when a kernel is decorated, so before the student's code
@@ -54,7 +60,7 @@ def triton_as_configured() -> None:
     if triton is None:
         return
     interpreted = type(triton.language.standard.sum).__name__ == "InterpretedFunction"
-    if interpreted == bool(triton.knobs.runtime.interpret):
+    if interpreted == triton_interpreting():
         return
     for name in [m for m in sys.modules if m.partition(".")[0] == "triton"
                  and not m.startswith("triton._C")]:

@@ -7,6 +7,7 @@ the checks judge it, on their side of the pipe."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...runner.protocol import LocalSubmission
+from ...runtime import triton_interpreting
 
 Tensor = torch.Tensor
 WORK_JOB = "autograder.assignments.triton_attention.jobs:dot_work"
@@ -31,11 +33,7 @@ COMPUTED_BY_TORCH = ("aten::_softmax", "aten::softmax", "aten::_safe_softmax",
 
 def interpreting() -> bool:
     """Whether Triton is installed and runs kernels through its interpreter here."""
-    try:
-        import triton
-    except ImportError:
-        return False
-    return bool(triton.knobs.runtime.interpret)
+    return importlib.util.find_spec("triton") is not None and triton_interpreting()
 
 
 @contextlib.contextmanager
