@@ -23,9 +23,9 @@ from test_messages import assert_chinese
 
 pytest.importorskip("triton")  # the dev extra installs it; without it there is nothing to grade
 
-from autograder.assignments.triton_attention import forward, oracle, variants  # noqa: E402
+from autograder.assignments.triton_attention import backward, forward, oracle, variants  # noqa: E402,E501
 from autograder.assignments.triton_attention.mistakes import CATALOGUE  # noqa: E402
-from autograder.checks.core import CheckResult  # noqa: E402
+from autograder.checks.core import CheckResult, Context  # noqa: E402
 from autograder.grading.registry import ASSIGNMENTS, run_checks  # noqa: E402
 from autograder.messages import ids_in, msg  # noqa: E402
 from autograder.runner.inprocess import InProcessSubmission  # noqa: E402
@@ -124,11 +124,17 @@ def test_words_decide_nothing(folder: Path):
         assert RENDERED[mutant.label] == [], mutant.label
 
 
-def test_the_speed_check_says_why_it_is_not_scored_and_costs_nothing():
-    (result,) = run_checks(InProcessSubmission.from_path(REFERENCE),
-                           assignment="triton_attention", only=["triton_speed"])
-    assert result.passed
-    assert ids_in(result.message) == {"triton.speed_not_scored", "triton.speed_interpreted"}
+def test_the_speed_check_says_why_it_is_not_scored_and_costs_nothing(monkeypatch):
+    """In the interpreter, and on a GPU until a threshold is calibrated: full points, and a
+    note that says why (it runs only once the backward passes: the stubs get 0)."""
+    for device, interpret, reason in (("cpu", "1", "triton.speed_interpreted"),
+                                      ("cuda", "0", "triton.speed_uncalibrated")):
+        monkeypatch.setenv("TRITON_INTERPRET", interpret)
+        ctx = Context(device=device)
+        assert backward.check_speed(None, ctx) == 1.0
+        assert ids_in(ctx.notes) == {"triton.speed_not_scored", reason}
+    (spec,) = [c for c in ASSIGNMENTS["triton_attention"] if c.id == "triton_speed"]
+    assert spec.timed and spec.needs == ("triton_flash_backward",)
 
 
 # --------------------------------------------------------------------------- the oracle

@@ -14,7 +14,7 @@ from ...checks.search import run_cases
 from ...messages import msg
 from ...runner.protocol import Backward
 from . import oracle, variants
-from .forward import Flash, expect_kernel_computes
+from .forward import WATCH_CASE, Flash, expect_kernel_computes, expect_no_full_matrix
 from .jobs import interpreting
 
 Tensor = torch.Tensor
@@ -28,9 +28,9 @@ BACKWARD_CASES = (
 
 
 def check_backward(sub, ctx: Context) -> float:
-    """Once, an autograd graph, no softmax computed by PyTorch and nothing saved but q, k, v,
-    the output and the logsumexp; then dQ, dK and dV for a random dO, against autograd through
-    softmax(q kᵀ / sqrt(D)) v in float64."""
+    """Once, an autograd graph, no softmax computed by PyTorch, nothing saved but q, k, v,
+    the output and the logsumexp, and no (Tq, Tk) tensor made; then dQ, dK and dV for a
+    random dO, against autograd through softmax(q kᵀ / sqrt(D)) v in float64."""
     def one_case(c: Flash) -> None:
         gen = ctx.generator("triton_flash_backward", c)
         q, k, v = c.draw(gen)
@@ -57,10 +57,10 @@ def check_backward(sub, ctx: Context) -> float:
                          gradient_tolerance(c.tol, leaf.grad),
                          mistakes=[("triton_delta_missing", lambda n=name: wrong[n])])
 
-    c = BACKWARD_CASES[2]
-    q, k, v = c.draw(torch.Generator())
-    report = expect_kernel_computes(sub, AUTOGRAD, (q, k, v), c.kwargs, backward=True)
-    saved, allowed = report.get("saved"), 2 * q.numel() + k.numel() + v.numel() + q[..., 0].numel()
+    c = WATCH_CASE
+    report = expect_kernel_computes(sub, AUTOGRAD, backward=True)
+    q_size, k_size = c.B * c.H * c.Tq * c.D, c.B * c.H * c.Tk * c.D
+    saved, allowed = report.get("saved"), 2 * q_size + 2 * k_size + c.B * c.H * c.Tq
     if saved is None:
         raise CheckFailed(msg("triton.no_graph", name=AUTOGRAD), case=c.label())
     if not isinstance(saved, int):
@@ -68,6 +68,7 @@ def check_backward(sub, ctx: Context) -> float:
     if saved > allowed:
         raise CheckFailed(msg("triton.saves_too_much", name=AUTOGRAD, elements=saved,
                               allowed=allowed), case=c.label())
+    expect_no_full_matrix(AUTOGRAD, report)
     run_cases(one_case, BACKWARD_CASES)
     return 1.0
 

@@ -57,7 +57,14 @@ def check_softmax(sub, ctx: Context) -> float:
                      dims=("rows", "cols"), mistakes=variants.softmax_candidates(x))
 
     run_cases(one_case, SOFTMAX_CASES)
-    expect_kernel_computes(sub, SOFTMAX, (SOFTMAX_CASES[0].draw(torch.Generator()),), {})
+    watch = sub.run_job(WATCH_JOB, msg("triton.watching", name=SOFTMAX), name=SOFTMAX,
+                        args=(SOFTMAX_CASES[0].draw(torch.Generator()),), kwargs={},
+                        backward=False)
+    used = watch.get("torch_op", 0) if isinstance(watch, dict) else 0
+    if not isinstance(used, (str, type(None))):
+        raise CheckFailed(msg("triton.bad_reply", name=SOFTMAX))
+    if used is not None:
+        raise CheckFailed(msg("triton.torch_computes", name=SOFTMAX, op=used[:60]))
     return 1.0
 
 
@@ -152,10 +159,9 @@ def _forward_cases(sub, ctx: Context, check_id: str, cases: tuple[Flash, ...]) -
 
 def check_forward(sub, ctx: Context) -> float:
     """flash_forward, not causal: T not a multiple of the block, shorter than one, Tq != Tk,
-    float16; then softmax left to the kernel."""
+    float16; then softmax left to the kernel, and no (Tq, Tk) tensor made around it."""
     _forward_cases(sub, ctx, "triton_flash_forward", FORWARD_CASES)
-    c = FORWARD_CASES[1]
-    expect_kernel_computes(sub, FORWARD, c.draw(torch.Generator()), c.kwargs)
+    expect_no_full_matrix(FORWARD, expect_kernel_computes(sub, FORWARD))
     return 1.0
 
 
@@ -198,14 +204,30 @@ def check_causal(sub, ctx: Context) -> float:
     return 1.0
 
 
-def expect_kernel_computes(sub, name: str, args: tuple, kwargs: dict, *,
-                           backward: bool = False) -> dict:
-    """`name` run once under the watch: PyTorch computed no softmax or attention for it (the
-    kernels must); the watch's report."""
-    report = sub.run_job(WATCH_JOB, msg("triton.watching", name=name), name=name, args=args,
-                         kwargs=kwargs, backward=backward)
-    if not isinstance(report, dict) or not isinstance(report.get("torch_op"), (str, type(None))):
+# The watch's case: one head's (T, T) scores have twice the elements of q, k, v or the output,
+# the largest tensors the Python side needs.
+WATCH_CASE = Flash(1, 1, 32, 32, 16, causal=True)
+
+
+def expect_kernel_computes(sub, name: str, *, backward: bool = False) -> dict:
+    """`name` run once on WATCH_CASE under the watch (with `backward`, its backward too):
+    PyTorch computed no softmax or attention for it (the kernels must); the watch's report."""
+    c = WATCH_CASE
+    report = sub.run_job(WATCH_JOB, msg("triton.watching", name=name), name=name,
+                         args=c.draw(torch.Generator()), kwargs=c.kwargs, backward=backward)
+    made = report.get("made") if isinstance(report, dict) else None
+    if not isinstance(report.get("torch_op") if made else 0, (str, type(None))) \
+            or not isinstance(made.get("largest"), int) or not isinstance(made.get("op"), str):
         raise CheckFailed(msg("triton.bad_reply", name=name))
     if report["torch_op"] is not None:
         raise CheckFailed(msg("triton.torch_computes", name=name, op=report["torch_op"][:60]))
     return report
+
+
+def expect_no_full_matrix(name: str, report: dict) -> None:
+    """No tensor the watch saw made (`expect_kernel_computes`'s report) as large as one head's
+    (Tq, Tk) scores."""
+    c, made = WATCH_CASE, report["made"]
+    if made["largest"] >= c.Tq * c.Tk:
+        raise CheckFailed(msg("triton.full_matrix", name=name, elements=made["largest"],
+                              op=made["op"][:60], limit=c.Tq * c.Tk), case=c.label())

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from ...runner.protocol import LocalSubmission
 from ...runtime import triton_interpreting
@@ -94,18 +95,31 @@ def unstored_lse(sub: LocalSubmission, *, q: Tensor, k: Tensor, v: Tensor,
     return isinstance(lse, Tensor) and lse.is_floating_point() and bool(lse.isnan().all())
 
 
+def _storages(value: Any) -> set[int]:
+    return {t.untyped_storage().data_ptr() for t in tree_leaves(value)
+            if isinstance(t, Tensor) and t.device.type != "meta"}
+
+
 class _TorchOps(TorchDispatchMode):
-    """Notes the first op of COMPUTED_BY_TORCH that runs while active."""
+    """Notes the first op of COMPUTED_BY_TORCH that runs while active, and the largest tensor
+    an op made in new memory (not a view, nor an op writing into its inputs), with the op."""
 
     def __init__(self) -> None:
         super().__init__()
         self.used: str | None = None
+        self.largest, self.largest_op = 0, ""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
         name = str(func._schema.name) if hasattr(func, "_schema") else ""
         if self.used is None and name in COMPUTED_BY_TORCH:
             self.used = name.removeprefix("aten::")
-        return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        given = _storages((args, kwargs))
+        for t in tree_leaves(out):
+            if isinstance(t, Tensor) and t.untyped_storage().data_ptr() not in given \
+                    and t.numel() > self.largest:
+                self.largest, self.largest_op = t.numel(), name
+        return out
 
 
 def torch_watch(sub: LocalSubmission, *, name: str, args: tuple, kwargs: dict,
@@ -113,7 +127,9 @@ def torch_watch(sub: LocalSubmission, *, name: str, args: tuple, kwargs: dict,
     """`name`(*args, **kwargs) (with `backward`: with autograd on, then backward of the
     output's sum): the first softmax or attention op PyTorch ran for it ("torch_op"), and
     with `backward` how many elements the autograd graph saved ("saved", each storage once),
-    or {"torch_op": ..., "saved": None} where the output has no graph."""
+    or {"torch_op": ..., "saved": None} where the output has no graph; and the largest tensor
+    made in new memory meanwhile ("made": its elements and the op), the kernels' own
+    allocations aside (Triton writes into tensors it is given)."""
     watch, saved, counted = _TorchOps(), [0], set()
     inputs = [a.detach().clone().requires_grad_(backward) if isinstance(a, Tensor) else a
               for a in args]
@@ -133,6 +149,7 @@ def torch_watch(sub: LocalSubmission, *, name: str, args: tuple, kwargs: dict,
             torch.set_grad_enabled(backward):
         out = sub.guard(name, run)
     result: dict[str, Any] = {"torch_op": watch.used, "saved": None}
+    made = {"largest": watch.largest, "op": watch.largest_op}
     if backward and type(out) is Tensor and out.requires_grad:
 
         def run_backward() -> None:
@@ -141,4 +158,5 @@ def torch_watch(sub: LocalSubmission, *, name: str, args: tuple, kwargs: dict,
 
         sub.guard(f"{name} (backward)", run_backward)
         result.update(torch_op=watch.used, saved=saved[0])
-    return result
+        made = {"largest": watch.largest, "op": watch.largest_op}
+    return {**result, "made": made}

@@ -25,6 +25,10 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "triton.torch_computes": "{name} had PyTorch compute `{op}`: the softmax belongs in your "
                                  "Triton kernels; the Python side only allocates, computes the "
                                  "grid and the strides, and launches",
+        "triton.full_matrix": "{name} had PyTorch make a tensor of {elements} elements (by "
+                              "{op}), as many as the (Tq, Tk) scores of one head ({limit}): the "
+                              "kernels work block by block, and the Python side allocates only "
+                              "the outputs, the logsumexp and δ",
         "triton.no_graph": "the output of {name} is not connected to q, k and v: return "
                            "YourFunction.apply(q, k, v, is_causal, block_m, block_n)",
         "triton.saves_too_much": "the autograd graph of {name} keeps {elements} elements for "
@@ -105,6 +109,9 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "triton.torch_computes": "{name} 让 PyTorch 计算了 `{op}`：softmax 应在你的 Triton 内核里完"
                                  "成；"
                                  "Python 部分只负责分配内存、计算网格和步长并启动内核",
+        "triton.full_matrix": "{name} 让 PyTorch 创建了一个有 {elements} 个元素的张量（由 {op}），"
+                              "和一个头的 (Tq, Tk) 得分一样多（{limit}）：内核逐块计算，Python "
+                              "部分只分配输出、logsumexp 和 δ",
         "triton.no_graph": "{name} 的输出与 q、k、v 没有连接：请返回 YourFunction.apply(q, k, v, "
                            "is_causal, block_m, block_n)",
         "triton.saves_too_much": "{name} 的自动求导图为反向传播保存了 {elements} 个元素，多于 q、k"

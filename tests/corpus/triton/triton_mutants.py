@@ -83,6 +83,10 @@ MUTANTS: tuple[Mutant, ...] = (
          "H * Tq * D, Tq * D, D, 1, H * Tk * D, Tk * D, D, 1, H * Tk * D, Tk * D, D, 1,\n"
          "                           H * Tq * D, Tq * D, D, 1,", STRIDES,
          "triton_strides_contiguous"),
+    _one("the launcher makes the causal mask", "    grid = (triton.cdiv(Tq, block_m), B * H)\n",
+         "    grid = (triton.cdiv(Tq, block_m), B * H)\n"
+         "    blocked = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).triu(Tk - Tq + 1)\n",
+         frozenset({"triton_flash_forward"}), "triton.full_matrix"),
     # the causal loop bound
     _one("the causal bound one block short", _FWD_BOUND,
          _FWD_BOUND.replace("(start_m + 1) * BLOCK_M", "start_m * BLOCK_M"), CAUSAL,
