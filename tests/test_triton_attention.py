@@ -188,3 +188,17 @@ def test_a_missing_triton_is_one_sentence(tmp_path: Path, monkeypatch):
     for lang in ("en", "zh"):
         text = problem.render(lang)
         assert 'pip install "mha-kit[triton]"' in text and "\n" not in text
+
+
+def test_triton_is_imported_again_under_the_other_switch(monkeypatch):
+    """Triton's library (tl.sum, tl.max) is decorated at import: where it was imported under
+    the other TRITON_INTERPRET (torch's compiler imports it in the zygote's warm-up), it is
+    imported again, so that the student's kernels and the library agree. Last in this file:
+    it leaves the interpreter on, as the other tests need."""
+    for switch, kind in (("0", "JITFunction"), ("1", "InterpretedFunction")):
+        monkeypatch.setenv("TRITON_INTERPRET", switch)
+        triton_as_configured()
+        import triton
+
+        assert type(triton.language.standard.sum).__name__ == kind
+        assert sys.modules["triton"] is triton
