@@ -11,6 +11,7 @@ slow), as in test_llm_attention.py.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Iterator
 from functools import cache
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import CORPUS, renders_recorded
+from conftest import CORPUS, ROOT, renders_recorded
 from test_messages import assert_chinese
 
 pytest.importorskip("triton")  # the dev extra installs it; without it there is nothing to grade
@@ -190,15 +191,21 @@ def test_a_missing_triton_is_one_sentence(tmp_path: Path, monkeypatch):
         assert 'pip install "mha-kit[triton]"' in text and "\n" not in text
 
 
-def test_triton_is_imported_again_under_the_other_switch(monkeypatch):
+def test_triton_is_imported_again_under_the_other_switch():
     """Triton's library (tl.sum, tl.max) is decorated at import: where it was imported under
     the other TRITON_INTERPRET (torch's compiler imports it in the zygote's warm-up), it is
-    imported again, so that the student's kernels and the library agree. Last in this file:
-    it leaves the interpreter on, as the other tests need."""
-    for switch, kind in (("0", "JITFunction"), ("1", "InterpretedFunction")):
-        monkeypatch.setenv("TRITON_INTERPRET", switch)
-        triton_as_configured()
-        import triton
-
-        assert type(triton.language.standard.sum).__name__ == kind
-        assert sys.modules["triton"] is triton
+    imported again, so that the student's kernels and the library agree. In a fresh Python:
+    kernels loaded here keep the Triton they were made with alive until exit."""
+    code = ("import os, runpy, sys\n"
+            f"configured = runpy.run_path({str(ROOT / 'autograder' / 'runtime.py')!r})"
+            "['triton_as_configured']\n"
+            "kinds = []\n"
+            "for switch in ('0', '1', '0'):\n"
+            "    os.environ['TRITON_INTERPRET'] = switch\n"
+            "    configured()\n"
+            "    import triton\n"
+            "    kinds.append(type(triton.language.standard.sum).__name__)\n"
+            "print(kinds)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["['JITFunction',", "'InterpretedFunction',", "'JITFunction']"]
