@@ -8,13 +8,13 @@ import torch
 
 from ...checks.core import CheckFailed, Context
 from ...checks.expect import expect_close
-from ...checks.gradients import gradient_tolerance
+from ...checks.gradients import gradient_tolerance, moved
 from ...checks.inputs import randn
 from ...checks.search import run_cases
 from ...messages import msg
 from ...runner.protocol import Backward
 from . import oracle, variants
-from .forward import WATCH_CASE, Flash, expect_kernel_computes, expect_no_full_matrix
+from .forward import WATCH_CASE, Flash, expect_kernel_computes, expect_no_full_matrix, on
 from .jobs import interpreting
 
 Tensor = torch.Tensor
@@ -36,10 +36,11 @@ def check_backward(sub, ctx: Context) -> float:
         q, k, v = c.draw(gen)
         want = oracle.attention(q.double(), k.double(), v.double(), c.causal)
         d_out = randn(gen, *want.shape, device="cpu").float()
-        call = sub.call_backward(AUTOGRAD, (q, k, v), c.kwargs, Backward((d_out,), ("out",),
-                                                                        INPUTS))
-        expect_close(msg("triton.flash_out", name=AUTOGRAD), call.value, want.float(),
-                     c.label(), c.tol, dims=("B", "H", "Tq", "D"))
+        call = sub.call_backward(AUTOGRAD, moved((q, k, v), ctx.device), c.kwargs, Backward(
+            (moved(d_out, ctx.device),), ("out",), INPUTS))
+        tol = c.tol(ctx.device)
+        expect_close(msg("triton.flash_out", name=AUTOGRAD), call.value,
+                     want.float().to(ctx.device), c.label(), tol, dims=("B", "H", "Tq", "D"))
         case = msg("case.backward", case=c.label())
         if call.backward_failure is not None:
             raise CheckFailed(call.backward_failure, case=case)
@@ -53,12 +54,13 @@ def check_backward(sub, ctx: Context) -> float:
             what = msg("grad.of_input", name=AUTOGRAD, input=name)
             if got is None:
                 raise CheckFailed(msg("grad.none", what=what), case=case)
-            expect_close(what, got, leaf.grad.float(), case,
-                         gradient_tolerance(c.tol, leaf.grad),
-                         mistakes=[("triton_delta_missing", lambda n=name: wrong[n])])
+            expect_close(what, got, leaf.grad.float().to(ctx.device), case,
+                         gradient_tolerance(tol, leaf.grad),
+                         mistakes=on(ctx.device, [("triton_delta_missing",
+                                                   lambda n=name: wrong[n])]))
 
     c = WATCH_CASE
-    report = expect_kernel_computes(sub, AUTOGRAD, backward=True)
+    report = expect_kernel_computes(sub, ctx, AUTOGRAD, backward=True)
     q_size, k_size = c.B * c.H * c.Tq * c.D, c.B * c.H * c.Tk * c.D
     saved, allowed = report.get("saved"), 2 * q_size + 2 * k_size + c.B * c.H * c.Tq
     if saved is None:

@@ -11,6 +11,7 @@ import torch
 
 from ...checks.core import CheckFailed, Context
 from ...checks.expect import expect_close, expect_unchanged
+from ...checks.gradients import moved
 from ...checks.inputs import randn
 from ...checks.search import run_cases
 from ...messages import Message, joined, msg
@@ -21,7 +22,8 @@ Tensor = torch.Tensor
 FORWARD = "flash_forward"
 SOFTMAX = "triton_softmax"
 FLOAT32_TOL = {"rtol": 1e-4, "atol": 1e-5}
-HALF_TOL = {"rtol": 5e-3, "atol": 5e-3}  # float16 keeps 11 bits of mantissa
+# float16 keeps 11 bits of mantissa; a GPU's tl.dot takes float32 as TF32 (as many) by default
+HALF_TOL = {"rtol": 5e-3, "atol": 5e-3}
 
 
 @dataclass(frozen=True)
@@ -46,19 +48,27 @@ class Rows:
 SOFTMAX_CASES = (Rows(4, 37), Rows(3, 1), Rows(5, 100, wider=128), Rows(3, 37, spread=100.0))
 
 
+def on(device: str, candidates: list) -> list:
+    """Mistakes' values computed on the CPU, moved to where the student's are."""
+    return [(key, lambda make=make: moved(make(), device)) for key, make in candidates]
+
+
 def check_softmax(sub, ctx: Context) -> float:
     """triton_softmax against torch.softmax over rows whose length is not a power of two."""
     def one_case(c: Rows) -> None:
         x = c.draw(ctx.generator("triton_softmax", c))
-        call = sub.call(SOFTMAX, x)
-        expect_unchanged(SOFTMAX, call, {"x": x}, c.label())
+        given = moved(x, ctx.device)
+        call = sub.call(SOFTMAX, given)
+        expect_unchanged(SOFTMAX, call, {"x": given}, c.label())
         expect_close(msg("triton.softmax_out", name=SOFTMAX), call.value,
-                     torch.softmax(x.double(), dim=-1).float(), c.label(), FLOAT32_TOL,
-                     dims=("rows", "cols"), mistakes=variants.softmax_candidates(x))
+                     torch.softmax(x.double(), dim=-1).float().to(ctx.device), c.label(),
+                     FLOAT32_TOL, dims=("rows", "cols"),
+                     mistakes=on(ctx.device, variants.softmax_candidates(x)))
 
     run_cases(one_case, SOFTMAX_CASES)
     watch = sub.run_job(WATCH_JOB, msg("triton.watching", name=SOFTMAX), name=SOFTMAX,
-                        args=(SOFTMAX_CASES[0].draw(torch.Generator()),), kwargs={},
+                        args=moved((SOFTMAX_CASES[0].draw(torch.Generator()),), ctx.device),
+                        kwargs={},
                         backward=False)
     used = watch.get("torch_op", 0) if isinstance(watch, dict) else 0
     if not isinstance(used, (str, type(None))):
@@ -84,9 +94,8 @@ class Flash:
     dtype: torch.dtype = torch.float32
     transposed: bool = False
 
-    @property
-    def tol(self) -> dict:
-        return HALF_TOL if self.dtype == torch.float16 else FLOAT32_TOL
+    def tol(self, device: str) -> dict:
+        return FLOAT32_TOL if self.dtype == torch.float32 and device == "cpu" else HALF_TOL
 
     def label(self) -> Message | str:
         return joined([f"q (B={self.B}, H={self.H}, Tq={self.Tq}, D={self.D}), Tk={self.Tk}, "
@@ -138,21 +147,24 @@ def _forward_cases(sub, ctx: Context, check_id: str, cases: tuple[Flash, ...]) -
     def one_case(c: Flash) -> None:
         q, k, v = c.draw(ctx.generator(check_id, c))
         want_out, want_lse = oracle.flash(q.double(), k.double(), v.double(), c.causal)
-        call = sub.call(FORWARD, q, k, v, **c.kwargs)
-        expect_unchanged(FORWARD, call, {"q": q, "k": k, "v": v}, c.label())
+        given = moved((q, k, v), ctx.device)
+        call = sub.call(FORWARD, *given, **c.kwargs)
+        expect_unchanged(FORWARD, call, dict(zip("qkv", given)), c.label())
         out, lse = _pair(call.value, c.label())
-        def unstored() -> Tensor | None:
-            held = sub.run_job(UNSTORED_JOB, msg("triton.filling", name=FORWARD), q=q, k=k,
-                               v=v, kwargs=c.kwargs)
-            return lse if held is True else None
 
-        mistakes = variants.forward_candidates(q, k, v, c.causal, c.block_m, c.block_n,
-                                               unstored)
-        expect_close(msg("triton.flash_out", name=FORWARD), out, want_out.to(c.dtype),
-                     c.label(), c.tol, dims=("B", "H", "Tq", "D"), mistakes=mistakes, part=0,
-                     beside=lse)
-        expect_close(msg("triton.flash_lse", name=FORWARD), lse, want_lse.float(), c.label(),
-                     c.tol, dims=("B", "H", "Tq"), mistakes=mistakes, part=1, beside=out)
+        def unstored() -> Tensor | None:
+            held = sub.run_job(UNSTORED_JOB, msg("triton.filling", name=FORWARD), q=given[0],
+                               k=given[1], v=given[2], kwargs=c.kwargs)
+            return lse.cpu() if held is True and isinstance(lse, Tensor) else None
+
+        mistakes = on(ctx.device, variants.forward_candidates(q, k, v, c.causal, c.block_m,
+                                                              c.block_n, unstored))
+        expect_close(msg("triton.flash_out", name=FORWARD), out,
+                     want_out.to(c.dtype).to(ctx.device), c.label(), c.tol(ctx.device),
+                     dims=("B", "H", "Tq", "D"), mistakes=mistakes, part=0, beside=lse)
+        expect_close(msg("triton.flash_lse", name=FORWARD), lse,
+                     want_lse.float().to(ctx.device), c.label(), c.tol(ctx.device),
+                     dims=("B", "H", "Tq"), mistakes=mistakes, part=1, beside=out)
 
     run_cases(one_case, cases)
 
@@ -161,7 +173,7 @@ def check_forward(sub, ctx: Context) -> float:
     """flash_forward, not causal: T not a multiple of the block, shorter than one, Tq != Tk,
     float16; then softmax left to the kernel, and no (Tq, Tk) tensor made around it."""
     _forward_cases(sub, ctx, "triton_flash_forward", FORWARD_CASES)
-    expect_no_full_matrix(FORWARD, expect_kernel_computes(sub, FORWARD))
+    expect_no_full_matrix(FORWARD, expect_kernel_computes(sub, ctx, FORWARD))
     return 1.0
 
 
@@ -187,7 +199,7 @@ def check_causal(sub, ctx: Context) -> float:
     its matrix-product work: the key blocks above the diagonal are skipped."""
     _forward_cases(sub, ctx, "triton_flash_causal", CAUSAL_CASES)
     c = WORK_CASE
-    q, k, v = c.draw(ctx.generator("triton_flash_causal", "work"))
+    q, k, v = moved(c.draw(ctx.generator("triton_flash_causal", "work")), ctx.device)
     work = sub.run_job(WORK_JOB, msg("triton.counting", name=FORWARD), q=q, k=k, v=v,
                        **c.kwargs)
     if work is None:  # kernels compiled: nothing to count
@@ -209,12 +221,13 @@ def check_causal(sub, ctx: Context) -> float:
 WATCH_CASE = Flash(1, 1, 32, 32, 16, causal=True)
 
 
-def expect_kernel_computes(sub, name: str, *, backward: bool = False) -> dict:
+def expect_kernel_computes(sub, ctx: Context, name: str, *, backward: bool = False) -> dict:
     """`name` run once on WATCH_CASE under the watch (with `backward`, its backward too):
     PyTorch computed no softmax or attention for it (the kernels must); the watch's report."""
     c = WATCH_CASE
     report = sub.run_job(WATCH_JOB, msg("triton.watching", name=name), name=name,
-                         args=c.draw(torch.Generator()), kwargs=c.kwargs, backward=backward)
+                         args=moved(c.draw(torch.Generator()), ctx.device), kwargs=c.kwargs,
+                         backward=backward)
     made = report.get("made") if isinstance(report, dict) else None
     if not isinstance(report.get("torch_op") if made else 0, (str, type(None))) \
             or not isinstance(made.get("largest"), int) or not isinstance(made.get("op"), str):
