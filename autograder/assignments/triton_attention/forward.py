@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from ...checks.core import CheckFailed, Context
+from ...checks.diagnosis import Candidate
 from ...checks.expect import expect_close, expect_unchanged
 from ...checks.gradients import moved
 from ...checks.inputs import randn
@@ -48,7 +49,7 @@ class Rows:
 SOFTMAX_CASES = (Rows(4, 37), Rows(3, 1), Rows(5, 100, wider=128), Rows(3, 37, spread=100.0))
 
 
-def on(device: str, candidates: list) -> list:
+def on(device: str, candidates: list[Candidate]) -> list[Candidate]:
     """Mistakes' values computed on the CPU, moved to where the student's are."""
     return [(key, lambda make=make: moved(make(), device)) for key, make in candidates]
 

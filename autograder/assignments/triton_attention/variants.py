@@ -11,11 +11,11 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from ...checks.diagnosis import Candidate
 from . import oracle
 
 Tensor = torch.Tensor
 NEG_INF = float("-inf")
-Candidates = list[tuple[str, object]]
 
 
 def next_power_of_2(n: int) -> int:
@@ -25,7 +25,7 @@ def next_power_of_2(n: int) -> int:
 # --------------------------------------------------------------------------- the row softmax
 
 
-def softmax_candidates(x: Tensor) -> Candidates:
+def softmax_candidates(x: Tensor) -> list[Candidate]:
     """Padding lanes loaded as 0 (not -inf) and counted in the sum; exp without the maximum
     subtracted, in x's own dtype (where it overflows). Rows assumed contiguous read the gaps
     of the copy the student is given, whose values no one set: nothing to reproduce."""
@@ -99,7 +99,7 @@ def bound_short(q: Tensor, k: Tensor, v: Tensor, block_m: int, block_n: int,
 
 
 def forward_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block_m: int,
-                       block_n: int, unstored: Callable[[], Tensor | None]) -> Candidates:
+                       block_n: int, unstored: Callable[[], Tensor | None]) -> list[Candidate]:
     """Each mistake's (out, logsumexp), in float64, cast to the inputs' dtype (the logsumexp
     to float32 where the inputs are half: kernels keep it in float32). `unstored()`: the
     logsumexp the student's kernel gives back when it never stores it (what the memory held),
