@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Iterator
 
 
@@ -25,3 +27,41 @@ def one_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+def triton_interpret(device: str) -> str:
+    """TRITON_INTERPRET for kernels run on `device`: Triton's interpreter where no GPU runs
+    them, compiled kernels on a GPU."""
+    return "0" if device.startswith("cuda") else "1"
+
+
+def triton_interpreting() -> bool:
+    """Whether TRITON_INTERPRET asks for Triton's interpreter in this process, read as Triton
+    reads it."""
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on")
+
+
+def triton_environment(device: str, folder: str) -> dict[str, str]:
+    """The variables Triton reads in a process that runs student kernels on `device`: the
+    interpreter's switch (read when a kernel is decorated, so before the student's code
+    loads), its caches and its home in `folder`, the process's scratch folder, the one place
+    a sandboxed worker may write."""
+    return {"TRITON_INTERPRET": triton_interpret(device), "TRITON_HOME": folder,
+            "TRITON_CACHE_DIR": os.path.join(folder, ".triton", "cache")}
+
+
+def triton_as_configured() -> None:
+    """Triton's Python modules imported again where they were imported under another
+    TRITON_INTERPRET (torch's compiler imports Triton, and the zygote's warm-up imports the
+    compiler): its library's `@triton.jit` functions (tl.sum, tl.max) are decorated at import,
+    and an interpreted kernel cannot call a compiled one, nor the other way round. Its
+    compiled core (`triton._C`) stays loaded."""
+    triton = sys.modules.get("triton")
+    if triton is None:
+        return
+    interpreted = type(triton.language.standard.sum).__name__ == "InterpretedFunction"
+    if interpreted == triton_interpreting():
+        return
+    for name in [m for m in sys.modules if m.partition(".")[0] == "triton"
+                 and not m.startswith("triton._C")]:
+        del sys.modules[name]

@@ -160,6 +160,7 @@ GROUPS = {"test_course_autograde.py": "course", "test_hostile_notebooks.py": "co
           "test_batch.py": "hostile_batch",
           # a file whose tests share graded mutants (functools.cache): graded once, in one process
           "test_corpus.py": "test_corpus.py", "test_llm_attention.py": "test_llm_attention.py",
+          "test_triton_attention.py": "test_triton_attention.py",
           "test_gradients.py": "test_gradients.py",
           "test_sandbox.py": "sandbox"}  # write to shared places (home, /tmp): one at a time
 

@@ -54,6 +54,8 @@ TEMPLATES: dict[str, str] = {
     "load.not_compiled": "{where}: cannot be compiled: {error}",
     "load.raised": "{where}{line} raised {type}: {error}",
     "load.raised_bare": "{where}{line} raised {type}",
+    "load.not_installed": "{where}{line} imports {module}, which is not installed here: run "
+                          "pip install \"mha-kit[{extra}]\" (Colab's torch brings it)",
     "load.unreadable": "{path} could not be read: {type}: {error}",
 
     # The worker process (runner.worker)

@@ -48,6 +48,8 @@ TEMPLATES: dict[str, str] = {
     "load.not_compiled": "{where}：无法编译：`{error}`",
     "load.raised": "{where}{line}抛出了 {type}：`{error}`",
     "load.raised_bare": "{where}{line}抛出了 {type}",
+    "load.not_installed": "{where}{line}导入了 {module}，但这里没有安装它：请运行 "
+                          "pip install \"mha-kit[{extra}]\"（Colab 的 torch 自带它）",
     "load.unreadable": "无法读取 {path}：{type}：`{error}`",
 
     # The worker process

@@ -24,6 +24,10 @@ from ..messages import Message, msg
 from .student_code import at_line, first_line, type_name
 
 SUBMISSION_MODULE = "submission"
+# Modules an assignment needs that the kit installs only as an extra (`pip install
+# "mha-kit[triton]"`): a submission that imports one where it is missing is told how to
+# install it, in one sentence.
+OPTIONAL_EXTRAS = ("triton",)
 # The compiler flags of `from __future__` imports: a chunk's carry over to the chunks after it,
 # as a file's do and IPython's cells do, and the kit's own never reach student code.
 _FUTURE_FLAGS = 0
@@ -273,11 +277,22 @@ def load_source(path: str | Path, skip: Collection[str] = (),
             exec(code, namespace)
         except BaseException as err:  # a failing cell is reported, never fatal
             text, line = first_line(err), at_line(err, label)
-            problems.append(msg("load.raised", where=where, line=line, type=type_name(err),
+            extra = _optional_extra(err)
+            problems.append(msg("load.not_installed", where=where, line=line, module=extra,
+                                extra=extra) if extra else
+                            msg("load.raised", where=where, line=line, type=type_name(err),
                                 error=text) if text else
                             msg("load.raised_bare", where=where, line=line, type=type_name(err)))
     namespace["get_ipython"] = _QuietIPython
     return LoadedSource(namespace, problems)
+
+
+def _optional_extra(err: BaseException) -> str | None:
+    """The kit's optional extra that installs the module `err` found missing, if any."""
+    if type(err) is not ModuleNotFoundError or not isinstance(err.name, str):
+        return None
+    top = err.name.partition(".")[0]
+    return top if top in OPTIONAL_EXTRAS else None
 
 
 def submission_module(path: Path) -> types.ModuleType:

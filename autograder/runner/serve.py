@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from ..messages import msg
-from ..runtime import one_thread
+from ..runtime import one_thread, triton_as_configured
 from . import compiler, landlock
 from .framing import backward_from_dict, encode, receive, run_from_dict, write_all
 from .inprocess import InProcessSubmission
@@ -107,6 +107,7 @@ def serve(config: dict, request_fd: int, reply_fd: int,
         landlock.confine(**config["confine"])
     after_confining()
     limit_resources(config["device"], config["memory_gib"], config["disk_gib"])
+    triton_as_configured()
     refuse_starts()
     compiler.start_no_pythons()
     # Torch's pool of threads starts now, before threads are refused; a GPU's driver starts

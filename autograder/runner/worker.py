@@ -33,6 +33,7 @@ import torch
 
 from .. import settings
 from ..messages import Message, msg
+from ..runtime import triton_environment
 from . import fonts, sandbox
 from .devices import on_meta
 from .disk import DiskWatch
@@ -112,7 +113,8 @@ class WorkerSubmission:
         # Torch's compiler without the Pythons it would start, which a worker may not run
         # (`sandbox.executables`, `compiler`): no pool of compiling processes.
         env = {**sandbox.student_environment(os.environ), "HOME": home, "TMPDIR": home,
-               "MPLCONFIGDIR": home, "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+               "MPLCONFIGDIR": home, "TORCHINDUCTOR_COMPILE_THREADS": "1",
+               **triton_environment(self.device, home)}
         deadline = time.monotonic() + self.limits.start_s
         try:
             account = self._account()

@@ -55,6 +55,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..runtime import default_device, triton_interpret
 from . import sandbox
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
@@ -189,7 +190,10 @@ class Zygote:
                 command or argv,
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                env=worker_env(sandbox.with_settings({**os.environ, "TMPDIR": str(scratch)})),
+                # Triton, imported by the warm-up (torch's compiler), as most workers want it
+                env=worker_env(sandbox.with_settings({
+                    **os.environ, "TMPDIR": str(scratch),
+                    "TRITON_INTERPRET": triton_interpret(default_device())})),
                 cwd=KIT_ROOT,
                 start_new_session=True)  # its imports want a writable temporary folder
             ours.sendall(PID.pack(self.proc.pid))  # the zygote's parent, or bwrap's

@@ -1,0 +1,162 @@
+"""Kit code that runs beside the student's code (the worker, or the notebook's kernel): the
+count of the forward kernel's matrix-product work in Triton's interpreter, and the watch for
+softmax and attention computed by PyTorch around the kernels (in the launchers and the
+Function) with what the Function saves for backward. What these return is untrusted data:
+the checks judge it, on their side of the pipe."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from ...runner.protocol import LocalSubmission
+from ...runtime import triton_interpreting
+
+Tensor = torch.Tensor
+WORK_JOB = "autograder.assignments.triton_attention.jobs:dot_work"
+WATCH_JOB = "autograder.assignments.triton_attention.jobs:torch_watch"
+UNSTORED_JOB = "autograder.assignments.triton_attention.jobs:unstored_lse"
+# The ATen ops of a softmax or of attention: the kernels must compute them.
+COMPUTED_BY_TORCH = ("aten::_softmax", "aten::softmax", "aten::_safe_softmax",
+                     "aten::_log_softmax", "aten::log_softmax",
+                     "aten::scaled_dot_product_attention",
+                     "aten::_scaled_dot_product_attention_math",
+                     "aten::_scaled_dot_product_flash_attention_for_cpu",
+                     "aten::_scaled_dot_product_flash_attention",
+                     "aten::_scaled_dot_product_efficient_attention")
+
+
+def interpreting() -> bool:
+    """Whether Triton is installed and runs kernels through its interpreter here."""
+    return importlib.util.find_spec("triton") is not None and triton_interpreting()
+
+
+@contextlib.contextmanager
+def _dots_counted(count: list[int]) -> Iterator[None]:
+    """While active, every tl.dot the interpreter runs adds its multiply-adds to count[0]."""
+    from triton.runtime.interpreter import interpreter_builder
+
+    create_dot = interpreter_builder.create_dot
+
+    def counted(a: Any, b: Any, *args: Any) -> Any:
+        count[0] += int(a.data.shape[-2]) * int(a.data.shape[-1]) * int(b.data.shape[-1])
+        return create_dot(a, b, *args)
+
+    interpreter_builder.create_dot = counted
+    try:
+        yield
+    finally:
+        del interpreter_builder.create_dot  # the class's method again
+
+
+def dot_work(sub: LocalSubmission, *, q: Tensor, k: Tensor, v: Tensor, is_causal: bool,
+             block_m: int, block_n: int) -> int | None:
+    """The multiply-adds of every tl.dot `flash_forward` runs on q, k, v; None where kernels
+    are compiled (a GPU), where the interpreter cannot count them."""
+    if not interpreting():
+        return None
+    function, count = sub.lookup("flash_forward"), [0]
+    with _dots_counted(count):
+        sub.guard("flash_forward", lambda: function(q, k, v, is_causal=is_causal,
+                                                    block_m=block_m, block_n=block_n))
+    return count[0]
+
+
+class _EmptyFilled(TorchDispatchMode):
+    """Every floating-point tensor made uninitialised (torch.empty, empty_like) filled with
+    NaN."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
+        out = func(*args, **(kwargs or {}))
+        if func in (torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided.default) \
+                and out.is_floating_point():
+            out.fill_(float("nan"))
+        return out
+
+
+def unstored_lse(sub: LocalSubmission, *, q: Tensor, k: Tensor, v: Tensor,
+                 kwargs: dict) -> bool:
+    """Whether the logsumexp `flash_forward` returns is all NaN when every uninitialised
+    tensor starts as NaN: its kernel never stores it."""
+    function = sub.lookup("flash_forward")
+
+    def run() -> Any:
+        with _EmptyFilled():
+            return function(q, k, v, **kwargs)
+
+    value = sub.guard("flash_forward", run)
+    lse = value[1] if isinstance(value, tuple) and len(value) == 2 else None
+    return isinstance(lse, Tensor) and lse.is_floating_point() and bool(lse.isnan().all())
+
+
+def _storages(value: Any) -> set[int]:
+    return {t.untyped_storage().data_ptr() for t in tree_leaves(value)
+            if isinstance(t, Tensor) and t.device.type != "meta"}
+
+
+class _TorchOps(TorchDispatchMode):
+    """Notes the first op of COMPUTED_BY_TORCH that runs while active, and the largest tensor
+    an op made in new memory (not a view, nor an op writing into its inputs), with the op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.used: str | None = None
+        self.largest, self.largest_op = 0, ""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
+        name = str(func._schema.name) if hasattr(func, "_schema") else ""
+        if self.used is None and name in COMPUTED_BY_TORCH:
+            self.used = name.removeprefix("aten::")
+        out = func(*args, **(kwargs or {}))
+        given = _storages((args, kwargs))
+        for t in tree_leaves(out):
+            if isinstance(t, Tensor) and t.untyped_storage().data_ptr() not in given \
+                    and t.numel() > self.largest:
+                self.largest, self.largest_op = t.numel(), name
+        return out
+
+
+def torch_watch(sub: LocalSubmission, *, name: str, args: tuple, kwargs: dict,
+                backward: bool) -> dict[str, Any]:
+    """`name`(*args, **kwargs) (with `backward`: with autograd on, then backward of the
+    output's sum): the first softmax or attention op PyTorch ran for it ("torch_op"), and
+    with `backward` how many elements the autograd graph saved ("saved", each storage once),
+    or {"torch_op": ..., "saved": None} where the output has no graph; and the largest tensor
+    made in new memory meanwhile ("made": its elements and the op), the kernels' own
+    allocations aside (Triton writes into tensors it is given)."""
+    watch, saved, counted = _TorchOps(), [0], set()
+    inputs = [a.detach().clone().requires_grad_(backward) if isinstance(a, Tensor) else a
+              for a in args]
+
+    def pack(t: Tensor) -> Tensor:
+        storage = t.untyped_storage()._cdata
+        if storage not in counted:
+            counted.add(storage)
+            saved[0] += t.untyped_storage().nbytes() // t.element_size()
+        return t
+
+    def run() -> Any:
+        with watch:
+            return sub.lookup(name)(*inputs, **kwargs)
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+            torch.set_grad_enabled(backward):
+        out = sub.guard(name, run)
+    result: dict[str, Any] = {"torch_op": watch.used, "saved": None}
+    made = {"largest": watch.largest, "op": watch.largest_op}
+    if backward and type(out) is Tensor and out.requires_grad:
+
+        def run_backward() -> None:
+            with watch:
+                out.backward(torch.ones_like(out))
+
+        sub.guard(f"{name} (backward)", run_backward)
+        result.update(torch_op=watch.used, saved=saved[0])
+        made = {"largest": watch.largest, "op": watch.largest_op}
+    return {**result, "made": made}

@@ -1,0 +1,211 @@
+"""The triton_attention grader against its corpus, in both directions, through Triton's
+interpreter on the CPU; its oracle against PyTorch written other ways; and Triton's setup:
+the interpreter's switch, re-imported Triton, a missing Triton told in one sentence.
+
+Every single-mistake mutant of tests/corpus/triton/reference.py fails exactly its checks and
+the grader names its mistake (or says what is wrong where no value is) for at least 90% of
+them; the reference and every alternative correct answer get every point with no diagnosis.
+Checks run in process (one grading per submission, shared by the tests: the interpreter is
+slow), as in test_llm_attention.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import CORPUS, ROOT, renders_recorded
+from test_messages import assert_chinese
+
+pytest.importorskip("triton")  # the dev extra installs it; without it there is nothing to grade
+
+from autograder.assignments.triton_attention import backward, forward, oracle, variants  # noqa: E402,E501
+from autograder.assignments.triton_attention.mistakes import CATALOGUE  # noqa: E402
+from autograder.checks.core import CheckResult, Context  # noqa: E402
+from autograder.grading.registry import ASSIGNMENTS, run_checks  # noqa: E402
+from autograder.messages import ids_in, msg  # noqa: E402
+from autograder.runner.inprocess import InProcessSubmission  # noqa: E402
+from autograder.runner.loading import load_source  # noqa: E402
+from autograder.runtime import triton_as_configured, triton_environment  # noqa: E402
+
+TRITON = CORPUS / "triton"
+sys.path.insert(0, str(TRITON))
+from triton_mutants import ALTERNATIVES, MUTANTS, REFERENCE, Mutant  # noqa: E402
+
+# Every check but the timed one, which is not scored on the CPU: the same results every run.
+CHECK_IDS = [c.id for c in ASSIGNMENTS["triton_attention"] if not c.timed]
+RATE_NEEDED = 0.9
+
+
+@pytest.fixture(scope="module", autouse=True)
+def interpreted() -> Iterator[None]:
+    """Triton's interpreter on in this process while these tests run, as a grader's worker
+    on the CPU has it (`runtime.triton_environment`)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRITON_INTERPRET", "1")
+        triton_as_configured()
+        yield
+
+
+def grade(path: Path) -> list[CheckResult]:
+    return run_checks(InProcessSubmission.from_path(path), assignment="triton_attention",
+                      only=CHECK_IDS)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("triton_mutants")
+
+
+RENDERED: dict[str, list[str]] = {}  # label -> the messages rendered while grading it
+
+
+@cache
+def graded(mutant: Mutant, folder: Path) -> list[CheckResult]:
+    path = folder / f"submission_{abs(hash(mutant.label))}.py"
+    path.write_text(mutant.source())
+    with renders_recorded() as RENDERED[mutant.label]:
+        return grade(path)
+
+
+def said(results: list[CheckResult]) -> set[str]:
+    """The mistakes named and the message ids of the failing checks, mistakes by their id."""
+    return {i.removeprefix("mistake.") for r in results if not r.passed
+            for i in ids_in(r.message)}
+
+
+def test_the_corpus_is_big_enough_and_covers_the_catalogue():
+    assert len(MUTANTS) >= 15
+    assert len({m.label for m in MUTANTS}) == len(MUTANTS)
+    assert set(CATALOGUE) <= set().union(*(m.named for m in MUTANTS))
+    for mutant in (*MUTANTS, *ALTERNATIVES):
+        assert mutant.source() != REFERENCE.read_text()
+        assert mutant.fails <= set(CHECK_IDS), mutant.label
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.label for m in MUTANTS])
+def test_each_mutant_fails_exactly_its_checks(mutant: Mutant, folder: Path):
+    results = graded(mutant, folder)
+    failed = {r.id for r in results if not r.passed}
+    messages = "\n".join(f"{r.id}: {r.message}" for r in results if not r.passed)
+    assert failed == mutant.fails, f"{mutant.label}\n{messages}"
+
+
+def test_the_grader_names_the_mistake_for_90_percent(folder: Path, capsys):
+    right = [m for m in MUTANTS if m.named and m.named <= said(graded(m, folder))]
+    with capsys.disabled():
+        print(f"\ntriton_attention: the mistake named for {len(right)}/{len(MUTANTS)} mutants")
+    assert len(right) / len(MUTANTS) >= RATE_NEEDED, [m.label for m in MUTANTS
+                                                      if m not in right]
+
+
+@pytest.mark.parametrize("mutant", [Mutant("reference", ()), *ALTERNATIVES],
+                         ids=lambda m: m.label)
+def test_correct_answers_get_every_point_without_a_diagnosis(mutant: Mutant, folder: Path):
+    results = graded(mutant, folder)
+    assert [r.id for r in results] == CHECK_IDS
+    for r in results:
+        assert r.passed and r.message == msg("ok"), f"{r.id}: {r.message}"
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.label for m in MUTANTS])
+def test_mutant_messages_are_chinese(mutant: Mutant, folder: Path, monkeypatch):
+    assert_chinese([r for r in graded(mutant, folder) if not r.passed], [], monkeypatch)
+
+
+def test_words_decide_nothing(folder: Path):
+    """Grading renders no message: the templates' words decide no input, point or name."""
+    for mutant in MUTANTS:
+        graded(mutant, folder)
+        assert RENDERED[mutant.label] == [], mutant.label
+
+
+def test_the_speed_check_says_why_it_is_not_scored_and_costs_nothing(monkeypatch):
+    """In the interpreter, and on a GPU until a threshold is calibrated: full points, and a
+    note that says why (it runs only once the backward passes: the stubs get 0)."""
+    for device, interpret, reason in (("cpu", "1", "triton.speed_interpreted"),
+                                      ("cuda", "0", "triton.speed_uncalibrated")):
+        monkeypatch.setenv("TRITON_INTERPRET", interpret)
+        ctx = Context(device=device)
+        assert backward.check_speed(None, ctx) == 1.0
+        assert ids_in(ctx.notes) == {"triton.speed_not_scored", reason}
+    (spec,) = [c for c in ASSIGNMENTS["triton_attention"] if c.id == "triton_speed"]
+    assert spec.timed and spec.needs == ("triton_flash_backward",)
+
+
+# --------------------------------------------------------------------------- the oracle
+
+
+def test_the_oracle_is_attention_written_out():
+    q, k, v = (torch.randn(1, 2, t, 8, dtype=torch.float64) for t in (3, 7, 7))
+    blocked = oracle.causal_blocked(3, 7)
+    assert blocked[0].tolist() == [False] * 5 + [True] * 2  # bottom-right
+    weights = torch.exp(q @ k.transpose(-2, -1) / 8 ** 0.5).masked_fill(blocked, 0)
+    out, lse = oracle.flash(q, k, v, True)
+    torch.testing.assert_close(out, weights / weights.sum(-1, keepdim=True) @ v)
+    torch.testing.assert_close(lse, weights.sum(-1).log())
+
+
+def test_the_causal_work_counts_blocks_up_to_the_diagonal():
+    c = forward.WORK_CASE  # 3 blocks of 16: query block m needs key blocks 0 .. m
+    per_block = 2 * 16 * 16 * c.D
+    assert forward.causal_work(c) == (1 + 2 + 3) * per_block
+    assert forward.causal_work(c, extra_blocks=1) == (2 + 3 + 3) * per_block
+    assert forward.causal_work(c, skip=False) == 9 * per_block
+
+
+def test_the_block_loop_without_its_mistakes_is_the_oracle():
+    q, k, v = (torch.randn(1, 2, t, 8, dtype=torch.float64) for t in (9, 13, 13))
+    for causal in (False, True):
+        for got, want in zip(variants.block_loop(q, k, v, causal, 4),
+                             oracle.flash(q, k, v, causal)):
+            torch.testing.assert_close(got, want)
+
+
+# --------------------------------------------------------------------------- Triton's setup
+
+
+def test_workers_interpret_on_the_cpu_and_keep_triton_in_their_folder(tmp_path: Path):
+    assert triton_environment("cpu", str(tmp_path))["TRITON_INTERPRET"] == "1"
+    env = triton_environment("cuda:0", str(tmp_path))
+    assert env["TRITON_INTERPRET"] == "0"
+    assert env["TRITON_HOME"] == str(tmp_path)
+    assert Path(env["TRITON_CACHE_DIR"]).is_relative_to(tmp_path)
+
+
+def test_a_missing_triton_is_one_sentence(tmp_path: Path, monkeypatch):
+    """Where `import triton` fails, the submission's problem says how to install it, in both
+    languages: one sentence, no traceback."""
+    path = tmp_path / "submission.py"
+    path.write_text(REFERENCE.read_text())
+    monkeypatch.setitem(sys.modules, "triton", None)  # `import triton` raises
+    (problem,) = load_source(path).problems
+    assert ids_in(problem) == {"load.not_installed", "runner.at_line"}
+    for lang in ("en", "zh"):
+        text = problem.render(lang)
+        assert 'pip install "mha-kit[triton]"' in text and "\n" not in text
+
+
+def test_triton_is_imported_again_under_the_other_switch():
+    """Triton's library (tl.sum, tl.max) is decorated at import: where it was imported under
+    the other TRITON_INTERPRET (torch's compiler imports it in the zygote's warm-up), it is
+    imported again, so that the student's kernels and the library agree. In a fresh Python:
+    kernels loaded here keep the Triton they were made with alive until exit."""
+    code = ("import os, runpy, sys\n"
+            f"configured = runpy.run_path({str(ROOT / 'autograder' / 'runtime.py')!r})"
+            "['triton_as_configured']\n"
+            "kinds = []\n"
+            "for switch in ('0', '1', '0'):\n"
+            "    os.environ['TRITON_INTERPRET'] = switch\n"
+            "    configured()\n"
+            "    import triton\n"
+            "    kinds.append(type(triton.language.standard.sum).__name__)\n"
+            "print(kinds)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["['JITFunction',", "'InterpretedFunction',", "'JITFunction']"]
