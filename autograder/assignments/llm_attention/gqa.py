@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from ...checks.core import CheckFailed, Context
-from ...checks.expect import expect_close, expect_tensor, expect_unchanged
+from ...checks.expect import attempt, expect_close, expect_tensor, expect_unchanged
 from ...checks.gradients import backward_for, expect_gradients, expect_on_meta, loaded, moved
 from ...checks.inputs import randn, strided
 from ...checks.search import run_cases
@@ -87,12 +87,14 @@ def check_gqa(sub, ctx: Context) -> float:
         backward = backward_for(gen, c.dtype, (want,), ("out",), {0: "x"}, loaded(params))
         x = (strided(x) if c.strided else x).to(c.dtype)
         cast = {k: None if v is None else v.to(c.dtype) for k, v in params.items()}
-        call = sub.run_module(ModuleRun(MODULE, c.init(), {}, cast, (x,), dtype=c.dtype,
-                                        backward=backward))
+        mistakes = variants.gqa_candidates(_weights(params), x.double(), c.H, c.Hkv,
+                                           c.rope_base)
+        call = attempt(lambda: sub.run_module(ModuleRun(
+            MODULE, c.init(), {}, cast, (x,), dtype=c.dtype, backward=backward)), c.label(),
+            mistakes)
         expect_unchanged(f"{MODULE}.forward", call, {"x": x}, c.label())
         expect_close(msg("what.output", name=MODULE), call.value, want.to(c.dtype), c.label(),
-                     ROPE_TOL, dims=("B", "T", "E"), mistakes=variants.gqa_candidates(
-                         _weights(params), x.double(), c.H, c.Hkv, c.rope_base))
+                     ROPE_TOL, dims=("B", "T", "E"), mistakes=mistakes)
         expect_gradients(MODULE, call, backward, lambda: _gradients(c, params, x, backward),
                          c.label(), ROPE_TOL)
 
@@ -145,10 +147,14 @@ def check_kv_cache(sub, ctx: Context) -> float:
         x = randn(gen, c.B, sum(d.chunks), c.E, device=ctx.device).to(c.dtype)
         chunks = list(x.split(d.chunks, dim=1))
         cast = {k: v.to(c.dtype) for k, v in params.items() if v is not None}
-        got = sub.run_job(DECODE_JOB, msg("llm.decoding", name=MODULE), init=c.init(),
-                          params={**cast, **{k: None for k in params if params[k] is None}},
-                          chunks=chunks, dtype=c.dtype)
-        twice, steps, lengths = _decoded(got, len(chunks))
+        got = attempt(lambda: sub.run_job(
+            DECODE_JOB, msg("llm.decoding", name=MODULE), init=c.init(),
+            params={**cast, **{k: None for k in params if params[k] is None}}, chunks=chunks,
+            dtype=c.dtype), d.label(), variants.cache_error_candidates(
+                c.B, c.H, c.Hkv, c.E // c.H, d.chunks))
+        twice, steps, lengths, heads, fresh = _decoded(got, len(chunks))
+        if fresh:  # a cache made after another was used holds tokens
+            raise CheckFailed(msg("llm.cache_shared", length=fresh), case=d.label())
         want = oracle.gqa(_weights(params), x.double(), c.H, c.Hkv, c.rope_base).to(c.dtype)
         what = msg("what.output", name=MODULE)
         expect_close(what, twice[0], want, c.label(), ROPE_TOL, dims=("B", "T", "E"))
@@ -166,18 +172,27 @@ def check_kv_cache(sub, ctx: Context) -> float:
                      d.label(), ROPE_TOL, dims=("B", "T", "E"),
                      mistakes=variants.cache_candidates(_weights(params), [
                          t.double() for t in chunks], c.H, c.Hkv, c.rope_base))
+        # Right values, from a cache n_rep times larger than GQA's. (Keys laid out otherwise,
+        # (B, t, Hkv, D), have no dim 1 of H in these cases.)
+        if c.H != c.Hkv and c.H in heads:
+            raise CheckFailed(msg("llm.cache_heads", name=MODULE, got=c.H, Hkv=c.Hkv,
+                                  n_rep=c.H // c.Hkv), case=d.label())
 
     run_cases(one_case, DECODING_CASES)
     return 1.0
 
 
-def _decoded(got: Any, count: int) -> tuple[list[Any], list[Any], list[Any]]:
-    """The job's reply, in the form asked for: two outputs, one per chunk, one length each."""
+def _decoded(got: Any, count: int) -> tuple[list[Any], list[Any], list[Any], list[int], int]:
+    """The job's reply, in the form asked for: two outputs, one per chunk, one length each,
+    the head counts of the keys passed to `update`, and the length of a cache made after."""
     if not isinstance(got, dict):
         got = {}
-    twice, steps, lengths = (got.get(key) for key in ("twice", "steps", "lengths"))
+    twice, steps, lengths, heads, fresh = (got.get(key) for key in (
+        "twice", "steps", "lengths", "heads", "fresh_length"))
     if not (isinstance(twice, list) and len(twice) == 2 and isinstance(steps, list)
-            and len(steps) == count and isinstance(lengths, list) and len(lengths) == count):
+            and len(steps) == count and isinstance(lengths, list) and len(lengths) == count
+            and isinstance(heads, list) and all(type(h) is int for h in heads)
+            and (fresh is None or type(fresh) is int)):
         raise CheckFailed(msg("llm.bad_decoding_reply", name=MODULE))
     return ([vetted(t, MODULE) for t in twice], [vetted(t, MODULE) for t in steps],
-            [n if type(n) is int else repr(n) for n in lengths])
+            [n if type(n) is int else repr(n) for n in lengths], heads, fresh or 0)

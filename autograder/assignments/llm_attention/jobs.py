@@ -35,7 +35,9 @@ READS_VALUES = ("aten::_local_scalar_dense",)
 def decode(sub: LocalSubmission, *, init: tuple, params: dict[str, Tensor],
            chunks: list[Tensor], dtype: torch.dtype) -> dict[str, Any]:
     """The module run twice over every token without a cache, then over the chunks one after
-    the other through one `KVCache`: every output, and len(cache) after each chunk."""
+    the other through one `KVCache`: every output, len(cache) after each chunk, the heads of
+    the keys passed to its `update`, and the length of a new cache made after (None where
+    len() of it fails)."""
     module = sub.construct(MODULE, *init)
     device = chunks[0].device
 
@@ -52,12 +54,38 @@ def decode(sub: LocalSubmission, *, init: tuple, params: dict[str, Tensor],
         twice = [vetted(sub.guard(forward, lambda: module(whole.clone())), forward)
                  for _ in range(2)]
         cache = sub.guard("KVCache", sub.lookup("KVCache"))
+        heads = _heads_updated(cache)
         steps, lengths = [], []
         for chunk in chunks:
             steps.append(vetted(sub.guard(forward, lambda c=chunk: module(c.clone(),
                                                                          cache=cache)), forward))
             lengths.append(sub.guard("len(cache)", lambda: len(cache)))
-    return {"twice": twice, "steps": steps, "lengths": lengths}
+        fresh = sub.guard("KVCache", sub.lookup("KVCache"))
+        try:
+            fresh_length = sub.guard("len(cache)", lambda: len(fresh))
+        except StudentCodeError:  # len() of an empty cache is not asked for
+            fresh_length = None
+    return {"twice": twice, "steps": steps, "lengths": lengths, "heads": heads,
+            "fresh_length": fresh_length}
+
+
+def _heads_updated(cache: Any) -> list[int]:
+    """A list that `cache.update` adds the heads of each (B, heads, t, D) key it is passed
+    to, from now on (`cache.update` wrapped on the instance; nothing where it cannot be)."""
+    heads: list[int] = []
+    update = getattr(cache, "update", None)
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        if args and type(args[0]) is Tensor and args[0].dim() == 4:
+            heads.append(args[0].shape[1])
+        return update(*args, **kwargs)
+
+    if callable(update):
+        try:
+            cache.update = watched
+        except (AttributeError, TypeError):  # __slots__, a read-only attribute
+            pass
+    return heads
 
 
 class SizeWatch(TorchDispatchMode):
@@ -247,6 +275,13 @@ LINEAR = frozenset(f"aten::{name}" for name in """
     """.split())
 
 
+# Ops that read a tensor's metadata (its dtype, its sizes), never its data: no work.
+METADATA = frozenset(f"aten::{name}" for name in """
+    result_type is_same_size size sym_size stride sym_stride numel sym_numel dim
+    is_floating_point is_complex is_signed
+    """.split())
+
+
 @functools.cache
 def _linear(name: str) -> bool:
     """Whether `name`'s work is proportional to its elements: LINEAR, a copy of a view, or an
@@ -264,8 +299,10 @@ class WorkCount(TorchDispatchMode):
     """The work of every ATen op run while it is active, however the op was reached (a torch
     function, TorchScript; compiled code runs eagerly under a dispatch mode): FLOPs for
     products and attention, elements read and written for linear ops (`_linear`), nothing for
-    views. The names of the ops it cannot count, and of those that read values into
-    Python (`.item()`, `int(t)`, `if t:`), whose work on those values it cannot see."""
+    views, and none for ops that touch no tensor's data (`torch.promote_types`, which takes
+    and gives dtypes; `METADATA`). The names of the ops it cannot count, and of those that
+    read values into Python (`.item()`, `int(t)`, `if t:`), whose work on those values it
+    cannot see."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -287,7 +324,8 @@ class WorkCount(TorchDispatchMode):
         elif _linear(name):
             self.work += sum(t.numel() for t in tree_leaves((args, kwargs, out))
                              if isinstance(t, Tensor))
-        elif not func.is_view:
+        elif not (func.is_view or name in METADATA or not any(
+                isinstance(t, Tensor) for t in tree_leaves((args, kwargs, out)))):
             self.uncounted.add(name)
         return out
 
