@@ -24,7 +24,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 from ..messages import msg
 from ..runner.protocol import Backward, Call, StudentCodeError
 from .core import CheckFailed, Context
-from .diagnosis import Candidate
+from .diagnosis import Candidate, Diagnosis
 from .expect import Label, expect_close
 from .inputs import randn
 
@@ -59,18 +59,22 @@ def loaded(params: dict[str, Tensor | None]) -> tuple[str, ...]:
 
 def expect_gradients(name: str, call: Call, backward: Backward | None,
                      expected: Callable[[], dict[str, Tensor | None]], case: Label,
-                     tol: dict, mistakes: Callable[[], list[Candidate]] | None = None) -> None:
+                     tol: dict, mistakes: Callable[[str], list[Candidate]] | None = None
+                     ) -> None:
     """The gradients `call` brought back, against `expected()` (by input or parameter name).
 
-    Why there are none comes first (not connected, backward() failed), then a gradient that
-    is None or all zero where the oracle's is not, then the values through `expect_close`,
-    naming the known mistake among `mistakes()` (each gives every gradient, by name) that
-    reproduces the first gradient that differs."""
+    Why there are none comes first (not connected, backward() failed: named when one of
+    `mistakes` raises the same error), then a gradient that is None or all zero where the
+    oracle's is not, then the values through `expect_close`, with `mistakes(name)`, the known
+    mistakes' gradients of that input or parameter."""
     if backward is None:
         return
     case = msg("case.backward", case=case)
     if call.backward_failure is not None:
-        raise CheckFailed(call.backward_failure, case=case)
+        raised = StudentCodeError("raised", call.backward_failure)
+        raise CheckFailed(call.backward_failure, case=case, diagnosis=Diagnosis(
+            raised, [m for wrt in backward.inputs.values() for m in mistakes(wrt)], tol)
+            if mistakes else None)
     if call.grads is None:  # the outputs were right, yet no backward ran: say so
         raise CheckFailed(msg("grad.missing", name=name), case=case)
     compared = []
@@ -89,10 +93,8 @@ def expect_gradients(name: str, call: Call, backward: Backward | None,
         if (got.shape == want.shape and not bool(got.any())
                 and bool((want.abs() > scaled["atol"]).any())):
             raise CheckFailed(msg("grad.zero", what=what), case=case)
-    candidates = mistakes() if mistakes else []
     for wrt, what, got, want, scaled in compared:
-        expect_close(what, got, want, case, scaled, mistakes=[
-            (mistake, lambda make=make, wrt=wrt: make()[wrt]) for mistake, make in candidates])
+        expect_close(what, got, want, case, scaled, mistakes=mistakes(wrt) if mistakes else None)
 
 
 def gradient_tolerance(tol: dict, expected: Tensor) -> dict:

@@ -8,7 +8,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("GroupedQueryAttention",
           "GroupedQueryAttention(embed_dim, num_heads, num_kv_heads, rope_base=10000.0)",
           "forward(x, cache=None)"),
-    Entry("KVCache", "KVCache()  # update(k, v) -> (keys, values); len(cache)"),
+    Entry("KVCache", "KVCache()  # update(k, v), (B, Hkv, t, D) each, before repeat_kv -> "
+                     "(keys, values) so far; len(cache)"),
     Entry("sliding_window_mask", "sliding_window_mask(T, window)"),
     Entry("flash_attention", "flash_attention(q, k, v, *, is_causal=False, block_size=64)"),
     Entry("flash_attention_autograd",

@@ -147,10 +147,14 @@ def check_kv_cache(sub, ctx: Context) -> float:
         x = randn(gen, c.B, sum(d.chunks), c.E, device=ctx.device).to(c.dtype)
         chunks = list(x.split(d.chunks, dim=1))
         cast = {k: v.to(c.dtype) for k, v in params.items() if v is not None}
-        got = sub.run_job(DECODE_JOB, msg("llm.decoding", name=MODULE), init=c.init(),
-                          params={**cast, **{k: None for k in params if params[k] is None}},
-                          chunks=chunks, dtype=c.dtype)
-        twice, steps, lengths, held = _decoded(got, len(chunks))
+        got = attempt(lambda: sub.run_job(
+            DECODE_JOB, msg("llm.decoding", name=MODULE), init=c.init(),
+            params={**cast, **{k: None for k in params if params[k] is None}}, chunks=chunks,
+            dtype=c.dtype), d.label(), variants.cache_error_candidates(
+                c.B, c.H, c.Hkv, c.E // c.H, d.chunks))
+        twice, steps, lengths, held, heads, fresh = _decoded(got, len(chunks))
+        if fresh:  # a cache made after another was used holds tokens
+            raise CheckFailed(msg("llm.cache_shared", length=fresh), case=d.label())
         want = oracle.gqa(_weights(params), x.double(), c.H, c.Hkv, c.rope_base).to(c.dtype)
         what = msg("what.output", name=MODULE)
         expect_close(what, twice[0], want, c.label(), ROPE_TOL, dims=("B", "T", "E"))
@@ -168,6 +172,11 @@ def check_kv_cache(sub, ctx: Context) -> float:
                      d.label(), ROPE_TOL, dims=("B", "T", "E"),
                      mistakes=variants.cache_candidates(_weights(params), [
                          t.double() for t in chunks], c.H, c.Hkv, c.rope_base))
+        # Right values, from a cache n_rep times larger than GQA's. (Keys laid out otherwise,
+        # (B, t, Hkv, D), have no dim 1 of H in these cases.)
+        if c.H != c.Hkv and c.H in heads:
+            raise CheckFailed(msg("llm.cache_heads", name=MODULE, got=c.H, Hkv=c.Hkv,
+                                  n_rep=c.H // c.Hkv), case=d.label())
         _expect_held(held, _weights(params), x.double(), c, d.label())
 
     run_cases(one_case, DECODING_CASES)
@@ -200,18 +209,22 @@ def _expect_held(held: tuple[Tensor, Tensor] | str | None, weights: dict[str, Te
                          dims=("B", "Hkv", "L", "D"))
 
 
-def _decoded(got: Any, count: int) -> tuple[list[Any], list[Any], list[Any], Any]:
+def _decoded(got: Any, count: int) -> tuple[list[Any], list[Any], list[Any], Any,
+                                            list[int], int]:
     """The job's reply, in the form asked for: two outputs, one per chunk, one length each,
-    and what the last `cache.update` gave back (a pair of tensors, a type's name, or None)."""
+    what the last `cache.update` gave back (a pair of tensors, a type's name, or None), the
+    head counts of the keys passed to `update`, and the length of a cache made after."""
     if not isinstance(got, dict):
         got = {}
-    twice, steps, lengths, held = (got.get(key)
-                                   for key in ("twice", "steps", "lengths", "held"))
+    twice, steps, lengths, held, heads, fresh = (got.get(key) for key in (
+        "twice", "steps", "lengths", "held", "heads", "fresh_length"))
     if not (isinstance(twice, list) and len(twice) == 2 and isinstance(steps, list)
             and len(steps) == count and isinstance(lengths, list) and len(lengths) == count
             and (held is None or isinstance(held, str) or type(held) in (tuple, list)
                  and len(held) == 2
-                 and all(type(t) is Tensor for t in held))):
+                 and all(type(t) is Tensor for t in held))
+            and isinstance(heads, list) and all(type(h) is int for h in heads)
+            and (fresh is None or type(fresh) is int)):
         raise CheckFailed(msg("llm.bad_decoding_reply", name=MODULE))
     return ([vetted(t, MODULE) for t in twice], [vetted(t, MODULE) for t in steps],
-            [n if type(n) is int else repr(n) for n in lengths], held)
+            [n if type(n) is int else repr(n) for n in lengths], held, heads, fresh or 0)

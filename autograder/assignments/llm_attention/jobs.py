@@ -40,8 +40,10 @@ _ABSENT = object()  # a class that inherits its `update`
 def decode(sub: LocalSubmission, *, init: tuple, params: dict[str, Tensor],
            chunks: list[Tensor], dtype: torch.dtype) -> dict[str, Any]:
     """The module run twice over every token without a cache, then over the chunks one after
-    the other through one `KVCache`: every output, len(cache) after each chunk, and what the
-    module's last `cache.update` gave back ("held": None if it never called it)."""
+    the other through one `KVCache`: every output, len(cache) after each chunk, what the
+    module's last `cache.update` gave back ("held": None if it never called it), the heads
+    of the keys passed to `update`, and the length of a new cache made after (None where
+    len() of it fails)."""
     module = sub.construct(MODULE, *init)
     device = chunks[0].device
 
@@ -58,14 +60,20 @@ def decode(sub: LocalSubmission, *, init: tuple, params: dict[str, Tensor],
         twice = [vetted(sub.guard(forward, lambda: module(whole.clone())), forward)
                  for _ in range(2)]
         cache = sub.guard("KVCache", sub.lookup("KVCache"))
-        steps, lengths, updates = [], [], []
-        with _updates_noted(cache, updates):
+        steps, lengths, updates, heads = [], [], [], []
+        with _updates_noted(cache, updates, heads):
             for chunk in chunks:
                 steps.append(vetted(sub.guard(forward, lambda c=chunk: module(
                     c.clone(), cache=cache)), forward))
                 lengths.append(sub.guard("len(cache)", lambda: len(cache)))
+        fresh = sub.guard("KVCache", sub.lookup("KVCache"))
+        try:
+            fresh_length = sub.guard("len(cache)", lambda: len(fresh))
+        except StudentCodeError:  # len() of an empty cache is not asked for
+            fresh_length = None
     held = _held(updates[-1]) if updates else None
-    return {"twice": twice, "steps": steps, "lengths": lengths, "held": held}
+    return {"twice": twice, "steps": steps, "lengths": lengths, "held": held, "heads": heads,
+            "fresh_length": fresh_length}
 
 
 def _held(given: Any) -> tuple[Tensor, Tensor] | str:
@@ -77,10 +85,11 @@ def _held(given: Any) -> tuple[Tensor, Tensor] | str:
 
 
 @contextlib.contextmanager
-def _updates_noted(cache: Any, noted: list[Any]) -> Iterator[None]:
-    """While active, what each call of `cache.update` gives back is appended to `noted`:
-    the keys and values the cache holds, as the student's module sees them. The method is
-    wrapped on the cache's class (a class with `__slots__` takes no attribute), and put back."""
+def _updates_noted(cache: Any, noted: list[Any], heads: list[int]) -> Iterator[None]:
+    """While active, what each call of `cache.update` gives back is appended to `noted`: the
+    keys and values the cache holds, as the student's module sees them; and the heads of
+    each (B, heads, t, D) key it is passed, to `heads`. The method is wrapped on the cache's
+    class (a class with `__slots__` takes no attribute), and put back."""
     kind = type(cache)
     own = vars(kind).get("update", _ABSENT)
     update = inspect.getattr_static(kind, "update", None)  # a function, or any descriptor
@@ -89,6 +98,8 @@ def _updates_noted(cache: Any, noted: list[Any]) -> Iterator[None]:
         return
 
     def noting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self is cache and args and type(args[0]) is Tensor and args[0].dim() == 4:
+            heads.append(args[0].shape[1])
         bound = update.__get__(self, kind) if hasattr(update, "__get__") else update
         given = bound(*args, **kwargs)
         if self is cache:
@@ -296,6 +307,13 @@ LINEAR = frozenset(f"aten::{name}" for name in """
     """.split())
 
 
+# Ops that read a tensor's metadata (its dtype, its sizes), never its data: no work.
+METADATA = frozenset(f"aten::{name}" for name in """
+    result_type is_same_size size sym_size stride sym_stride numel sym_numel dim
+    is_floating_point is_complex is_signed
+    """.split())
+
+
 @functools.cache
 def _linear(name: str) -> bool:
     """Whether `name`'s work is proportional to its elements: LINEAR, a copy of a view, or an
@@ -313,8 +331,10 @@ class WorkCount(TorchDispatchMode):
     """The work of every ATen op run while it is active, however the op was reached (a torch
     function, TorchScript; compiled code runs eagerly under a dispatch mode): FLOPs for
     products and attention, elements read and written for linear ops (`_linear`), nothing for
-    views. The names of the ops it cannot count, and of those that read values into
-    Python (`.item()`, `int(t)`, `if t:`), whose work on those values it cannot see."""
+    views, and none for ops that touch no tensor's data (`torch.promote_types`, which takes
+    and gives dtypes; `METADATA`). The names of the ops it cannot count, and of those that
+    read values into Python (`.item()`, `int(t)`, `if t:`), whose work on those values it
+    cannot see."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -336,7 +356,8 @@ class WorkCount(TorchDispatchMode):
         elif _linear(name):
             self.work += sum(t.numel() for t in tree_leaves((args, kwargs, out))
                              if isinstance(t, Tensor))
-        elif not func.is_view:
+        elif not (func.is_view or name in METADATA or not any(
+                isinstance(t, Tensor) for t in tree_leaves((args, kwargs, out)))):
             self.uncounted.add(name)
         return out
 

@@ -37,6 +37,8 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "llm.cache_values": "the values that the last cache.update(k, v) gave back (those of "
                             "every token so far)",
         "case.llm_large_scores": "scores in the hundreds",
+        "case.llm_extreme_rows": "every score of query 0 near -10000, of query 1 near "
+                                 "+1000",
         "llm.flash_pair": "{name} must return a pair (out, logsumexp), not a {type}",
         "llm.flash_out": "{name} output",
         "llm.flash_lse": "{name} logsumexp",
@@ -107,8 +109,9 @@ TEMPLATES: dict[str, dict[str, str]] = {
                            "len(cache), a Python int)",
         "llm.speed_uncounted": "{name} ran {ops} while decoding through the KVCache: the check "
                                "counts the work of matrix products, elementwise operations, "
-                               "reductions, copies and indexing, and cannot count these. "
-                               "Decode with those",
+                               "reductions, copies and indexing, and cannot count these "
+                               "operations, whose work may far exceed the elements they touch. "
+                               "Decode with the operations it counts, and it is scored",
         "llm.speed_unseen": "the work counted, {work:.2f} M per token, is less than computing "
                             "one token's key and value takes ({least:.2f} M): work done where "
                             "the counter cannot see it (another thread, code outside PyTorch) "
@@ -252,6 +255,95 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "this forward is the same wrong one. Fix flash_attention first (its check says "
             "what is wrong), or call it in your Function's forward: while yours fails, the "
             "backward is then graded with the kit's."),
+        "llm.window_float": "sliding_window_mask(T, window) has dtype {dtype}: it must return "
+                            "a torch.bool mask, True where query i MAY attend key j (SDPA's "
+                            "convention for a boolean attn_mask), not an additive 0/-inf mask",
+        "llm.cache_shared": "a new KVCache already held {length} tokens once another had been "
+                            "used: its keys and values live in class attributes (a list in the "
+                            "class body, say), which every cache shares. Make them in __init__ "
+                            "(self.k = None), so that each cache starts empty",
+        "llm.cache_heads": "{name} passed keys of {got} heads to cache.update, not the "
+                           "num_kv_heads = {Hkv} heads of k_proj: the cache then holds the keys "
+                           "and values after repeat_kv, {n_rep} times the memory it needs (the "
+                           "reason for GQA is a cache of Hkv heads). Update the cache first, "
+                           "then repeat what it returns",
+        "mistake.flash_default_dtype": (
+            "This matches the running maximum, sum and accumulator made by torch.full or "
+            "torch.zeros without dtype= and device=: they are then float32, PyTorch's default "
+            "dtype, on the CPU, whatever q is (bfloat16 here, on a GPU when graded there). "
+            "Make them with q.new_full / q.new_zeros, or pass dtype=q.dtype, device=q.device."),
+        "mistake.gqa_scale_by_embed_dim": (
+            "This matches scores scaled by 1/√E, E the embedding size: each head's scores are "
+            "scaled by 1/√D, D = E / num_heads its head dim (q.shape[-1])."),
+        "mistake.gqa_split_no_transpose": (
+            "This matches heads split with .view(B, H, T, D) and no transpose: the projection "
+            "is (B, T, H·D), so view it as (B, T, H, D), then .transpose(1, 2)."),
+        "mistake.gqa_merge_no_transpose": (
+            "This matches the heads merged by reshaping (B, H, T, D) straight to (B, T, E): "
+            "transpose(1, 2) back to (B, T, H, D) first, then reshape."),
+        "mistake.gqa_softmax_over_queries": (
+            "This matches the softmax over the queries (dim=-2): each query's weights over the "
+            "keys sum to 1, softmax(dim=-1)."),
+        "mistake.gqa_rope_default_base": (
+            "This matches apply_rope called without the layer's base, so with 10000: pass "
+            "self.rope_base, apply_rope(q, positions, self.rope_base)."),
+        "mistake.gqa_rope_queries_only": (
+            "This matches RoPE on the queries only: rotate the keys too, at their own "
+            "positions, or the scores do not depend on m - n."),
+        "mistake.gqa_diagonal_blocked": (
+            "This matches a causal mask that also blocks each token itself (j >= i): token t "
+            "sees tokens 0 .. t, itself included, so block j > i only (triu(diagonal=1)); the "
+            "first token, seeing nothing, gets NaN."),
+        "mistake.gqa_n_rep_kv_heads": (
+            "This matches repeat_kv(k, num_kv_heads): n_rep is the number of query heads per "
+            "key/value head, num_heads // num_kv_heads, so that the Hkv heads become H."),
+        "mistake.kv_repeat_tokens": (
+            "This matches the repeat along the tokens (dim 2): the heads are dim 1 of (B, Hkv, "
+            "T, D), each repeated n_rep times in a row."),
+        "mistake.kv_repeat_batch": (
+            "This matches the repeat along the batch (dim 0): the heads are dim 1 of (B, Hkv, "
+            "T, D), each repeated n_rep times in a row."),
+        "mistake.cache_returns_new_only": (
+            "This matches an update that returns only the keys and values it was given: "
+            "update must append them and return every key and value so far, (B, Hkv, "
+            "len(cache), D)."),
+        "mistake.cache_cat_heads": (
+            "This matches the keys appended along dim 1, the heads: the cache is (B, Hkv, L, "
+            "D), so new tokens go along dim 2, torch.cat([self.k, k], dim=2)."),
+        "mistake.cache_square_mask": (
+            "This matches a square (T, T) or (L, L) causal mask with a cache: a call has Tq = "
+            "T new queries (a decoding step: Tq = 1) against Tk = len(cache) keys, so the "
+            "mask is (Tq, Tk), key j blocked for query i when j > start + i."),
+        "mistake.window_self_excluded": (
+            "This matches a window that leaves out the token itself (i - window <= j < i): "
+            "query i sees j with i - window < j <= i, itself and the window - 1 keys before "
+            "it."),
+        "mistake.flash_not_scaled": (
+            "This matches the scores not scaled: multiply q @ kᵀ by 1/√D, D = q.shape[-1]."),
+        "mistake.flash_last_block_skipped": (
+            "This matches the last, shorter block of keys left out: go over range(0, Tk, "
+            "block_size) and slice k[:, :, start:start + block_size], which is shorter at the "
+            "end."),
+        "mistake.flash_max_from_zero": (
+            "This matches the running maximum started at 0, not -inf: a row whose scores are "
+            "all far below 0 then sums exp(score - 0) = 0, and 0 / 0 is NaN. Start it at "
+            "-inf (q.new_full(..., float(\"-inf\")))."),
+        "mistake.flash_dv_from_output": (
+            "This matches dV = Pᵀ · out: the gradient of the values is Pᵀ · dO, the output's "
+            "gradient (grad_out), not the output."),
+        "mistake.flash_delta_per_block": (
+            "This matches δ summed over one block's keys: δ_i = Σ_j P_ij dP_ij over every "
+            "key, which is rowsum(dO ∘ O): compute it once, before the loop."),
+        "mistake.flash_p_softmax_per_block": (
+            "This matches P recomputed as a softmax within each block: P = exp(S - "
+            "logsumexp), with the logsumexp saved by the forward over every key."),
+        "mistake.flash_dk_not_transposed": (
+            "This matches dK = dS · q: dS is (Tq, b), so the keys' gradient is dSᵀ · q, "
+            "(b, D)."),
+        "mistake.flash_backward_not_causal": (
+            "This matches the backward recomputing the scores without the causal mask: mask "
+            "them there as the forward does, or blocked keys get a weight exp(S - "
+            "logsumexp)."),
     },
     "zh": {
         "llm.rope_norm": "apply_rope 改变了特征向量的长度（‖out‖ = {got}，‖x‖ = {expected}）："
@@ -282,6 +374,8 @@ TEMPLATES: dict[str, dict[str, str]] = {
                           "其位置用 RoPE 旋转）",
         "llm.cache_values": "最后一次 cache.update(k, v) 返回的值（到目前为止每个词元的值）",
         "case.llm_large_scores": "分数达到数百",
+        "case.llm_extreme_rows": "查询 0 的每个分数都在 -10000 左右，查询 1 的都在 "
+                                 "+1000 左右",
         "llm.flash_pair": "{name} 应返回一对 (out, logsumexp)，而不是 {type}",
         "llm.flash_out": "{name} 的输出",
         "llm.flash_lse": "{name} 的 logsumexp",
@@ -342,8 +436,9 @@ TEMPLATES: dict[str, dict[str, str]] = {
                            "做的计算会逃过计数。请只用张量运算解码（位置就是 len(cache)，一个 "
                            "Python 整数）",
         "llm.speed_uncounted": "{name} 在经 KVCache 解码时调用了 {ops}：这项检查统计矩阵乘法、"
-                               "逐元素运算、归约、复制和索引的计算量，无法统计这些运算。请用前面"
-                               "这些运算来解码",
+                               "逐元素运算、归约、复制和索引的计算量，无法统计这些运算，它们的"
+                               "计算量可能远超所涉及的元素数。只用检查能统计的运算来解码，就能"
+                               "得分",
         "llm.speed_unseen": "统计到的计算量为每个词元 {work:.2f} M，少于计算一个词元的键和值所需"
                             "（{least:.2f} M）：在计数器看不到的地方完成的计算（另一个线程、"
                             "PyTorch 之外的代码）不计分",
@@ -475,5 +570,88 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "这里的前向计算是同一个错误的前向计算。请先修正 flash_attention（它的检查会指出错在哪里"
             "），或在你的 Function 的 forward 中调用它：在你的版本通过之前，反向传播会用本套件的"
             "版本来评分。"),
+        "llm.window_float": "sliding_window_mask(T, window) 的 dtype 是 {dtype}：它应返回 "
+                            "torch.bool 掩码，True 表示查询 i 可以关注键 j（SDPA 布尔 attn_mask "
+                            "的约定），而不是加性的 0/-inf 掩码",
+        "llm.cache_shared": "用过另一个 KVCache 之后，新建的 KVCache 已经存有 {length} 个词元："
+                            "它的键和值放在类属性里（比如类体中的列表），所有缓存共用。请在 "
+                            "__init__ 中创建它们（self.k = None），让每个缓存从空开始",
+        "llm.cache_heads": "{name} 传给 cache.update 的键有 {got} 个头，而不是 k_proj 给出的 "
+                           "num_kv_heads = {Hkv} 个：缓存于是存的是 repeat_kv 之后的键和值，占用"
+                           "所需内存的 {n_rep} 倍（GQA 的意义正在于缓存只存 Hkv 个头）。请先更新"
+                           "缓存，再对它返回的结果做 repeat_kv",
+        "mistake.flash_default_dtype": (
+            "这与“用 torch.full 或 torch.zeros 创建运行最大值、运行和与累加器时没有写 dtype= "
+            "和 device=”的结果一致：它们于是是 float32（PyTorch 的默认 dtype）并且在 CPU 上，"
+            "不管 q 是什么（这里是 bfloat16，在 GPU 上评分时在 GPU 上）。请用 q.new_full / "
+            "q.new_zeros 创建，或传入 dtype=q.dtype, device=q.device。"),
+        "mistake.gqa_scale_by_embed_dim": (
+            "这与“分数除以 √E（E 为嵌入维度）”的结果一致：每个头的分数应乘以 1/√D，D = E / "
+            "num_heads 是头维度（q.shape[-1]）。"),
+        "mistake.gqa_split_no_transpose": (
+            "这与“用 .view(B, H, T, D) 拆分头而不转置”的结果一致：投影的形状是 (B, T, H·D)，"
+            "应先 view 成 (B, T, H, D)，再 .transpose(1, 2)。"),
+        "mistake.gqa_merge_no_transpose": (
+            "这与“把 (B, H, T, D) 直接 reshape 成 (B, T, E) 来合并头”的结果一致：先 "
+            "transpose(1, 2) 回到 (B, T, H, D)，再 reshape。"),
+        "mistake.gqa_softmax_over_queries": (
+            "这与“在查询维度上做 softmax（dim=-2）”的结果一致：每个查询对各个键的权重之和为 1，"
+            "应为 softmax(dim=-1)。"),
+        "mistake.gqa_rope_default_base": (
+            "这与“调用 apply_rope 时没有传入本层的 base，因而用了 10000”的结果一致：请传入 "
+            "self.rope_base，即 apply_rope(q, positions, self.rope_base)。"),
+        "mistake.gqa_rope_queries_only": (
+            "这与“只对查询做 RoPE”的结果一致：键也要在各自的位置上旋转，否则分数不只取决于 "
+            "m - n。"),
+        "mistake.gqa_diagonal_blocked": (
+            "这与“因果掩码把每个词元自身也屏蔽了（j >= i）”的结果一致：词元 t 能看到词元 "
+            "0 .. t（包括自身），所以只屏蔽 j > i（triu(diagonal=1)）；第一个词元什么都看不到，"
+            "于是得到 NaN。"),
+        "mistake.gqa_n_rep_kv_heads": (
+            "这与“repeat_kv(k, num_kv_heads)”的结果一致：n_rep 是每个键/值头对应的查询头数，"
+            "即 num_heads // num_kv_heads，这样 Hkv 个头才变成 H 个。"),
+        "mistake.kv_repeat_tokens": (
+            "这与“沿词元维（dim 2）重复”的结果一致：头是 (B, Hkv, T, D) 的第 1 维，每个头应连续"
+            "重复 n_rep 次。"),
+        "mistake.kv_repeat_batch": (
+            "这与“沿批维（dim 0）重复”的结果一致：头是 (B, Hkv, T, D) 的第 1 维，每个头应连续"
+            "重复 n_rep 次。"),
+        "mistake.cache_returns_new_only": (
+            "这与“update 只返回传入的键和值”的结果一致：update 应把它们追加进缓存，并返回至今"
+            "所有的键和值，形状 (B, Hkv, len(cache), D)。"),
+        "mistake.cache_cat_heads": (
+            "这与“沿第 1 维（头）追加键”的结果一致：缓存的形状是 (B, Hkv, L, D)，新词元应沿"
+            "第 2 维追加：torch.cat([self.k, k], dim=2)。"),
+        "mistake.cache_square_mask": (
+            "这与“带缓存时仍用方形的 (T, T) 或 (L, L) 因果掩码”的结果一致：一次调用有 Tq = T "
+            "个新查询（解码一步时 Tq = 1），对应 Tk = len(cache) 个键，所以掩码是 (Tq, Tk)："
+            "当 j > start + i 时屏蔽查询 i 的键 j。"),
+        "mistake.window_self_excluded": (
+            "这与“窗口不含词元自身（i - window <= j < i）”的结果一致：查询 i 看到满足 "
+            "i - window < j <= i 的 j，即自身及之前的 window - 1 个键。"),
+        "mistake.flash_not_scaled": (
+            "这与“分数没有缩放”的结果一致：q @ kᵀ 应乘以 1/√D，D = q.shape[-1]。"),
+        "mistake.flash_last_block_skipped": (
+            "这与“漏掉了最后一个较短的键块”的结果一致：应遍历 range(0, Tk, block_size)，并切片 "
+            "k[:, :, start:start + block_size]，末尾的块会短一些。"),
+        "mistake.flash_max_from_zero": (
+            "这与“运行最大值从 0 而不是 -inf 开始”的结果一致：某一行的分数若全都远小于 0，"
+            "exp(score - 0) 之和就是 0，0 / 0 得到 NaN。请从 -inf 开始"
+            "（q.new_full(..., float(\"-inf\"))）。"),
+        "mistake.flash_dv_from_output": (
+            "这与“dV = Pᵀ · out”的结果一致：值的梯度是 Pᵀ · dO，即输出的梯度（grad_out），"
+            "而不是输出本身。"),
+        "mistake.flash_delta_per_block": (
+            "这与“δ 只在一个块的键上求和”的结果一致：δ_i = Σ_j P_ij dP_ij 要对所有键求和，"
+            "它等于 rowsum(dO ∘ O)：在循环之前算一次即可。"),
+        "mistake.flash_p_softmax_per_block": (
+            "这与“在每个块内用 softmax 重新计算 P”的结果一致：P = exp(S - logsumexp)，"
+            "logsumexp 由前向对所有键算出并保存。"),
+        "mistake.flash_dk_not_transposed": (
+            "这与“dK = dS · q”的结果一致：dS 的形状是 (Tq, b)，所以键的梯度是 dSᵀ · q，"
+            "形状 (b, D)。"),
+        "mistake.flash_backward_not_causal": (
+            "这与“反向重算分数时没有加因果掩码”的结果一致：要像前向那样在那里加掩码，否则被屏蔽"
+            "的键会得到权重 exp(S - logsumexp)。"),
     },
 }

@@ -137,8 +137,11 @@ class Repeat:
                        msg("case.non_contiguous_input") if self.strided else ""])
 
 
-REPEAT_CASES = (Repeat(2, 2, 3, 4, 3), Repeat(1, 1, 5, 2, 4), Repeat(2, 3, 2, 2, 1),
-                Repeat(1, 4, 2, 3, 2), Repeat(2, 2, 3, 4, 2, strided=True))
+# B differs from Hkv, and Hkv from T, where n_rep > 1: heads repeated along the batch (or the
+# tokens) then give sizes in no other order, which the shape message would take for a
+# transpose.
+REPEAT_CASES = (Repeat(3, 2, 3, 4, 3), Repeat(2, 1, 5, 2, 4), Repeat(2, 3, 2, 2, 1),
+                Repeat(1, 4, 2, 3, 2), Repeat(3, 2, 3, 4, 2, strided=True))
 
 
 def check_repeat_kv(sub, ctx: Context) -> float:
@@ -149,7 +152,11 @@ def check_repeat_kv(sub, ctx: Context) -> float:
         expect_unchanged("repeat_kv", call, {"x": x}, c.label())
         expect_close("repeat_kv(x, n_rep)", call.value, oracle.repeat_kv(x, c.n_rep), c.label(),
                      TIGHT, dims=("B", "H", "T", "D"),
-                     mistakes=[("kv_heads_tiled", lambda: x.repeat(1, c.n_rep, 1, 1))])
+                     mistakes=[("kv_heads_tiled", lambda: x.repeat(1, c.n_rep, 1, 1)),
+                               ("kv_repeat_tokens", lambda: x.repeat_interleave(c.n_rep, 2)),
+                               ("kv_repeat_tokens", lambda: x.repeat(1, 1, c.n_rep, 1)),
+                               ("kv_repeat_batch", lambda: x.repeat_interleave(c.n_rep, 0)),
+                               ("kv_repeat_batch", lambda: x.repeat(c.n_rep, 1, 1, 1))])
 
     run_cases(one_case, REPEAT_CASES)
     c = REPEAT_CASES[0]
@@ -176,6 +183,8 @@ def check_sliding_window(sub, ctx: Context) -> float:
         i, j = torch.arange(c.T)[:, None], torch.arange(c.T)[None, :]
         want = (j <= i) & (j > i - c.window)  # (T, T) True: may attend
         got = sub.call("sliding_window_mask", c.T, c.window).value
+        if isinstance(got, Tensor) and got.is_floating_point():  # an additive 0/-inf mask
+            raise CheckFailed(msg("llm.window_float", dtype=str(got.dtype)), case=c.label())
         expect_close("sliding_window_mask(T, window)", got, want, c.label(), TIGHT,
                      dims=("Tq", "Tk"), mistakes=variants.window_candidates(c.T, c.window))
 

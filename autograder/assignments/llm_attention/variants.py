@@ -68,26 +68,57 @@ def rope_candidates(x: Tensor, positions: Tensor, base: float) -> list:
 # --------------------------------------------------------------------------- GQA and the cache
 
 
+def attend(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, *, scale: float,
+           softmax_dim: int = -1, fill: float = NEG_INF) -> Tensor:
+    """softmax(q kᵀ · scale) v written out, as many key/value heads as query heads (else
+    torch.matmul's error), the blocked scores filled with `fill`, the softmax over
+    `softmax_dim`."""
+    scores = q @ k.transpose(-2, -1) * scale  # (B, H, Tq, Tk)
+    if blocked is not None:
+        scores = scores.masked_fill(blocked, fill)
+    return scores.softmax(softmax_dim) @ v  # (B, H, Tq, D)
+
+
+def _heads(y: Tensor, count: int, split: str) -> Tensor:
+    """(B, T, count·D) -> (B, count, T, D); read straight as (B, count, T, D) by a view with
+    no transpose (`split="view"`)."""
+    B, T, width = y.shape
+    if split == "view":
+        return y.view(B, count, T, width // count)
+    return y.view(B, T, count, width // count).transpose(1, 2)
+
+
 def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
               num_kv_heads: int, rope_base: float | None, *, tiled: bool = False,
               rope_on_values: bool = False, rope_before_split: bool = False,
-              groups: str = "", group_summed: str = "", causal: bool = True,
-              restart: bool = False, top_left: bool = False, only_several: bool = False,
-              before_update: str = "", rotated_after: bool = False) -> list[Tensor]:
+              rope_keys: bool = True, groups: str = "", group_summed: str = "",
+              causal: bool = True, restart: bool = False, top_left: bool = False,
+              only_several: bool = False, before_update: str = "", rotated_after: bool = False,
+              scale_by: str = "D", split: str = "", merge: str = "", softmax_dim: int = -1,
+              diagonal: bool = False, fill: float = NEG_INF, n_rep: int | None = None,
+              only_new: bool = False) -> list[Tensor]:
     """Grouped-query attention over `chunks` (B, t, E) fed one after the other through a
-    cache, in float64, with one thing done wrong: heads tiled instead of repeated in a row,
-    RoPE also on the values or on the whole embedding before the heads are split, the query
-    heads grouped (r g) where they are (g r) on the way in or out (`groups`: "in", "out"),
-    the query heads of a group summed (`group_summed`: the (B, T, Hkv·D) output that follows
-    raises in "linear", out_proj, or in "reshape" to (B, T, E)), no causal mask, positions
-    restarting at 0 in each chunk, the mask aligned top-left (`only_several`: and none for
-    a single token, as Hugging Face's `is_causal=T > 1`), attending before the chunk's keys
-    are in the cache (`before_update`: "after_prefill", or "always": the prefill sees no
-    key), or the keys cached before RoPE and rotated after, at the chunk's positions."""
+    cache, in float64, with one thing done wrong:
+    - heads: tiled instead of repeated in a row, repeated `n_rep` times, the query heads
+      grouped (r g) where they are (g r) on the way in or out (`groups`: "in", "out"), the
+      query heads of a group summed (`group_summed`: the (B, T, Hkv·D) output that follows
+      raises in "linear", out_proj, or in "reshape" to (B, T, E)), split by a view without
+      the transpose (`split="view"`) or merged without it (`merge="no_transpose"`);
+    - RoPE: also on the values, not on the keys, or on the whole embedding before the heads
+      are split;
+    - the mask: none, one that blocks the diagonal too (blocked scores filled with `fill`),
+      aligned top-left (`only_several`: and none for a single token, as Hugging Face's
+      `is_causal=T > 1`);
+    - the scores: scaled by 1/√E (`scale_by`), the softmax over another dim;
+    - the cache: positions restarting at 0 in each chunk, attending before the chunk's keys
+      are in it (`before_update`: "after_prefill", or "always": the prefill sees no key),
+      over the chunk's keys only (an update that returns what it was given), or the keys
+      cached before RoPE and rotated after, at the chunk's positions."""
     keys: list[Tensor] = []
     values: list[Tensor] = []
     outputs, start = [], 0
-    n_rep = num_heads // num_kv_heads
+    group = num_heads // num_kv_heads
+    repeats = group if n_rep is None else n_rep
     for x in chunks:
         B, T, E = x.shape
         D = E // num_heads
@@ -96,19 +127,20 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
         q, k = x @ params["q_proj.weight"].double().T, x @ params["k_proj.weight"].double().T
         if rope_base is not None and rope_before_split:  # (B, T, E) and (B, T, Hkv·D) turned
             q, k = oracle.rope(q, positions, rope_base), oracle.rope(k, positions, rope_base)
-        q = q.view(B, T, num_heads, D).transpose(1, 2)  # (B, H, T, D)
-        k = k.view(B, T, num_kv_heads, D).transpose(1, 2)  # (B, Hkv, T, D)
-        v = (x @ params["v_proj.weight"].double().T).view(B, T, num_kv_heads, D).transpose(1, 2)
+        q = _heads(q, num_heads, split)  # (B, H, T, D)
+        k = _heads(k, num_kv_heads, split)  # (B, Hkv, T, D)
+        v = _heads(x @ params["v_proj.weight"].double().T, num_kv_heads, split)
         if rope_base is not None and not rope_before_split:
             q = oracle.rope(q, positions, rope_base)
-            k = k if rotated_after else oracle.rope(k, positions, rope_base)
+            k = k if rotated_after or not rope_keys else oracle.rope(k, positions, rope_base)
             v = oracle.rope(v, positions, rope_base) if rope_on_values else v
         if groups == "in":  # query head r·Hkv + g in slot g·n_rep + r, with key/value head g
-            q = q.view(B, n_rep, num_kv_heads, T, D).transpose(1, 2).reshape(B, num_heads, T, D)
+            q = q.view(B, group, num_kv_heads, T, D).transpose(1, 2).reshape(B, num_heads, T, D)
         # Attending before the update: the chunk's own keys are not seen (after the prefill,
         # or, "always", the prefill too: it attends over no key).
         blind = before_update == "always" or bool(before_update and keys)
-        seen_k, seen_v = (list(keys), list(values)) if blind else (keys + [k], values + [v])
+        seen_k, seen_v = ((list(keys), list(values)) if blind
+                          else ([k], [v]) if only_new else (keys + [k], values + [v]))
         keys.append(k)
         values.append(v)
         if not seen_k:  # no key at all: the weights are empty, their product with v zero
@@ -117,24 +149,32 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
         if rotated_after:  # every key turned at the chunk's positions (T,): broadcast
             k_all = oracle.rope(k_all, positions, rope_base)
         if tiled:  # kv head h serves query heads h, h + Hkv, ...: the order of tile()
-            k_all, v_all = k_all.repeat(1, n_rep, 1, 1), v_all.repeat(1, n_rep, 1, 1)
+            k_all, v_all = k_all.repeat(1, repeats, 1, 1), v_all.repeat(1, repeats, 1, 1)
+        elif not group_summed:
+            k_all, v_all = oracle.repeat_kv(k_all, repeats), oracle.repeat_kv(v_all, repeats)
         L = k_all.shape[2]
         blocked = None  # attending before the update, every key seen is in the past
         if causal and not (blind and L < start + T) and not (only_several and T == 1):
             # top-left: query i sees keys 0 .. i, as SDPA's is_causal aligns it
-            blocked = (torch.arange(L)[None, :] > torch.arange(T)[:, None]
-                       if top_left or only_several else oracle.causal_blocked(T, L))  # (T, L)
+            key, query = torch.arange(L)[None, :], torch.arange(T)[:, None] + (
+                0 if top_left or only_several else start)  # query i is token start + i
+            blocked = key >= query if diagonal else key > query  # (T, L)
+        scale = (E if scale_by == "E" else D) ** -0.5
         if group_summed:  # 'b g r t d, b g s d -> b g t s': one head per key/value head
-            scores = torch.einsum("bgrtd,bgsd->bgts", q.view(B, num_kv_heads, n_rep, T, D),
-                                  k_all) / D ** 0.5  # (B, Hkv, T, L)
+            scores = torch.einsum("bgrtd,bgsd->bgts", q.view(B, num_kv_heads, group, T, D),
+                                  k_all) * scale  # (B, Hkv, T, L)
             if blocked is not None:
                 scores = scores.masked_fill(blocked, NEG_INF)
             out = scores.softmax(-1) @ v_all  # (B, Hkv, T, D)
         else:
-            out = oracle.attention(q, k_all, v_all, blocked)  # (B, H, T, D)
+            out = attend(q, k_all, v_all, blocked, scale=scale, softmax_dim=softmax_dim,
+                         fill=fill)  # (B, H, T, D)
         if groups == "out":  # slot g·n_rep + r written back to head r·Hkv + g
-            out = out.view(B, num_kv_heads, n_rep, T, D).transpose(1, 2).reshape(B, -1, T, D)
-        out = out.transpose(1, 2).reshape(B, T, E if group_summed == "reshape" else -1)
+            out = out.view(B, num_kv_heads, group, T, D).transpose(1, 2).reshape(B, -1, T, D)
+        if merge == "no_transpose":
+            out = out.reshape(B, T, E)
+        else:
+            out = out.transpose(1, 2).reshape(B, T, E if group_summed == "reshape" else -1)
         outputs.append(F.linear(out, params["out_proj.weight"].double()))
         start += T
     return outputs
@@ -145,7 +185,15 @@ def gqa_candidates(params: dict[str, Tensor], x: Tensor, num_heads: int, num_kv_
     def variant(base: float | None = rope_base, **bug) -> Tensor:
         return gqa_steps(params, [x], num_heads, num_kv_heads, base, **bug)[0].to(x.dtype)
 
-    found = [("gqa_not_causal", lambda: variant(causal=False))]
+    found = [("gqa_not_causal", lambda: variant(causal=False)),
+             ("gqa_scale_by_embed_dim", lambda: variant(scale_by="E")),
+             ("gqa_split_no_transpose", lambda: variant(split="view")),
+             ("gqa_split_no_transpose", lambda: variant(split="view", merge="no_transpose")),
+             ("gqa_merge_no_transpose", lambda: variant(merge="no_transpose")),
+             ("gqa_softmax_over_queries", lambda: variant(softmax_dim=-2)),
+             ("gqa_diagonal_blocked", lambda: variant(diagonal=True)),
+             ("gqa_diagonal_blocked", lambda: variant(
+                 diagonal=True, fill=torch.finfo(x.dtype).min))]
     if 1 < num_kv_heads < num_heads:
         found += [("gqa_heads_tiled", lambda: variant(tiled=True)),
                   ("gqa_groups_transposed", lambda: variant(groups="in")),
@@ -153,10 +201,15 @@ def gqa_candidates(params: dict[str, Tensor], x: Tensor, num_heads: int, num_kv_
     if num_kv_heads < num_heads:  # the sum of one head changes nothing
         found += [("gqa_group_summed", lambda: variant(group_summed="linear")),
                   ("gqa_group_summed", lambda: variant(group_summed="reshape"))]
+    if num_kv_heads * num_kv_heads != num_heads and num_kv_heads > 1:
+        found.append(("gqa_n_rep_kv_heads", lambda: variant(n_rep=num_kv_heads)))
     if rope_base is not None:
         found += [("gqa_rope_missing", lambda: variant(None)),
                   ("gqa_rope_on_values", lambda: variant(rope_on_values=True)),
-                  ("gqa_rope_before_split", lambda: variant(rope_before_split=True))]
+                  ("gqa_rope_before_split", lambda: variant(rope_before_split=True)),
+                  ("gqa_rope_queries_only", lambda: variant(rope_keys=False))]
+        if rope_base != 10000.0:
+            found.append(("gqa_rope_default_base", lambda: variant(10000.0)))
     return found
 
 
@@ -173,7 +226,9 @@ def cache_candidates(params: dict[str, Tensor], chunks: list[Tensor], num_heads:
              ("cache_attend_before_update", lambda: variant(before_update="after_prefill")),
              ("cache_attend_before_update", lambda: variant(before_update="always")),
              ("cache_chunk_not_causal", lambda: variant(causal=False)),
-             ("cache_causal_only_several", lambda: variant(only_several=True))]
+             ("cache_causal_only_several", lambda: variant(only_several=True)),
+             ("cache_returns_new_only", lambda: variant(only_new=True)),
+             ("cache_returns_new_only", lambda: variant(only_new=True, top_left=True))]
     if rope_base is not None:
         found.append(("cache_keys_rotated_after", lambda: variant(rotated_after=True)))
     return found
@@ -187,6 +242,7 @@ def window_candidates(T: int, window: int) -> list:
     right = (j <= i) & (j > i - window)
     return [
         ("window_one_too_many", lambda: (j <= i) & (j >= i - window)),
+        ("window_self_excluded", lambda: (j < i) & (j >= i - window)),
         ("window_one_too_few", lambda: (j <= i) & (j > i - window + 1)),
         ("window_two_sided", lambda: (j - i).abs() < window),
         ("window_inverted", lambda: ~right),
@@ -199,23 +255,28 @@ def window_candidates(T: int, window: int) -> list:
 
 def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, *,
                   rescale_acc: bool = True, rescale_sum: bool = True, shift: int = 0,
-                  top_left: bool = False, per_block: str = "",
-                  running_max: bool = True) -> tuple[Tensor, Tensor]:
+                  top_left: bool = False, per_block: str = "", running_max: bool = True,
+                  max_start: float = NEG_INF, scaled: bool = True, partial_block: bool = True,
+                  running_dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
     """FlashAttention's key-block loop, in the inputs' dtype, with one thing done wrong: the
     accumulator or the sum not rescaled when the maximum grows, the causal diagonal moved by
     `shift` or aligned top-left, each block's softmax normalised on its own (`per_block`:
     the blocks "added", "averaged", or averaged over the blocks a query sees a key in,
-    "averaged_seen"), or no running maximum (exp of the raw scores)."""
+    "averaged_seen"), no running maximum (exp of the raw scores), one started at
+    `max_start` (0, not -inf), the scores not scaled by 1/√D, the last, shorter block of
+    keys left out, or the running values made in `running_dtype` (torch.full's default,
+    whatever the inputs' dtype)."""
     B, H, Tq, D = q.shape
     Tk = k.shape[2]
     last = torch.arange(Tq)[:, None] + (0 if top_left else Tk - Tq) + shift  # (Tq, 1)
-    row_max = torch.full((B, H, Tq, 1), NEG_INF if running_max else 0.0, dtype=q.dtype)
-    row_sum = torch.zeros(B, H, Tq, 1, dtype=q.dtype)  # (B, H, Tq, 1)
-    acc = torch.zeros(B, H, Tq, D, dtype=q.dtype)  # (B, H, Tq, D)
-    blocks = torch.zeros(B, H, Tq, 1, dtype=q.dtype)  # the blocks counted in an average
-    for start in range(0, Tk, block):
+    dtype = running_dtype or q.dtype
+    row_max = torch.full((B, H, Tq, 1), max_start if running_max else 0.0, dtype=dtype)
+    row_sum = torch.zeros(B, H, Tq, 1, dtype=dtype)  # (B, H, Tq, 1)
+    acc = torch.zeros(B, H, Tq, D, dtype=dtype)  # (B, H, Tq, D)
+    blocks = torch.zeros(B, H, Tq, 1, dtype=dtype)  # the blocks counted in an average
+    for start in range(0, Tk if partial_block else Tk - block + 1, block):
         kb, vb = k[:, :, start:start + block], v[:, :, start:start + block]  # (B, H, b, D)
-        scores = q @ kb.transpose(-2, -1) / D ** 0.5  # (B, H, Tq, b)
+        scores = q @ kb.transpose(-2, -1) / (D ** 0.5 if scaled else 1.0)  # (B, H, Tq, b)
         if is_causal:
             keys = torch.arange(start, start + kb.shape[2])[None, :]  # (1, b)
             scores = scores.masked_fill(keys > last, NEG_INF)
@@ -275,7 +336,11 @@ def flash_key_ends(Tq: int, Tk: int, block: int) -> list[tuple[int, Callable[[in
 
 def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int) -> list:
     """Each mistake's (out, logsumexp) in the inputs' dtype, computed in float64 but for the
-    missing running maximum, whose overflow only shows in the inputs' own dtype."""
+    running maximum missing or started at 0, whose overflow and underflow show in the
+    inputs' own dtype, and running values in the default dtype, whose error only shows
+    there. A running maximum started at 0 comes first: where it is wrong (every score of a
+    row far below 0) so is no running maximum, which is also wrong where scores are far
+    above 0."""
     q64, k64, v64 = q.double(), k.double(), v.double()
 
     def variant(causal: bool = is_causal, **bug) -> tuple[Tensor, Tensor]:
@@ -296,6 +361,8 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
         return out.masked_fill(out.isnan(), unseen).to(q.dtype), lse.to(q.dtype)
 
     found = [
+        ("flash_max_from_zero", lambda: flash_variant(q, k, v, is_causal, block,
+                                                      max_start=0.0)),
         ("flash_acc_not_rescaled", lambda: variant(rescale_acc=False)),
         ("flash_sum_not_rescaled", lambda: variant(rescale_sum=False)),
         ("flash_nothing_rescaled", lambda: variant(rescale_acc=False, rescale_sum=False)),
@@ -305,7 +372,12 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
         ("flash_no_running_max", lambda: flash_variant(q, k, v, is_causal, block,
                                                        running_max=False)),
         ("flash_logsumexp_without_max", lse_without_max),
+        ("flash_not_scaled", lambda: variant(scaled=False)),
+        ("flash_last_block_skipped", lambda: variant(partial_block=False)),
     ]
+    if q.dtype not in (torch.float32, torch.float64):  # in float64 the running values promote
+        found.append(("flash_default_dtype", lambda: flash_variant(
+            q, k, v, is_causal, block, running_dtype=torch.get_default_dtype())))
     if is_causal:
         found += [("flash_causal_off_by_one", lambda: variant(shift=-1)),
                   ("flash_causal_off_by_one", lambda: variant(shift=1)),
@@ -319,33 +391,88 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
     return found
 
 
-def flash_gradients(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, grad_out: Tensor, *,
-                    delta: bool = True, scale_dq: bool = True,
-                    scale_dk: bool = True) -> dict[str, Tensor]:
-    """FlashAttention's backward, from the whole (Tq, Tk) matrices in float64, with one thing
-    done wrong: dS = P ∘ dP without δ = rowsum(dO ∘ O), or dQ or dK without the scale."""
-    q, k, v, grad_out = (t.double() for t in (q, k, v, grad_out))
-    scale = q.shape[-1] ** -0.5
-    scores = q @ k.transpose(-2, -1) * scale  # (B, H, Tq, Tk)
+def flash_gradients(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: bool,
+                    block: int, *, delta: bool = True, scale_dq: bool = True,
+                    scale_dk: bool = True, dv_from_out: bool = False, masked: bool = True,
+                    delta_per_block: bool = False, p_per_block: bool = False,
+                    dk_untransposed: bool = False) -> dict[str, Tensor]:
+    """FlashAttention's backward over key blocks, in float64, from the oracle's logsumexp,
+    with one thing done wrong: dS = P ∘ dP without δ = rowsum(dO ∘ O), dQ or dK without the
+    scale, dV = Pᵀ·out (not Pᵀ·dO), the scores recomputed without the causal mask, δ summed
+    over one block's keys (Σ_j P·dP) rather than rowsum(dO ∘ O), P a softmax within each
+    block rather than exp(S - logsumexp), or dK = dS·q (not dSᵀ·q, torch.matmul's error
+    where the shapes do not fit)."""
+    q, k, v, d_out = q.double(), k.double(), v.double(), d_out.double()
+    Tq, D, Tk = q.shape[2], q.shape[3], k.shape[2]
+    scale = D ** -0.5
+    blocked = oracle.causal_blocked(Tq, Tk) if is_causal else None
+    out, lse = oracle.flash(q, k, v, is_causal)
+    rows = (d_out * out).sum(-1, keepdim=True)  # (B, H, Tq, 1): δ
+    dq, dk, dv = torch.zeros_like(q), [], []
+    for start in range(0, Tk, block):
+        kb, vb = k[:, :, start:start + block], v[:, :, start:start + block]  # (B, H, b, D)
+        scores = q @ kb.transpose(-2, -1) * scale  # (B, H, Tq, b)
+        if blocked is not None and masked:
+            scores = scores.masked_fill(blocked[:, start:start + block], NEG_INF)
+        p = scores.softmax(-1) if p_per_block else torch.exp(scores - lse[..., None])
+        dv.append(p.transpose(-2, -1) @ (out if dv_from_out else d_out))  # (B, H, b, D)
+        dp = d_out @ vb.transpose(-2, -1)  # (B, H, Tq, b)
+        ds = p * (dp - ((p * dp).sum(-1, keepdim=True) if delta_per_block
+                        else rows if delta else 0.0))  # (B, H, Tq, b)
+        dq = dq + ds @ kb * (scale if scale_dq else 1.0)
+        dk.append((ds if dk_untransposed else ds.transpose(-2, -1)) @ q
+                  * (scale if scale_dk else 1.0))  # (B, H, b, D)
+    return {"q": dq, "k": torch.cat(dk, dim=2), "v": torch.cat(dv, dim=2)}
+
+
+def flash_gradient_candidates(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: bool,
+                              block: int) -> Callable[[str], list]:
+    """For the gradient of each input ("q", "k", "v"), each backward mistake's, in the
+    inputs' dtype."""
+    bugs = [("flash_backward_no_delta", {"delta": False}),
+            ("flash_backward_unscaled", {"scale_dq": False}),
+            ("flash_backward_unscaled", {"scale_dk": False}),
+            ("flash_backward_unscaled", {"scale_dq": False, "scale_dk": False}),
+            ("flash_dv_from_output", {"dv_from_out": True}),
+            ("flash_delta_per_block", {"delta_per_block": True}),
+            ("flash_p_softmax_per_block", {"p_per_block": True}),
+            ("flash_dk_not_transposed", {"dk_untransposed": True})]
     if is_causal:
-        scores = scores.masked_fill(oracle.causal_blocked(q.shape[2], k.shape[2]), NEG_INF)
-    p = scores.softmax(-1)  # (B, H, Tq, Tk)
-    grad_p = grad_out @ v.transpose(-2, -1)  # (B, H, Tq, Tk)
-    rows = (grad_out * (p @ v)).sum(-1, keepdim=True) if delta else 0.0  # (B, H, Tq, 1)
-    grad_s = p * (grad_p - rows)  # (B, H, Tq, Tk)
-    return {"q": grad_s @ k * (scale if scale_dq else 1.0),
-            "k": grad_s.transpose(-2, -1) @ q * (scale if scale_dk else 1.0),
-            "v": p.transpose(-2, -1) @ grad_out}
+        bugs.append(("flash_backward_not_causal", {"masked": False}))
+
+    def of(wrt: str) -> list:
+        return [(mistake_id, lambda bug=bug: flash_gradients(
+            q, k, v, d_out, is_causal, block, **bug)[wrt].to(q.dtype))
+            for mistake_id, bug in bugs]
+
+    return of
 
 
-def flash_gradient_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool,
-                              grad_out: Tensor) -> list:
-    """Each backward mistake's gradients, by input name."""
+def _cat_heads(B: int, H: int, Hkv: int, D: int, T: int, L: int) -> Tensor:
+    """The scores of a call of T tokens after L - T, its keys appended along the heads:
+    torch.cat's error, or the matmul's where the sizes let the heads grow."""
+    k = torch.cat([torch.zeros(B, Hkv, L - T, D), torch.zeros(B, Hkv, T, D)], dim=1)
+    return torch.zeros(B, H, T, D) @ oracle.repeat_kv(k, H // Hkv).transpose(-2, -1)
 
-    def variant(**bug) -> dict[str, Tensor]:
-        return flash_gradients(q, k, v, is_causal, grad_out, **bug)
 
-    return [("flash_backward_no_delta", lambda: variant(delta=False)),
-            ("flash_backward_unscaled", lambda: variant(scale_dq=False)),
-            ("flash_backward_unscaled", lambda: variant(scale_dk=False)),
-            ("flash_backward_unscaled", lambda: variant(scale_dq=False, scale_dk=False))]
+def _square_masked(B: int, H: int, D: int, T: int, L: int, side: int, sdpa: bool) -> Tensor:
+    """A call of T queries over L keys with a square (side, side) causal mask, merged back
+    to (B, T, E): the mask's error, or the merge's where it broadcast the queries to side."""
+    allowed = torch.ones(side, side, dtype=torch.bool).tril()
+    q, kv = torch.zeros(B, H, T, D), torch.zeros(B, H, L, D)
+    out = (F.scaled_dot_product_attention(q, kv, kv, attn_mask=allowed) if sdpa else
+           (q @ kv.transpose(-2, -1)).masked_fill(~allowed, NEG_INF).softmax(-1) @ kv)
+    return out.transpose(1, 2).reshape(B, T, H * D)
+
+
+def cache_error_candidates(B: int, H: int, Hkv: int, D: int, chunks: tuple[int, ...]) -> list:
+    """The errors the calls after the prefill raise, for each mistake that raises one: the
+    keys appended along the heads (dim 1), or a square causal mask, (T, T) of the new tokens
+    or (L, L) of every key, meeting the (T, L) scores (by masked_fill, or SDPA's attn_mask)."""
+    found: list = []
+    for n in range(1, len(chunks)):
+        T, L = chunks[n], sum(chunks[:n + 1])  # the call's tokens, the keys it attends over
+        found.append(("cache_cat_heads", lambda T=T, L=L: _cat_heads(B, H, Hkv, D, T, L)))
+        found += [("cache_square_mask", lambda T=T, L=L, side=side, sdpa=sdpa: _square_masked(
+            B, H, D, T, L, side, sdpa)) for side in (T, L) for sdpa in (False, True)]
+    return found
