@@ -32,7 +32,7 @@ from autograder.runner.inprocess import InProcessSubmission
 
 LLM = CORPUS / "llm"
 sys.path.insert(0, str(LLM))
-from decode_styles import HOLDING, STYLES  # noqa: E402
+from decode_styles import HOLDING, STYLES, TOO_LARGE  # noqa: E402
 from decode_styles import source as decoding_source  # noqa: E402
 from llm_mutants import MUTANTS, REFERENCE, Mutant  # noqa: E402
 
@@ -293,21 +293,23 @@ def test_a_decoding_step_is_the_matching_row_of_whole_sequence_attention():
 NOT_A_CACHE = {"llm.cache_not_updated", "llm.cache_update_reply", "llm.cache_keys"}
 
 
-@pytest.mark.parametrize("style", [*STYLES, *HOLDING])
+@pytest.mark.parametrize("style", [*STYLES, *HOLDING, *TOO_LARGE])
 def test_the_cache_check_asks_for_the_keys_and_values_themselves(style: str):
     """Every style decodes the right values. A cache that keeps the tokens (and recomputes
-    their keys and values) loses llm_kv_cache, saying why; a cache that holds the keys and
-    values earns it, in whatever form: a buffer longer than the tokens, the keys rotated or
-    not, H heads or Hkv, a class with __slots__."""
-    holds = style in HOLDING or STYLES[style][0]
+    their keys and values) loses llm_kv_cache, saying why, and so does one that holds them for
+    every query head (n_rep times the memory); a cache that holds the keys and values of the
+    Hkv heads earns it, in whatever form: a buffer longer than the tokens, the keys rotated or
+    not, a class with __slots__."""
+    holds = style in HOLDING or style in STYLES and STYLES[style][0]
     namespace: dict = {}
     exec(compile(decoding_source(style), "<style>", "exec"), namespace)
     (result,) = run_checks(InProcessSubmission(namespace), assignment="llm_attention",
                            only=["llm_kv_cache"])
     assert result.passed == holds, result.message
     if not holds:
-        assert NOT_A_CACHE & set(ids_in(result.message)), result.message
-        assert not {"llm.cached_output", "llm.step_output"} & set(ids_in(result.message))
+        said = set(ids_in(result.message))
+        assert (NOT_A_CACHE if style in STYLES else {"llm.cache_heads"}) & said, result.message
+        assert not {"llm.cached_output", "llm.step_output"} & said
 
 
 def _two_loop_flash(q, k, v, block: int, stop) -> torch.Tensor:

@@ -2,7 +2,8 @@
 reference.py with classes redefined at its end. Every one decodes the right values; the correct
 ones do O(T·E) work per new token, the others recompute the prefix, O(T·E²), and their caches
 hold no keys and values (they lose llm_kv_cache too). `HOLDING`: caches that hold the keys and
-values in another form than the notebook's, correct all the same (llm_kv_cache only).
+values in another form than the notebook's, correct all the same (llm_kv_cache only);
+`TOO_LARGE`: one that holds them n_rep times over.
 """
 
 from __future__ import annotations
@@ -264,8 +265,6 @@ GroupedQueryAttention.forward = _rotated_late
 '''
 HOLDING: dict[str, str] = {
     "keys as projected, rotated again at every step": _ROPE_LATE % "k, v",
-    "the keys of every query head (after repeat_kv)": _ROPE_LATE % (
-        "repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)"),
     "a class with __slots__": '''
 
 class KVCache:
@@ -288,5 +287,15 @@ class KVCache:
 }
 
 
+# A cache that holds the keys and values of every query head, after repeat_kv: right values
+# from n_rep times the memory GQA needs (it loses llm_kv_cache: `llm.cache_heads`).
+TOO_LARGE: dict[str, str] = {
+    "the keys of every query head (after repeat_kv)": _ROPE_LATE % (
+        "repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)"),
+}
+
+
 def source(style: str) -> str:
-    return REFERENCE.read_text() + (HOLDING[style] if style in HOLDING else STYLES[style][1])
+    return REFERENCE.read_text() + ({**HOLDING, **TOO_LARGE}[style]
+                                    if style in HOLDING or style in TOO_LARGE
+                                    else STYLES[style][1])
