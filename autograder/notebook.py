@@ -85,8 +85,11 @@ class CheckFailedHere(AssertionError):
 CheckFailedHere.__name__ = CheckFailedHere.__qualname__ = "AssertionError"
 
 
-# Display columns per line of a message in a notebook: 100 in English, 60 Chinese characters.
-WIDTH = {"en": 100, "zh": 120}
+# Display columns per line of a message in a notebook, a Chinese character counting two: 100,
+# what JupyterLab's output area holds beside its file browser at 1280 pixels. (At 120, a
+# Chinese line with English words in it was wider, and the browser broke it again, inside a
+# number.)
+WIDTH = {"en": 100, "zh": 100}
 
 
 def wrap(text: str, width: int | None = None) -> str:
