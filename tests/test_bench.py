@@ -17,6 +17,7 @@ from autograder.assignments.mha.baselines import BENCH_ROWS
 from autograder.cli import bench as bench_command
 from autograder.cli import build_parser
 from autograder.runner.loading import load_source
+from autograder.speed import calibration as speed_calibration
 
 
 @pytest.fixture
@@ -83,9 +84,10 @@ def test_compare_in_notebook(tiny, capsys) -> None:
 
 @pytest.fixture
 def busy_cores(monkeypatch) -> list[subprocess.Popen | None]:
-    """The busy processes `reliability.busy_core` starts (None where it was asked for none)."""
+    """The busy processes `speed.calibration.busy_core` starts (None where it was asked for
+    none), for the calibration and for `mha-kit bench --under-load`."""
     started: list[subprocess.Popen | None] = []
-    original = reliability.busy_core
+    original = speed_calibration.busy_core
 
     @contextlib.contextmanager
     def recorded(busy: bool = True):
@@ -94,6 +96,7 @@ def busy_cores(monkeypatch) -> list[subprocess.Popen | None]:
             yield hog
 
     monkeypatch.setattr(reliability, "busy_core", recorded)
+    monkeypatch.setattr(speed_calibration, "busy_core", recorded)
     return started
 
 

@@ -39,8 +39,9 @@ LAYERS = {
     "conftest": 6, "test_submission": 6,
     "cli": 7,
 }
-# An assignment's data, read by the lowest layers: its contract and its message templates.
-ASSIGNMENT_DATA = ("contract", "messages", "mistakes")
+# An assignment's data, read by the lowest layers: its contract and its message templates
+# (the Chinese ones apart where they make messages.py too long).
+ASSIGNMENT_DATA = ("contract", "messages", "messages_zh", "mistakes")
 MAX_LINES = 500
 KIT_NAME = re.compile(r"autograder(\.[A-Za-z_][A-Za-z0-9_]*)+(:[A-Za-z_][A-Za-z0-9_]*)?")
 
