@@ -37,6 +37,34 @@ def causal_mask(seq_len: int, device: torch.device | str | None = None) -> Tenso
     return torch.isneginf(square)
 
 
+def causal_blocked(tq: int, tk: int, device: torch.device | str = "cpu") -> Tensor:
+    """(Tq, Tk) True where blocked: query i is the last Tq of Tk tokens (bottom-right aligned,
+    as in decoding), so it sees keys j <= i + Tk - Tq. SDPA's `is_causal` aligns top-left."""
+    i = torch.arange(tq, device=device)[:, None] + (tk - tq)
+    return torch.arange(tk, device=device)[None, :] > i  # (Tq, Tk)
+
+
+def blocked_scores(q: Tensor, k: Tensor, blocked: Tensor | None,
+                   scale: float | None = None) -> Tensor:
+    """(B, H, Tq, Tk) q·k_j / sqrt(D) (or times `scale`), -inf where `blocked`."""
+    scores = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    return scores if blocked is None else scores.masked_fill(blocked, float("-inf"))
+
+
+def logsumexp(q: Tensor, k: Tensor, blocked: Tensor | None) -> Tensor:
+    """(B, H, Tq): log Σ_j exp(q·k_j / sqrt(D)) over the keys a query sees."""
+    return torch.logsumexp(blocked_scores(q, k, blocked), dim=-1)
+
+
+def flash(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> tuple[Tensor, Tensor]:
+    """What a FlashAttention forward returns for q (B, H, Tq, D), k and v (B, H, Tk, D):
+    SDPA's output, causal bottom-right aligned, and the logsumexp of the scores (B, H, Tq)."""
+    blocked = causal_blocked(q.shape[2], k.shape[2], q.device) if is_causal else None
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if blocked is None
+                                         else ~blocked)
+    return out, logsumexp(q, k, blocked)
+
+
 def combined_mask(attn_mask: Tensor | None, is_causal: bool, seq_len: int,
                   device: torch.device | str | None = None) -> Tensor | None:
     """What nn.MultiheadAttention blocks given both: a position is blocked where either

@@ -1,6 +1,8 @@
 """The expected values of llm_attention, from PyTorch: complex multiplication for RoPE,
-`repeat_interleave`, `F.scaled_dot_product_attention` and `torch.logsumexp`. Everything here
-computes in the dtype it is given (the checks pass float64)."""
+`repeat_interleave`, `F.scaled_dot_product_attention` and `torch.logsumexp` (FlashAttention's
+`flash`, `logsumexp` and the bottom-right `causal_blocked` are the kit's, `autograder.oracle`,
+shared with triton_attention). Everything here computes in the dtype it is given (the checks
+pass float64)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,11 @@ from functools import cache
 
 import torch
 import torch.nn.functional as F
+
+from ...oracle import causal_blocked, flash, logsumexp
+
+__all__ = ["attention", "causal_blocked", "flash", "gqa", "keys_values", "logsumexp", "repeat_kv",
+           "rope", "rope_angles", "sdpa_has_gqa"]
 
 Tensor = torch.Tensor
 
@@ -44,13 +51,6 @@ def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
     return torch.repeat_interleave(x, n_rep, dim=1)
 
 
-def causal_blocked(tq: int, tk: int, device: torch.device | str = "cpu") -> Tensor:
-    """(Tq, Tk) True where blocked: query i is the last Tq of Tk tokens (bottom-right aligned,
-    as in decoding), so it sees keys j <= i + Tk - Tq. SDPA's `is_causal` aligns top-left."""
-    i = torch.arange(tq, device=device)[:, None] + (tk - tq)
-    return torch.arange(tk, device=device)[None, :] > i  # (Tq, Tk)
-
-
 def attention(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None) -> Tensor:
     """SDPA with a boolean mask (True: may attend); key/value heads shared by groups of query
     heads when there are fewer of them."""
@@ -60,20 +60,6 @@ def attention(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None) -> Tensor
         return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=True)
     return F.scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep),
                                           attn_mask=allowed)
-
-
-def logsumexp(q: Tensor, k: Tensor, blocked: Tensor | None) -> Tensor:
-    """(B, H, Tq): log Σ_j exp(q·k_j / sqrt(D)) over the keys a query sees."""
-    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5  # (B, H, Tq, Tk)
-    if blocked is not None:
-        scores = scores.masked_fill(blocked, float("-inf"))
-    return torch.logsumexp(scores, dim=-1)
-
-
-def flash(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> tuple[Tensor, Tensor]:
-    """What flash_attention returns: SDPA's output and the logsumexp of the scores."""
-    blocked = causal_blocked(q.shape[2], k.shape[2], q.device) if is_causal else None
-    return attention(q, k, v, blocked), logsumexp(q, k, blocked)
 
 
 def gqa(params: dict[str, Tensor], x: Tensor, num_heads: int, num_kv_heads: int,

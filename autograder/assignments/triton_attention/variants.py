@@ -55,7 +55,7 @@ def _masked(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor,
             scale: float | None = None) -> tuple[Tensor, Tensor]:
     """(out, logsumexp) over the keys `allowed` (Tq, Tk); a query that sees none gets NaN
     and -inf, as a kernel's 0 / 0 and log(0) give."""
-    s = oracle.scores(q, k, ~allowed, scale)
+    s = oracle.blocked_scores(q, k, ~allowed, scale)
     return torch.softmax(s, dim=-1) @ v, torch.logsumexp(s, dim=-1)
 
 
@@ -75,7 +75,7 @@ def block_loop(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block_n: int, *
     acc = torch.zeros(B, H, Tq, D, dtype=q.dtype)
     for start in range(0, Tk, block_n):
         end = min(start + block_n, Tk)
-        s = oracle.scores(q, k[:, :, start:end], ~allowed[:, start:end])
+        s = oracle.blocked_scores(q, k[:, :, start:end], ~allowed[:, start:end])
         new_max = torch.maximum(row_max, s.amax(-1, keepdim=True))
         safe = new_max.masked_fill(new_max == NEG_INF, 0.0)
         p = torch.exp(s - safe)
@@ -116,7 +116,8 @@ def forward_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block_m
 
     def lse_without_max() -> tuple[Tensor, Tensor]:
         out, lse = right()
-        s = oracle.scores(q64, k64, None if not is_causal else oracle.causal_blocked(Tq, Tk))
+        s = oracle.blocked_scores(q64, k64,
+                                  oracle.causal_blocked(Tq, Tk) if is_causal else None)
         return out, lse - s.amax(-1)
 
     def other_zero() -> tuple[Tensor, Tensor]:
@@ -167,7 +168,7 @@ def delta_missing(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor,
     q64, k64, v64, do64 = (t.double() for t in (q, k, v, d_out))
     scale = 1 / math.sqrt(q.shape[-1])
     blocked = oracle.causal_blocked(q.shape[2], k.shape[2]) if is_causal else None
-    p = torch.softmax(oracle.scores(q64, k64, blocked), dim=-1)  # (B, H, Tq, Tk)
+    p = torch.softmax(oracle.blocked_scores(q64, k64, blocked), dim=-1)  # (B, H, Tq, Tk)
     ds = p * (do64 @ v64.transpose(-2, -1))
     return {"q": (ds @ k64 * scale).to(q.dtype), "k": (ds.transpose(-2, -1) @ q64 * scale)
             .to(q.dtype), "v": (p.transpose(-2, -1) @ do64).to(q.dtype)}
