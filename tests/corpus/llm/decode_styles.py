@@ -221,6 +221,21 @@ GroupedQueryAttention.forward = _keys_recomputed
 '''),
 }
 
+# Mixed-precision code picks its dtype with torch.promote_types, a lookup that does no tensor
+# work: the decoding count must not refuse it (issue 42: it cost a correct file 10 points).
+STYLES["the dtype chosen by torch.promote_types in forward"] = (True, '''
+
+_plain = GroupedQueryAttention.forward
+
+
+def _promoted(self, x, cache=None):
+    dtype = torch.promote_types(x.dtype, self.q_proj.weight.dtype)  # the wider of the two
+    return _plain(self, x.to(dtype), cache)
+
+
+GroupedQueryAttention.forward = _promoted
+''')
+
 # Red team n10: the module keeps the tokens in the cache itself and never calls update.
 STYLES["keeps the tokens, never calls update"] = (False, _TOKENS_CACHE + '''
 
