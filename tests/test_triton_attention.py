@@ -31,10 +31,13 @@ from autograder.grading.registry import ASSIGNMENTS, run_checks  # noqa: E402
 from autograder.messages import ids_in, msg  # noqa: E402
 from autograder.runner.inprocess import InProcessSubmission  # noqa: E402
 from autograder.runner.loading import load_source  # noqa: E402
+from autograder.runner.worker import worker_environment  # noqa: E402
+from autograder.runner.zygote import worker_env  # noqa: E402
 from autograder.runtime import triton_as_configured, triton_environment  # noqa: E402
 
 TRITON = CORPUS / "triton"
 sys.path.insert(0, str(TRITON))
+import published  # noqa: E402
 from triton_mutants import ALTERNATIVES, MUTANTS, REFERENCE, Mutant  # noqa: E402
 
 # Every check but the timed one, which is not scored on the CPU: the same results every run.
@@ -152,11 +155,12 @@ def test_the_oracle_is_attention_written_out():
 
 
 def test_the_causal_work_counts_blocks_up_to_the_diagonal():
-    c = forward.WORK_CASE  # 3 blocks of 16: query block m needs key blocks 0 .. m
-    per_block = 2 * 16 * 16 * c.D
-    assert forward.causal_work(c) == (1 + 2 + 3) * per_block
-    assert forward.causal_work(c, extra_blocks=1) == (2 + 3 + 3) * per_block
-    assert forward.causal_work(c, skip=False) == 9 * per_block
+    c = forward.WORK_CASE  # query block m (of 64) needs key blocks (of 32) 0 .. 2m + 1
+    per_block = 2 * 64 * 32 * c.D
+    assert forward.causal_work(c) == (2 + 4) * per_block
+    assert forward.causal_work(c, extra_blocks=1) == (3 + 4) * per_block
+    assert forward.causal_work(c, skip=False) == 8 * per_block
+    assert len({c.block_m, c.block_n, c.D}) == 3  # the products over key blocks told by size
 
 
 def test_the_block_loop_without_its_mistakes_is_the_oracle():
@@ -175,6 +179,16 @@ def test_workers_interpret_on_the_cpu_and_keep_triton_in_their_folder(tmp_path: 
     env = triton_environment("cuda:0", str(tmp_path))
     assert env["TRITON_INTERPRET"] == "0"
     assert env["TRITON_HOME"] == str(tmp_path)
+    assert Path(env["TRITON_CACHE_DIR"]).is_relative_to(tmp_path)
+
+
+def test_workers_keep_torchs_compiler_cache_in_their_folder(tmp_path: Path, monkeypatch):
+    """Not the grader's TORCHINDUCTOR_CACHE_DIR (in /tmp, read-only in the sandbox) but one in
+    the worker's folder, which the worker's start keeps: a submission that sets the variable
+    only where unset (as CS336 solutions do) then loads."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/tmp/torchinductor_grader")
+    env = worker_env(worker_environment(str(tmp_path), "cpu"))
+    assert Path(env["TORCHINDUCTOR_CACHE_DIR"]).is_relative_to(tmp_path)
     assert Path(env["TRITON_CACHE_DIR"]).is_relative_to(tmp_path)
 
 
@@ -209,3 +223,45 @@ def test_triton_is_imported_again_under_the_other_switch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.split() == ["['JITFunction',", "'InterpretedFunction',", "'JITFunction']"]
+
+
+# --------------------------------------------------------------------------- published kernels
+
+# Each published kernel (tests/corpus/triton/published.py; their code is not kept here): the
+# checks it passes, and for the others what they say: the message ids, and the error's words
+# where the kernel raised. None implements the row softmax (`runner.missing`).
+FLASH_CHECKS = ("triton_flash_forward", "triton_flash_causal", "triton_flash_strides",
+                "triton_flash_backward")
+RAISED = frozenset({"runner.raised_text", "runner.at_line"})
+PUBLIC: dict[str, tuple[set[str], frozenset[str], str]] = {
+    # Correct under the contract: bottom-right causal for Tq != Tk, the boundary masked, the
+    # strides used, the blocks above the diagonal skipped (beside one product of q with an
+    # identity matrix per query block, which the causal work count leaves out), a backward in
+    # Triton with the δ pre-pass.
+    "flag_attention.py": (set(FLASH_CHECKS), frozenset(), ""),
+    # float16 and bfloat16 only: it asserts so on the float32 inputs the contract asks for (its
+    # float16 case matches), and its Function calls the same launcher.
+    "dao_flash_attn_triton.py": (set(), RAISED, "Only support fp16 and bf16"),
+    # tl.make_block_ptr, as CS336's handout teaches, which triton 3.9 has removed: nothing runs.
+    "cs336_damek.py": (set(), RAISED, "Block pointers have been removed"),
+}
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_published_kernels_get_what_they_earn(name: str, tmp_path: Path, monkeypatch):
+    adapter = TRITON / "public" / name
+    if published.missing(adapter):
+        pytest.skip(f"{name}: its published code is not here (see published.py): "
+                    f"{[str(p) for p in published.missing(adapter)]}")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))  # cs336_damek sets it
+    path = tmp_path / name
+    path.write_text(published.submission(adapter))
+    results = grade(path)
+    passes, ids, words = PUBLIC[name]
+    assert {r.id for r in results if r.passed} == passes, [
+        f"{r.id}: {r.message}" for r in results if not r.passed]
+    for r in results:
+        if r.id == "triton_softmax":
+            assert ids_in(r.message) == {"runner.missing"}
+        elif not r.passed:
+            assert ids <= ids_in(r.message) and words in r.message.render("en"), r.message

@@ -48,6 +48,17 @@ from .zygote import WorkerProcess, start_worker
 __all__ = ["WorkerStartError", "WorkerSubmission"]
 
 
+def worker_environment(home: str, device: str) -> dict[str, str]:
+    """The environment of a worker whose scratch folder is `home`: the grader's variables that
+    student code may see, and every folder a library writes to in `home`. Torch's compiler
+    without the Pythons it would start, which a worker may not run (`sandbox.executables`,
+    `compiler`): no pool of compiling processes; its cache in `home`, where code that reads
+    TORCHINDUCTOR_CACHE_DIR (or sets it only where unset, as CS336 solutions do) may write."""
+    return {**sandbox.student_environment(os.environ), "HOME": home, "TMPDIR": home,
+            "MPLCONFIGDIR": home, "TORCHINDUCTOR_COMPILE_THREADS": "1",
+            "TORCHINDUCTOR_CACHE_DIR": os.path.join(home, ".inductor"),
+            **triton_environment(device, home)}
+
 class WorkerStartError(RuntimeError):
     """The worker could not start before running any student code: the grader's setup."""
 
@@ -110,11 +121,7 @@ class WorkerSubmission:
         shutil.copyfile(self.path, self._workdir / self.path.name)
         fonts.seed(self._workdir)
         home = str(self._workdir)
-        # Torch's compiler without the Pythons it would start, which a worker may not run
-        # (`sandbox.executables`, `compiler`): no pool of compiling processes.
-        env = {**sandbox.student_environment(os.environ), "HOME": home, "TMPDIR": home,
-               "MPLCONFIGDIR": home, "TORCHINDUCTOR_COMPILE_THREADS": "1",
-               **triton_environment(self.device, home)}
+        env = worker_environment(home, self.device)
         deadline = time.monotonic() + self.limits.start_s
         try:
             account = self._account()

@@ -71,9 +71,10 @@ class ZygoteError(OSError):
 
 
 def worker_env(env: dict[str, str]) -> dict[str, str]:
-    """The environment of any process that runs the kit's worker code."""
+    """The environment of any process that runs the kit's worker code, from `env` without the
+    grader's paths (`sandbox.without_grader_paths`)."""
     path = os.pathsep.join(filter(None, [str(KIT_ROOT), env.get("PYTHONPATH")]))
-    return {**sandbox.without_grader_paths(env), "MPLBACKEND": "Agg",
+    return {**env, "MPLBACKEND": "Agg",
             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path}
 
 
@@ -192,7 +193,7 @@ class Zygote:
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 # Triton, imported by the warm-up (torch's compiler), as most workers want it
                 env=worker_env(sandbox.with_settings({
-                    **os.environ, "TMPDIR": str(scratch),
+                    **sandbox.without_grader_paths(os.environ), "TMPDIR": str(scratch),
                     "TRITON_INTERPRET": triton_interpret(default_device())})),
                 cwd=KIT_ROOT,
                 start_new_session=True)  # its imports want a writable temporary folder

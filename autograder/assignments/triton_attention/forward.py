@@ -133,8 +133,10 @@ CAUSAL_CASES = (
 )
 STRIDES_CASES = (Flash(1, 2, 21, 21, 16, transposed=True),
                  Flash(1, 2, 20, 37, 16, 16, 32, transposed=True))
-# The causal work count: T = 3 blocks; query block m needs key blocks 0 .. m.
-WORK_CASE = Flash(1, 1, 48, 48, 16, causal=True)
+# The causal work count: 2 query blocks of 64 and 4 key blocks of 32; query block m needs key
+# blocks 0 .. 2m + 1 (6 of 8; 7 with one block too many). block_n differs from block_m and D:
+# the count tells the products over key blocks by that size (`jobs.dot_work`).
+WORK_CASE = Flash(1, 1, 128, 128, 16, 64, 32, causal=True)
 
 
 def _pair(value: object, case: Message | str) -> tuple[object, object]:

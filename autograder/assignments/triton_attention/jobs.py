@@ -38,14 +38,19 @@ def interpreting() -> bool:
 
 
 @contextlib.contextmanager
-def _dots_counted(count: list[int]) -> Iterator[None]:
-    """While active, every tl.dot the interpreter runs adds its multiply-adds to count[0]."""
+def _dots_counted(count: list[int], block_n: int) -> Iterator[None]:
+    """While active, every tl.dot the interpreter runs over a block of keys (one of its sizes
+    block_n: q kᵀ, p v, or either transposed) adds its multiply-adds to count[0]. Other
+    products are not the work the causal bound saves (FlagAttention multiplies q by an identity
+    matrix once, to keep it in registers)."""
     from triton.runtime.interpreter import interpreter_builder
 
     create_dot = interpreter_builder.create_dot
 
     def counted(a: Any, b: Any, *args: Any) -> Any:
-        count[0] += int(a.data.shape[-2]) * int(a.data.shape[-1]) * int(b.data.shape[-1])
+        m, inner, n = (int(a.data.shape[-2]), int(a.data.shape[-1]), int(b.data.shape[-1]))
+        if block_n in (m, inner, n):
+            count[0] += m * inner * n
         return create_dot(a, b, *args)
 
     interpreter_builder.create_dot = counted
@@ -57,12 +62,13 @@ def _dots_counted(count: list[int]) -> Iterator[None]:
 
 def dot_work(sub: LocalSubmission, *, q: Tensor, k: Tensor, v: Tensor, is_causal: bool,
              block_m: int, block_n: int) -> int | None:
-    """The multiply-adds of every tl.dot `flash_forward` runs on q, k, v; None where kernels
-    are compiled (a GPU), where the interpreter cannot count them."""
+    """The multiply-adds of the tl.dot products over blocks of keys that `flash_forward` runs
+    on q, k, v (block_n must differ from block_m and from D); None where kernels are compiled
+    (a GPU), where the interpreter cannot count them."""
     if not interpreting():
         return None
     function, count = sub.lookup("flash_forward"), [0]
-    with _dots_counted(count):
+    with _dots_counted(count, block_n):
         sub.guard("flash_forward", lambda: function(q, k, v, is_causal=is_causal,
                                                     block_m=block_m, block_n=block_n))
     return count[0]
