@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 
@@ -41,13 +43,32 @@ def triton_interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on")
 
 
+@functools.cache
+def libcuda_folder() -> str | None:
+    """The folder of libcuda.so.1 as the dynamic loader's cache lists it (`ldconfig -p`), or
+    None: what Triton asks /sbin/ldconfig for on a GPU, which a confined worker may not run."""
+    try:
+        listed = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True,
+                                timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = [line.split()[-1] for line in listed.splitlines() if "libcuda.so.1" in line]
+    return os.path.dirname(found[0]) if found else None
+
+
 def triton_environment(device: str, folder: str) -> dict[str, str]:
     """The variables Triton reads in a process that runs student kernels on `device`: the
     interpreter's switch (read when a kernel is decorated, so before the student's code
     loads), its caches and its home in `folder`, the process's scratch folder, the one place
-    a sandboxed worker may write."""
-    return {"TRITON_INTERPRET": triton_interpret(device), "TRITON_HOME": folder,
-            "TRITON_CACHE_DIR": os.path.join(folder, ".triton", "cache")}
+    a sandboxed worker may write; and on a GPU where libcuda is (TRITON_LIBCUDA_PATH, unless
+    set already), which Triton would otherwise ask /sbin/ldconfig, a program a confined worker
+    may not run."""
+    env = {"TRITON_INTERPRET": triton_interpret(device), "TRITON_HOME": folder,
+           "TRITON_CACHE_DIR": os.path.join(folder, ".triton", "cache")}
+    libcuda = os.environ.get("TRITON_LIBCUDA_PATH") or libcuda_folder()
+    if device.startswith("cuda") and libcuda:
+        env["TRITON_LIBCUDA_PATH"] = libcuda
+    return env
 
 
 def triton_as_configured() -> None:

@@ -24,11 +24,13 @@ from test_messages import assert_chinese
 
 pytest.importorskip("triton")  # the dev extra installs it; without it there is nothing to grade
 
+from autograder import runtime  # noqa: E402
 from autograder.assignments.triton_attention import backward, forward, oracle, variants  # noqa: E402,E501
 from autograder.assignments.triton_attention.mistakes import CATALOGUE  # noqa: E402
 from autograder.checks.core import CheckResult, Context  # noqa: E402
 from autograder.grading.registry import ASSIGNMENTS, run_checks  # noqa: E402
 from autograder.messages import ids_in, msg  # noqa: E402
+from autograder.runner import sandbox  # noqa: E402
 from autograder.runner.inprocess import InProcessSubmission  # noqa: E402
 from autograder.runner.loading import load_source  # noqa: E402
 from autograder.runner.worker import worker_environment  # noqa: E402
@@ -180,6 +182,29 @@ def test_workers_interpret_on_the_cpu_and_keep_triton_in_their_folder(tmp_path: 
     assert env["TRITON_INTERPRET"] == "0"
     assert env["TRITON_HOME"] == str(tmp_path)
     assert Path(env["TRITON_CACHE_DIR"]).is_relative_to(tmp_path)
+
+
+def test_gpu_workers_may_run_what_triton_runs_to_compile(tmp_path: Path, monkeypatch):
+    """On a GPU Triton runs its bundled ptxas (a worker may run it) and asks /sbin/ldconfig
+    where libcuda is (a worker may not: the grader asks, and says it in TRITON_LIBCUDA_PATH)."""
+    import triton
+
+    tools = Path(triton.__file__).parent / sandbox.TRITON_TOOLS
+    assert str(tools) in sandbox.triton_tools()
+    if tools.exists():
+        assert str(tools.resolve()) in sandbox.executables()
+    monkeypatch.delenv("TRITON_LIBCUDA_PATH", raising=False)
+    monkeypatch.setattr(runtime.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
+        a, 0, "\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/wsl/lib/libcuda.so.1\n"))
+    runtime.libcuda_folder.cache_clear()
+    try:
+        assert triton_environment("cuda:0", str(tmp_path))["TRITON_LIBCUDA_PATH"] == \
+            "/usr/lib/wsl/lib"
+        assert "TRITON_LIBCUDA_PATH" not in triton_environment("cpu", str(tmp_path))
+        monkeypatch.setenv("TRITON_LIBCUDA_PATH", "/opt/cuda/lib")  # the grader's own choice
+        assert triton_environment("cuda", str(tmp_path))["TRITON_LIBCUDA_PATH"] == "/opt/cuda/lib"
+    finally:
+        runtime.libcuda_folder.cache_clear()
 
 
 def test_workers_keep_torchs_compiler_cache_in_their_folder(tmp_path: Path, monkeypatch):

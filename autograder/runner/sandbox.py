@@ -28,6 +28,7 @@ import atexit
 import fnmatch
 import functools
 import glob
+import importlib.util
 import json
 import os
 import shutil
@@ -250,14 +251,32 @@ COMPILER_FOLDERS = ("/usr/lib/gcc", "/usr/libexec/gcc", "/usr/lib/gcc-cross", "/
 ELF_INTERPRETERS = ("/lib64/ld-linux*", "/lib/ld-linux*", "/lib/*/ld-linux*")
 
 
+# The NVIDIA tools Triton runs to compile a kernel for a GPU (ptxas, and ptxas-blackwell on
+# sm_100 and later; TRITON_<TOOL>_PATH names others): where triton installs them.
+TRITON_TOOLS = "backends/nvidia/bin"
+
+
+def triton_tools() -> list[str]:
+    """The folder of the NVIDIA tools Triton bundles, where triton is installed, and the tools
+    TRITON_PTXAS_PATH, TRITON_PTXAS_BLACKWELL_PATH, TRITON_CUOBJDUMP_PATH and
+    TRITON_NVDISASM_PATH name: found without importing triton."""
+    spec = importlib.util.find_spec("triton")
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    named = [os.environ.get(f"TRITON_{tool}_PATH", "")
+             for tool in ("PTXAS", "PTXAS_BLACKWELL", "CUOBJDUMP", "NVDISASM")]
+    return [p for p in (*(os.path.join(f, TRITON_TOOLS) for f in folders), *named)
+            if p and os.path.exists(p)]
+
+
 @functools.cache
 def executables() -> list[str]:
     """What a worker may run (`confinement`): the compilers on PATH and CC and CXX name, their
-    folders, and the dynamic loader, as real paths (Landlock checks the file a link names)."""
+    folders, the dynamic loader, and Triton's NVIDIA tools (`triton_tools`), as real paths
+    (Landlock checks the file a link names)."""
     named = [os.environ.get("CC", ""), os.environ.get("CXX", ""), *COMPILERS]
     found = [shutil.which(name) for name in named if name]
     found += [p for pattern in (*COMPILER_FOLDERS, *ELF_INTERPRETERS) for p in glob.glob(pattern)]
-    return sorted({os.path.realpath(p) for p in found if p})
+    return sorted({os.path.realpath(p) for p in (*found, *triton_tools()) if p})
 
 
 def confined(argv: Sequence[str], writable: Sequence[Path], *, kit_link: Path,
