@@ -24,8 +24,19 @@ from test_messages import assert_chinese
 
 pytest.importorskip("triton")  # the dev extra installs it; without it there is nothing to grade
 
-from autograder import runtime  # noqa: E402
-from autograder.assignments.triton_attention import backward, forward, oracle, variants  # noqa: E402,E501
+from autograder import (
+    runtime,  # noqa: E402
+    settings,  # noqa: E402
+)
+from autograder.assignments.triton_attention import (  # noqa: E402,E501
+    calibration,
+    forward,
+    jobs,
+    oracle,
+    speed,
+    variants,
+)
+from autograder.assignments.triton_attention.forward import Flash  # noqa: E402
 from autograder.assignments.triton_attention.mistakes import CATALOGUE  # noqa: E402
 from autograder.checks.core import CheckResult, Context  # noqa: E402
 from autograder.grading.registry import ASSIGNMENTS, run_checks  # noqa: E402
@@ -40,6 +51,7 @@ from autograder.runtime import triton_as_configured, triton_environment  # noqa:
 TRITON = CORPUS / "triton"
 sys.path.insert(0, str(TRITON))
 import published  # noqa: E402
+from speed_styles import STYLES  # noqa: E402
 from triton_mutants import ALTERNATIVES, MUTANTS, REFERENCE, Mutant  # noqa: E402
 
 # Every check but the timed one, which is not scored on the CPU: the same results every run.
@@ -137,10 +149,96 @@ def test_the_speed_check_says_why_it_is_not_scored_and_costs_nothing(monkeypatch
                                       ("cuda", "0", "triton.speed_uncalibrated")):
         monkeypatch.setenv("TRITON_INTERPRET", interpret)
         ctx = Context(device=device)
-        assert backward.check_speed(None, ctx) == 1.0
+        assert speed.check_speed(None, ctx) == 1.0
         assert ids_in(ctx.notes) == {"triton.speed_not_scored", reason}
     (spec,) = [c for c in ASSIGNMENTS["triton_attention"] if c.id == "triton_speed"]
     assert spec.timed and spec.needs == ("triton_flash_backward",)
+
+
+def test_the_speed_check_scores_on_a_gpu_only_once_calibrated(monkeypatch):
+    for device, interpret, needed, reason in (
+            ("cpu", "1", 0.5, "triton.speed_interpreted"),
+            ("cuda", "1", 0.5, "triton.speed_interpreted"),
+            ("cuda", "0", None, "triton.speed_uncalibrated"),
+            ("cuda", "0", 0.5, None)):
+        monkeypatch.setenv("TRITON_INTERPRET", interpret)
+        assert speed.not_scored_because(device, needed) == reason
+
+
+def _verdict(share: float) -> speed.Verdict:
+    return speed.Verdict(None, share, {"student": 2e-3, "sdpa": 2e-3 * share, "pytorch": 9e-3})
+
+
+def test_the_speed_decision_is_all_or_nothing_around_the_threshold():
+    needed = 0.5
+    for share, fraction, said_id in ((needed * 1.3, 1.0, "triton.speed_passed"),
+                                     (needed, 1.0, "triton.speed_passed"),
+                                     (needed / 1.3, 0.0, "triton.speed_too_slow")):
+        got, message = speed.decide([_verdict(share)], "cuda", needed)
+        assert got == fraction and {said_id, "triton.speed_measured"} <= ids_in(message)
+    assert speed.wants_another([_verdict(needed * 1.1)], needed)
+    assert not speed.wants_another([_verdict(needed * 1.3)], needed)
+    assert not speed.wants_another([_verdict(needed * 1.1)] * speed.MAX_RUNS, needed)
+    # the median of three runs decides
+    assert speed.decide([_verdict(needed * 1.1), _verdict(needed / 1.1), _verdict(needed / 2)],
+                        "cuda", needed)[0] == 0.0
+
+
+@pytest.fixture
+def tiny_speed(monkeypatch) -> None:
+    monkeypatch.setenv(settings.variable("speed_config"), "tiny")
+
+
+def test_the_timing_job_runs_the_kernels_and_its_judge_checks_them(tiny_speed):
+    """The speed check's job on the reference, in the interpreter at the TINY config: the
+    judge accepts its form and spot check; a wrong output, a missing candidate or another
+    seed is not scored."""
+    sub = InProcessSubmission.from_path(REFERENCE)
+    seed = 7
+    measured = jobs.measure_speed(sub, "cpu", seed)
+    verdict = speed.judge(measured, seed)
+    assert verdict.problem is None and verdict.speedup > 0
+    assert set(verdict.medians) == set(speed.CANDIDATES)
+    assert speed.judge(measured, seed + 1).problem is not None  # another seed
+    wrong = {**measured, "outputs": {i: [o * 1.5 for o in out]
+                                     for i, out in measured["outputs"].items()}}
+    assert ids_in(speed.judge(wrong, seed).problem) >= {"speed.not_scored_spot",
+                                                       "speed.wrong_output"}
+    missing = {**measured, "times": {k: v for k, v in measured["times"].items() if k != "sdpa"}}
+    assert ids_in(speed.judge(missing, seed).problem) >= {"speed.malformed_times"}
+
+
+def test_the_speed_styles_are_correct_and_skip_what_they_say(tmp_path: Path):
+    """Each style of the calibration gives the oracle's output (causal, Tq != Tk), and the
+    one without block skipping does every key block's work."""
+    c = Flash(1, 2, 24, 40, 16, causal=True)
+    q, k, v = c.draw(torch.Generator().manual_seed(0))
+    want = oracle.flash(q.double(), k.double(), v.double(), True)[0].float()
+    for i, style in enumerate(STYLES):
+        path = tmp_path / f"style_{i}.py"
+        path.write_text(style.source())
+        sub = InProcessSubmission.from_path(path)
+        torch.testing.assert_close(sub.lookup("flash_attention_triton")(q, k, v, True), want,
+                                   **forward.FLOAT32_TOL)
+        if style.label == "no causal block skipped":
+            w = forward.WORK_CASE
+            wq, wk, wv = w.draw(torch.Generator())
+            assert jobs.dot_work(sub, q=wq, k=wk, v=wv, **w.kwargs) == \
+                forward.causal_work(w, skip=False)
+    assert {s.kind for s in STYLES} == set(calibration.KINDS)
+
+
+def test_the_calibration_table_finds_the_band_and_its_threshold():
+    results = {"a": ("correct", [_verdict(0.8), _verdict(0.9)]),
+               "b": ("correct", [_verdict(1.0)]), "c": ("shown", [_verdict(0.1)]),
+               "d": ("slow", [_verdict(0.3), _verdict(0.4)]),
+               "e": ("slow", [speed.Verdict(msg("speed.no_measurement"))])}
+    lines, ok = calibration.calibration_table(results, "cuda")
+    text = "\n".join(lines)
+    band = calibration.band_between({"a": [0.8, 0.9], "b": [1.0]}, {"d": [0.3, 0.4]})
+    assert (band.slowest, band.fastest) == (0.8, 0.4)
+    assert f"threshold it would choose: {band.threshold:g}×" in text
+    assert "(1 runs not scored)" in text and ok == (min(band.margins(band.threshold)) >= 1.25)
 
 
 # --------------------------------------------------------------------------- the oracle

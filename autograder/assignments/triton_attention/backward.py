@@ -1,6 +1,5 @@
 """Checks of the backward: `flash_attention_triton`'s gradients against autograd through an
-explicit softmax, with what its Function saves; and the speed check, which is scored only
-where the kernels are compiled on a GPU."""
+explicit softmax, with what its Function saves."""
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ from ...messages import msg
 from ...runner.protocol import Backward
 from . import oracle, variants
 from .forward import WATCH_CASE, Flash, expect_kernel_computes, expect_no_full_matrix, on
-from .jobs import interpreting
 
 Tensor = torch.Tensor
 AUTOGRAD = "flash_attention_triton"
@@ -74,11 +72,3 @@ def check_backward(sub, ctx: Context) -> float:
     run_cases(one_case, BACKWARD_CASES)
     return 1.0
 
-
-def check_speed(sub, ctx: Context) -> float:
-    """Not scored, with the reason said: in Triton's interpreter a kernel's time says nothing
-    of its speed on a GPU, and on a GPU no threshold is calibrated yet (docs/speed.md)."""
-    reason = "triton.speed_interpreted" if interpreting() or not ctx.device.startswith(
-        "cuda") else "triton.speed_uncalibrated"
-    ctx.notes = msg("triton.speed_not_scored", reason=msg(reason, device=ctx.device))
-    return 1.0

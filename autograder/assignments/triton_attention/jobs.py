@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -166,3 +166,88 @@ def torch_watch(sub: LocalSubmission, *, name: str, args: tuple, kwargs: dict,
         result.update(torch_op=watch.used, saved=saved[0])
         made = {"largest": watch.largest, "op": watch.largest_op}
     return {**result, "made": made}
+
+
+# --------------------------------------------------------------------------- the speed check
+
+SPEED_JOB = "autograder.assignments.triton_attention.jobs:measure_speed"
+# Run just before SPEED_JOB: the kernels compiled and the libraries warmed, outside the timing.
+SPEED_PREPARE_JOB = "autograder.assignments.triton_attention.jobs:prepare_speed"
+Attention = Callable[[Tensor, Tensor, Tensor], Tensor]
+
+
+def forward_backward(attention: Attention) -> Callable[[tuple[Tensor, ...]], tuple[Tensor, ...]]:
+    """One timed call: attention on leaves q, k, v made from the input (q, k, v, dO), then its
+    backward from dO; (out, dq, dk, dv)."""
+
+    def call(x: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        q, k, v, d_out = x
+        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+        with torch.enable_grad():
+            out = attention(*leaves)
+            out.backward(d_out)
+        return (out.detach(), *(t.grad for t in leaves))
+
+    return call
+
+
+def speed_candidates(attention: Attention) -> dict[str, Callable]:
+    """`attention` (a student's, causal, with the config's blocks) timed against SDPA (on a
+    GPU, FlashAttention's CUDA kernels) and the kit's FlashAttention in PyTorch (blocks of
+    queries against every key, llm_attention's), each forward and backward."""
+    import torch.nn.functional as F
+
+    from ..llm_attention.standins import flash_attention
+
+    return {"student": forward_backward(attention),
+            "sdpa": forward_backward(lambda q, k, v: F.scaled_dot_product_attention(
+                q, k, v, is_causal=True)),
+            "pytorch": forward_backward(lambda q, k, v: flash_attention(q, k, v,
+                                                                         is_causal=True)[0])}
+
+
+def student_attention(sub: LocalSubmission, cfg: Any) -> Attention:
+    function = sub.lookup("flash_attention_triton")
+    return lambda q, k, v: function(q, k, v, is_causal=True, block_m=cfg.block_m,
+                                    block_n=cfg.block_n)
+
+
+def prepare_speed(sub: LocalSubmission, device: str) -> None:
+    """Each candidate called once at the timed shape: Triton compiles the student's kernels
+    (seconds on a GPU) here, not inside the timing."""
+    from .speed_config import speed_config, speed_inputs
+
+    cfg = speed_config()
+    x = tuple(t.to(device) for t in speed_inputs(cfg, 0, 0))
+    for candidate in speed_candidates(student_attention(sub, cfg)).values():
+        sub.guard("flash_attention_triton", lambda c=candidate: c(x), watch=False)
+
+
+def measure_speed(sub: LocalSubmission, device: str, seed: int,
+                  attention: Attention | None = None) -> dict[str, Any]:
+    """The student's forward and backward (or `attention`'s: a style of the calibration)
+    timed against SDPA and the kit's FlashAttention in PyTorch, in interleaved rounds on the
+    same fresh inputs (CUDA events on a GPU); the spot-checked calls' outputs and gradients,
+    for batch element 0 and its first SPOT_HEADS heads, on the CPU."""
+    from dataclasses import asdict
+
+    from ...speed.timing import interleaved_times, timer_for, timing_conditions
+    from .speed_config import SPOT_HEADS, speed_config, speed_inputs, spot_indices
+
+    cfg = speed_config()
+    candidates = speed_candidates(attention or student_attention(sub, cfg))
+
+    def round_inputs(r: int) -> list[tuple[Tensor, ...]]:
+        return [tuple(t.to(device) for t in speed_inputs(cfg, seed, r * cfg.calls + c))
+                for c in range(cfg.calls)]
+
+    def run() -> tuple[dict[str, list[float]], dict[str, dict[int, Any]]]:
+        return interleaved_times(candidates, round_inputs, cfg.rounds, cfg.warmup,
+                                 timer_for(device), frozenset(spot_indices(cfg, seed)))
+
+    with timing_conditions():
+        times, kept = sub.guard("flash_attention_triton", run, watch=False)
+    outputs = {i: [t[:1, :SPOT_HEADS].cpu() if isinstance(t, Tensor) else t for t in out]
+               for i, out in kept["student"].items()}
+    return {"config": asdict(cfg), "device": device, "seed": seed, "times": times,
+            "outputs": outputs}

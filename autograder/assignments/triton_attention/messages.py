@@ -44,6 +44,16 @@ TEMPLATES: dict[str, dict[str, str]] = {
                                     "speed on a GPU",
         "triton.speed_uncalibrated": "no speed threshold is calibrated yet for Triton kernels "
                                      "on {device} (docs/speed.md)",
+        "triton.speed_measured": "measured: {share:.2f} of SDPA's speed{runs} (forward and "
+                                 "backward per call: yours {student:.2f} ms, SDPA "
+                                 "{sdpa:.2f} ms, the kit's FlashAttention in PyTorch "
+                                 "{pytorch:.2f} ms; on {device}{config})",
+        "triton.speed_passed": "{measured}; needed: at least {needed:g}",
+        "triton.speed_too_slow": "{measured}; needed: at least {needed:g} of SDPA's speed for "
+                                 "the speed points, which are all or nothing. To change: end "
+                                 "the causal loops at the diagonal, launch one grid over every "
+                                 "batch element and head (no loop in Python), and try larger "
+                                 "blocks (64 or 128)",
         "mistake.triton_softmax_other_zero": (
             "This matches the lanes past the end of the row loaded as 0 and counted in the sum: "
             "load them with other=-float(\"inf\"), so that exp gives 0 there."),
@@ -125,6 +135,14 @@ TEMPLATES: dict[str, dict[str, str]] = {
                                     "它的耗时不能说明内核在 GPU 上的速度",
         "triton.speed_uncalibrated": "{device} 上的 Triton 内核还没有校准过的速度阈值"
                                      "（docs/speed.md）",
+        "triton.speed_measured": "实测：速度是 SDPA 的 {share:.2f} 倍{runs}（每次调用的前向加反向："
+                                 "你的 {student:.2f} ms，SDPA {sdpa:.2f} ms，本套件的 PyTorch "
+                                 "FlashAttention {pytorch:.2f} ms；设备：{device}{config}）",
+        "triton.speed_passed": "{measured}；要求：至少 {needed:g} 倍",
+        "triton.speed_too_slow": "{measured}；要求：至少达到 SDPA 速度的 {needed:g} 倍才能得到"
+                                 "速度分，速度分全有或全无。怎么改：让因果循环在对角线处结束，"
+                                 "用一个网格覆盖所有批次元素和所有头（不要在 Python 里循环），"
+                                 "并试试更大的块（64 或 128）",
         "mistake.triton_softmax_other_zero": (
             "这与“行末之外的通道按 0 加载并计入求和”的结果一致：用 other=-float(\"inf\") 加载它们，"
             "这样 exp 在那里得到 0。"),
