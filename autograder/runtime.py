@@ -65,8 +65,9 @@ def triton_environment(device: str, folder: str) -> dict[str, str]:
     may not run."""
     env = {"TRITON_INTERPRET": triton_interpret(device), "TRITON_HOME": folder,
            "TRITON_CACHE_DIR": os.path.join(folder, ".triton", "cache")}
-    libcuda = os.environ.get("TRITON_LIBCUDA_PATH") or libcuda_folder()
-    if device.startswith("cuda") and libcuda:
+    libcuda = device.startswith("cuda") and (os.environ.get("TRITON_LIBCUDA_PATH")
+                                             or libcuda_folder())
+    if libcuda:
         env["TRITON_LIBCUDA_PATH"] = libcuda
     return env
 

@@ -1,8 +1,9 @@
 """Kit code that runs beside the student's code (the worker, or the notebook's kernel): the
-count of the forward kernel's matrix-product work in Triton's interpreter, and the watch for
+count of the forward kernel's matrix-product work in Triton's interpreter, the watch for
 softmax and attention computed by PyTorch around the kernels (in the launchers and the
-Function) with what the Function saves for backward. What these return is untrusted data:
-the checks judge it, on their side of the pipe."""
+Function) with what the Function saves for backward, and the speed check's timing of forward
+and backward. What these return is untrusted data: the checks judge it, on their side of the
+pipe."""
 
 from __future__ import annotations
 

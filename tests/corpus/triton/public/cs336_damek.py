@@ -7,7 +7,8 @@ Published: damek/cs336-assignment2-systems, cs336_systems/flashattention.py
 University 2025). No edit (`ADAPTATIONS` is empty). Its layout is (batch, T, D), tiles of
 16 x 16 fixed: the glue folds heads into the batch (a reshape, which copies a non-contiguous
 input: the strides check grades that copy, not the kernel) and reads the logsumexp the
-Function saves through a context of its own.
+Function saves through a context of its own. It cannot run with triton 3.9, which has removed
+tl.make_block_ptr (compiled as well as interpreted): the verdict is Triton's own error.
 """
 # ruff: noqa: F821 (the glue calls the published code, which comes before it)
 
