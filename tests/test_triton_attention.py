@@ -44,7 +44,7 @@ from autograder.messages import ids_in, msg  # noqa: E402
 from autograder.runner import sandbox  # noqa: E402
 from autograder.runner.inprocess import InProcessSubmission  # noqa: E402
 from autograder.runner.loading import load_source  # noqa: E402
-from autograder.runner.worker import worker_environment  # noqa: E402
+from autograder.runner.worker import WorkerSubmission, worker_environment  # noqa: E402
 from autograder.runner.zygote import worker_env  # noqa: E402
 from autograder.runtime import triton_as_configured, triton_environment  # noqa: E402
 
@@ -388,3 +388,20 @@ def test_published_kernels_get_what_they_earn(name: str, tmp_path: Path, monkeyp
             assert ids_in(r.message) == {"runner.missing"}
         elif not r.passed:
             assert ids <= ids_in(r.message) and words in r.message.render("en"), r.message
+
+
+def test_the_2022_tutorial_without_boundary_masks_ends_its_worker(tmp_path: Path):
+    """Triton's tutorial as of 2022 (public/triton_tutorial_2022.py) masks no load or store:
+    at T = 21, blocks of 128 read and write past q, k, v and the output. Graded in a worker
+    (in this process it would corrupt pytest's memory): the forward check fails, the grading
+    process having crashed; the kit carries on."""
+    adapter = TRITON / "public" / "triton_tutorial_2022.py"
+    if published.missing(adapter):
+        pytest.skip(f"its published code is not here (see published.py): "
+                    f"{[str(p) for p in published.missing(adapter)]}")
+    path = tmp_path / adapter.name
+    path.write_text(published.submission(adapter))
+    with WorkerSubmission(path) as sub:
+        (result,) = run_checks(sub, assignment="triton_attention", only=["triton_flash_forward"])
+    assert not result.passed and "worker.crash" in ids_in(result.message), result.message
+
