@@ -81,6 +81,9 @@ TEMPLATES: dict[str, str] = {
                        "{gib:g} GiB of disk, the grader's limit for one submission (files it "
                        "deleted but still holds open count too)",
     "worker.crash": "`{what}` ended the grading process ({status})",
+    "worker.crash_triton": "{crash}. In Triton's interpreter this is most often a tl.load or "
+                           "tl.store past the end of a tensor: give each a mask (rows < T, "
+                           "say) and the loads an `other=` for the lanes it leaves out",
     "worker.unreadable_reply": "`{what}` sent back something other than plain tensors and values "
                                "({error}), which the grader does not read",
     "worker.malformed_reply": "`{what}`: the worker sent a malformed reply",

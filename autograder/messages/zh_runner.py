@@ -71,6 +71,9 @@ TEMPLATES: dict[str, str] = {
     "worker.disk_cap": "`{what}` 被中止：你的代码写入的文件占用了超过 {gib:g} GiB 的磁盘空间，"
                        "超出了评分程序对每份提交的上限（已删除但仍打开着的文件也计算在内）",
     "worker.crash": "`{what}` 让评分进程退出了（{status}）",
+    "worker.crash_triton": "{crash}。在 Triton 解释器中，这多半是 tl.load 或 tl.store 越过了张量的"
+                           "末尾：给每个加上 mask（比如 rows < T），并给加载加上 `other=`，"
+                           "作为被屏蔽位置的取值",
     "worker.unreadable_reply": "`{what}` 返回的不只是普通的张量和值（`{error}`），"
                                "评分程序不读取这样的结果",
     "worker.malformed_reply": "`{what}`：评分子进程发回的回复格式不对",

@@ -239,6 +239,15 @@ class WorkerSubmission:
             self.warnings += [w for w in (_from_worker(d, self._malformed()) for d in warned[:8])
                               if w not in self.warnings][:8]
 
+    def _crash_message(self, what: str, status: Message) -> Message:
+        """The process ended; where the student's file uses Triton on the CPU (its
+        interpreter, which reads and writes memory where a kernel's pointers say), most often
+        by a tl.load or tl.store past the end of a tensor: said so."""
+        crash = msg("worker.crash", what=what, status=status)
+        if self.device == "cpu" and b"triton" in self.path.read_bytes():
+            return msg("worker.crash_triton", crash=crash)
+        return crash
+
     def _over_disk(self, what: str) -> Message | None:
         """What to say where the disk watch stopped the worker (`_exit_status` stops the
         watch); None where it did not."""
@@ -371,7 +380,7 @@ class WorkerSubmission:
                                    ) from None
         except (EOFError, OSError):
             status = self._exit_status()
-            message = self._over_disk(what) or msg("worker.crash", what=what, status=status)
+            message = self._over_disk(what) or self._crash_message(what, status)
             self.close()
             raise StudentCodeError("crash", message) from None
         except ValueError as err:  # the whole message was read: the worker can go on
