@@ -166,3 +166,15 @@ def test_combined_masks_cover_each_way_of_mixing_attn_mask_and_is_causal():
     assert torch.equal(masks["mask_shifted"], attn | torch.ones(3, 3, dtype=torch.bool).triu(2))
     assert dict(diagnosis.combined_masks(None, True, 3))["is_causal_ignored"] is None
     assert diagnosis.combined_masks(attn, False, 3) == []
+
+
+def test_right_values_in_the_wrong_dtype_name_only_a_mistake_of_that_dtype():
+    """Only the dtype is wrong: a mistake is named when it gives that dtype too (cos and sin
+    left in float64 promote a float32 rotation), not for its values alone."""
+    want = torch.arange(6.0).reshape(2, 3)  # float32
+    got = want.double()
+    candidates = [("rope_interleaved", lambda: want.clone()),
+                  ("rope_float64_angles", lambda: want.double())]
+    assert Diagnosis(got, candidates, TIGHT, same_dtype=True).matches == ("rope_float64_angles",)
+    assert Diagnosis(got, candidates, TIGHT).matches == ("rope_interleaved",
+                                                         "rope_float64_angles")

@@ -251,6 +251,20 @@ def test_a_chinese_picture_uses_a_font_with_chinese_characters(monkeypatch):
     assert warned == []
 
 
+@pytest.mark.parametrize("shape", [(2, 512, 16), (2, 16, 512)])
+def test_a_long_thin_tensor_fills_its_panels(shape):
+    """FlashAttention's memory check compares (B, H, 512, 16) outputs: drawn with square cells
+    each panel would be a strip 32 times longer than wide. Each panel's heatmap is drawn at
+    least half as wide as high and half as high as wide."""
+    fig = pictures.draw(Picture("out", torch.zeros(shape), torch.ones(shape),
+                                dims=("H", "T", "D")))
+    fig.canvas.draw()
+    panels = [ax.get_window_extent() for ax in fig.axes if ax.get_images() and ax.get_title()]
+    assert len(panels) == 6
+    for box in panels:
+        assert box.height / 2 <= box.width <= box.height * 2, (box.width, box.height)
+
+
 @pytest.mark.parametrize("shape", [(5,), (3, 4)])
 def test_low_dimensional_pictures_are_drawn(shape):
     expected = torch.zeros(shape)

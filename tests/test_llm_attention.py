@@ -169,6 +169,21 @@ def test_the_grader_names_the_mistake_for_90_percent(folder: Path, capsys):
                                                       if m not in right]
 
 
+def test_keys_rotated_after_the_update_are_not_taken_for_a_square_mask(folder: Path):
+    """Keys rotated after cache.update raise, on a call of several tokens, torch's broadcast
+    error of L keys against T angles at dim 2: the very error an (L, L) mask raises there.
+    Only the mask also raises on single-token steps: the rotation is named, not the mask."""
+    (mutant,) = [m for m in MUTANTS if m.label == "decoding caches the keys before RoPE"]
+    code: dict = {}
+    exec(compile(mutant.source(), "mutant", "exec"), code)
+    module, cache = code["GroupedQueryAttention"](16, 4, 2), code["KVCache"]()
+    module(torch.randn(1, 4, 16), cache)
+    with pytest.raises(RuntimeError, match=r"tensor a \(7\) .* tensor b \(3\) .* dimension 2"):
+        module(torch.randn(1, 3, 16), cache)
+    named = said(graded_mutant(mutant, folder))
+    assert "cache_keys_rotated_after" in named and "cache_square_mask" not in named
+
+
 def test_a_mutant_is_graded_again_on_every_check_its_edits_reach():
     """A RoPE edit reaches the module's checks (the module calls apply_rope) and no flash
     check; an edit of flash_attention reaches the backward too (its Function calls it)."""

@@ -120,14 +120,16 @@ def named_in(message: Message | str) -> list[str]:
 # --------------------------------------------------------------------------- matching
 
 
-def _reproduces(got: Any, value: Any, tol: dict) -> bool:
+def _reproduces(got: Any, value: Any, tol: dict, same_dtype: bool = False) -> bool:
     if isinstance(got, tuple):  # both parts of an answer, (weights, out) say
         return (isinstance(value, tuple) and len(value) == len(got)
-                and all(_reproduces(g, v, tol) for g, v in zip(got, value)))
+                and all(_reproduces(g, v, tol, same_dtype) for g, v in zip(got, value)))
     if isinstance(got, StudentCodeError):  # the student's code raised: the same error?
         first_line = str(value).strip().splitlines()[0] if isinstance(value, Exception) else ""
         return bool(first_line) and any(first_line in text for text in texts_in(got.message))
     if not isinstance(got, Tensor) or not isinstance(value, Tensor) or got.shape != value.shape:
+        return False
+    if same_dtype and got.dtype != value.dtype:
         return False
     if got.dtype == torch.bool or value.dtype == torch.bool:
         return torch.equal(got, value.to(got.dtype))
@@ -139,10 +141,14 @@ class Diagnosis:
     """Which known mistakes reproduce one wrong answer. The candidates run on first use."""
 
     def __init__(self, got: Any, candidates: list[Candidate], tol: dict,
-                 read: Callable[[], ScaleReading | None] | None = None):
+                 read: Callable[[], ScaleReading | None] | None = None,
+                 same_dtype: bool = False):
         self.got = got  # a tensor, or the error the student's code raised
         self.candidates = candidates
         self.tol = tol
+        # Right values in the wrong dtype: a mistake must give that dtype too (else any
+        # mistake that leaves the case's values right would match).
+        self.same_dtype = same_dtype
         self.read = read  # the answer's scale, for what no catalogue mistake explains
         # The diagnoses of every failing case of the same cause (set by `causes.verdict`): a
         # scale read off this answer is said only if all of theirs have the same form.
@@ -170,7 +176,7 @@ class Diagnosis:
             value = make()
         except Exception as err:  # a mistake may well raise: compare the error then
             value = err
-        return _reproduces(self.got, value, self.tol)
+        return _reproduces(self.got, value, self.tol, self.same_dtype)
 
     @property
     def mistake(self) -> Mistake | None:

@@ -34,13 +34,15 @@ def expect_tensor(what: Label, got: Any, expected: Tensor, case: Label, *,
     `what` names the value compared (code such as "split_heads(x, num_heads)", or a message
     such as `msg("what.output", name=...)`); `dims` names the expected dims for shape messages;
     `mistakes` are the known mistakes to try when the answer is wrong (see `diagnosis`), on
-    `answer` (default: `got`); not when only its dtype or device is: any mistake that leaves
-    this case's values right would match it.
+    `answer` (default: `got`); when only its dtype is, those that give that dtype (cos and sin
+    left in float64, say); not when only its device is.
     """
 
-    def fail(detail: Message, values_wrong: bool = True) -> CheckFailed:
-        found = (Diagnosis(got if answer is _ALONE else answer, mistakes, tol)
-                 if mistakes and values_wrong else None)
+    def fail(detail: Message, values_wrong: bool = True, dtype_only: bool = False
+             ) -> CheckFailed:
+        found = (Diagnosis(got if answer is _ALONE else answer, mistakes, tol,
+                           same_dtype=not values_wrong)
+                 if mistakes and (values_wrong or dtype_only) else None)
         return CheckFailed(msg("check.what", what=what, detail=detail), diagnosis=found,
                            case=case)
 
@@ -55,7 +57,7 @@ def expect_tensor(what: Label, got: Any, expected: Tensor, case: Label, *,
         values_wrong = got.device != expected.device or not torch.allclose(
             got.detach().double(), expected.detach().double(), equal_nan=True, **tol)
         raise fail(msg("tensor.dtype", dtype=str(got.dtype), expected=str(expected.dtype)),
-                   values_wrong)
+                   values_wrong, dtype_only=True)
     if got.device != expected.device:
         raise fail(msg("tensor.device", device=str(got.device), expected=str(expected.device)),
                    values_wrong=False)

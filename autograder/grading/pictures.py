@@ -144,6 +144,7 @@ def _heatmaps(plt: Any, picture: Picture, lang: str) -> Any:
         expected, got = expected[None, None], got[None, None]
     heads = expected.shape[0]
     rows, cols = (_axis_label(dim) for dim in (picture.dims or ("Tq", "Tk"))[-2:])
+    aspect = _aspect(*expected.shape[-2:])
     fig, axes = plt.subplots(heads, 3, figsize=(9, 2.4 * heads + 0.6), squeeze=False)
     for h in range(heads):
         diff = got[h] - expected[h]
@@ -154,9 +155,11 @@ def _heatmaps(plt: Any, picture: Picture, lang: str) -> Any:
         for ax, data, name in zip(axes[h], (expected[h], got[h], diff),
                                   ("mask.expected", "mask.yours", "picture.difference")):
             if name == "picture.difference":
-                image = ax.imshow(data.numpy(), cmap="RdBu_r", vmin=-limit, vmax=limit)
+                image = ax.imshow(data.numpy(), cmap="RdBu_r", vmin=-limit, vmax=limit,
+                                  aspect=aspect)
             else:  # the same colour scale for both, so equal values look equal
-                image = ax.imshow(data.numpy(), cmap="viridis", vmin=low, vmax=high)
+                image = ax.imshow(data.numpy(), cmap="viridis", vmin=low, vmax=high,
+                                  aspect=aspect)
             title = _panel_title(msg(name), picture.dims, h) if heads > 1 else msg(name)
             ax.set_title(render(title, lang), fontsize=9)
             ax.set_xticks([])
@@ -167,6 +170,17 @@ def _heatmaps(plt: Any, picture: Picture, lang: str) -> Any:
     fig.suptitle(_title(picture, fig, lang), fontsize=10)
     fig.tight_layout()
     return fig
+
+
+# Past this ratio of rows to columns (or columns to rows), square cells would draw a strip a
+# few pixels wide: a (512, 16) output of FlashAttention's memory check.
+LONGEST_SQUARE_CELLS = 4
+
+
+def _aspect(rows: int, cols: int) -> str:
+    """Square cells ("equal") for a tensor of about as many rows as columns; cells stretched
+    to fill the panel ("auto") for a long, thin one."""
+    return "auto" if max(rows, cols) > LONGEST_SQUARE_CELLS * min(rows, cols) else "equal"
 
 
 # What a heatmap's rows and columns run over, by the name of their dim.

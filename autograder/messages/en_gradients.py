@@ -39,6 +39,11 @@ TEMPLATES: dict[str, str] = {
                             "`x = x * s`",
     "grad.at_line": " (line {line}{cell})",
     "grad.raised": "backward() through `{name}` raised {type}: {error}",
+    "grad.gradient_count": "backward() through `{name}` raised {type}: {error}. A custom "
+                           "autograd.Function's backward returns one value for each argument "
+                           "of its forward after ctx, {expected} here: the gradient of each "
+                           "tensor input, and None for every other argument (a flag, a block "
+                           "size). Yours returned {got}",
     "grad.missing": "`{name}` gave the right values but no gradients came back",
     "case.backward": "{case}; backward of the outputs times random weights",
 

@@ -33,6 +33,10 @@ TEMPLATES: dict[str, str] = {
                             "`x = x.masked_fill(mask, value)`、`x = x * s`",
     "grad.at_line": "（{cell}第 {line} 行）",
     "grad.raised": "经过 `{name}` 的 backward() 抛出了 {type}：`{error}`",
+    "grad.gradient_count": "经过 `{name}` 的 backward() 抛出了 {type}：`{error}`。自定义 "
+                           "autograd.Function 的 backward 要为 forward 除 ctx 外的每个参数各返回"
+                           "一个值，这里是 {expected} 个：每个张量输入的梯度，其余参数（开关、"
+                           "块大小）返回 None。你的返回了 {got} 个",
     "grad.missing": "`{name}` 的输出值正确，但没有得到梯度",
     "case.backward": "{case}；对输出乘以随机权重做反向传播",
 

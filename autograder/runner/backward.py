@@ -46,6 +46,8 @@ Tensor = torch.Tensor
 # A forward that autograd refuses outright, where it runs with autograd off.
 _NEEDS_NO_GRAD = re.compile(r"requires grad|require grad|requires_grad", re.IGNORECASE)
 _IN_PLACE_ERROR = "modified by an inplace operation"
+# autograd's check of a custom Function's backward: one gradient per argument of forward
+_GRADIENT_COUNT = re.compile(r"incorrect number of gradients \(expected (\d+), got (\d+)\)")
 # "[torch.DoubleTensor [2, 3, 5, 7]], which is output 0 of SoftmaxBackward0, is at version 1"
 _SAVED = re.compile(r"\[torch\.\w+ \[([\d, ]*)\]\](?:, which is output \d+ of (\w+))?")
 # Tensor methods whose name ends in _ but change nothing a backward pass saved.
@@ -126,6 +128,10 @@ def backward_failure(name: str, err: BaseException, found: list[InPlace],
                      source: Any) -> Message:
     """Why backward() failed, for the student: the in-place op that broke it, if found."""
     text = first_line(err) or type_name(err)
+    count = _GRADIENT_COUNT.search(text)
+    if count:
+        return msg("grad.gradient_count", name=name, type=type_name(err), error=text,
+                   expected=int(count.group(1)), got=int(count.group(2)))
     if _IN_PLACE_ERROR not in text:
         return msg("grad.raised", name=name, type=type_name(err), error=text)
     culprit = _match(text, found) or next(iter(in_source(source)), None)

@@ -151,7 +151,7 @@ def check_kv_cache(sub, ctx: Context) -> float:
             DECODE_JOB, msg("llm.decoding", name=MODULE), init=c.init(),
             params={**cast, **{k: None for k in params if params[k] is None}}, chunks=chunks,
             dtype=c.dtype), d.label(), variants.cache_error_candidates(
-                c.B, c.H, c.Hkv, c.E // c.H, d.chunks))
+                c.B, c.H, c.Hkv, c.E // c.H, d.chunks, c.rope_base))
         twice, steps, lengths, held, heads, fresh = _decoded(got, len(chunks))
         if fresh:  # a cache made after another was used holds tokens
             raise CheckFailed(msg("llm.cache_shared", length=fresh), case=d.label())

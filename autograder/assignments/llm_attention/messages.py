@@ -346,6 +346,56 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "This matches the backward recomputing the scores without the causal mask: mask "
             "them there as the forward does, or blocked keys get a weight exp(S - "
             "logsumexp)."),
+        "mistake.rope_exponent_positive": (
+            "This matches the frequencies base^(+2i/D), the minus sign of the exponent left "
+            "out: they grow with i instead of shrinking. θ_i = base^(-2i/D), so pair 0 turns "
+            "fastest and the last pair slowest."),
+        "mistake.rope_halves_swapped": (
+            "This matches the two rotated halves concatenated in the wrong order: the first "
+            "half of the output is x1·cos - x2·sin (feature i), the second x1·sin + x2·cos "
+            "(feature i + D/2)."),
+        "mistake.rope_float64_angles": (
+            "This matches cos and sin left in float64, the dtype of the angles: x times them "
+            "is promoted to float64. Cast them to x.dtype (.to(x.dtype)) before they meet x."),
+        "mistake.kv_view_after_expand": (
+            "This matches a new axis of n_rep made by .expand, then merged into the heads by "
+            ".view: an expanded axis has stride 0, which a view cannot merge with the heads. "
+            "Use .reshape there (it copies), or a function that repeats along dim 1."),
+        "mistake.kv_repeat_axis_after_tokens": (
+            "This matches the new axis of n_rep placed after the tokens, (B, Hkv, T, n_rep, D): "
+            "reshaping that to (B, Hkv·n_rep, T, D) mixes tokens into heads. The copies of a "
+            "head must sit next to it, so the new axis goes right after the heads."),
+        "mistake.gqa_split_interleaved": (
+            "This matches heads split as (B, T, D, H) and permuted: head h then takes every "
+            "H-th feature. Head h owns the features h·D .. (h+1)·D - 1: view as (B, T, H, D), "
+            "then .transpose(1, 2)."),
+        "mistake.gqa_no_out_proj": (
+            "This matches the merged heads returned without out_proj: the module's output is "
+            "self.out_proj of the (B, T, E) merged heads."),
+        "mistake.window_transposed": (
+            "This matches i and j swapped: the band lies above the diagonal, keys after the "
+            "query. Rows are queries i (torch.arange(T)[:, None]) and columns keys j: query i "
+            "sees i - window < j <= i."),
+        "mistake.flash_lse_keepdim": (
+            "This matches the logsumexp returned with the running sum's trailing dim of 1, "
+            "(B, H, Tq, 1): it is one number per query, (B, H, Tq), so .squeeze(-1) it."),
+        "mistake.flash_correction_inverted": (
+            "This matches the rescaling factor inverted, exp(new_max - old_max): at the first "
+            "block old_max is -inf, so the factor is inf and 0 · inf is NaN. The old sum and "
+            "accumulator shrink when the maximum grows: exp(old_max - new_max)."),
+        "mistake.flash_dq_overwritten": (
+            "This matches dQ overwritten in each key block (dq = dS · k_block) instead of "
+            "summed over them: every key block adds to a query's gradient (dq = dq + ...)."),
+        "mistake.flash_backward_lse_broadcast": (
+            "This matches the logsumexp (B, H, Tq) subtracted from the (B, H, Tq, b) scores "
+            "without a trailing dim: it is then broadcast along the keys, not the queries. "
+            "Subtract logsumexp[..., None]."),
+        "mistake.flash_dp_from_keys": (
+            "This matches dP = dO · kᵀ: P multiplies the values, so its gradient is dO · vᵀ, "
+            "with the block's values."),
+        "mistake.flash_dq_dk_swapped": (
+            "This matches the gradients of q and k returned in each other's place: backward "
+            "returns them in the order of forward's arguments, (dq, dk, dv, ...)."),
     },
     "zh": ZH,
 }

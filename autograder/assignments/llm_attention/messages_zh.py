@@ -308,4 +308,47 @@ ZH: dict[str, str] = {
     "mistake.flash_backward_not_causal": (
         "这与“反向重算分数时没有加因果掩码”的结果一致：要像前向那样在那里加掩码，否则被屏蔽"
         "的键会得到权重 exp(S - logsumexp)。"),
+    "mistake.rope_exponent_positive": (
+        "这与“频率取 base^(+2i/D)，指数漏了负号”的结果一致：频率随 i 增大而不是减小。"
+        "θ_i = base^(-2i/D)，第 0 对转得最快，最后一对最慢。"),
+    "mistake.rope_halves_swapped": (
+        "这与“两个旋转后的半边按错误的顺序拼接”的结果一致：输出的前一半是 x1·cos - x2·sin"
+        "（特征 i），后一半是 x1·sin + x2·cos（特征 i + D/2）。"),
+    "mistake.rope_float64_angles": (
+        "这与“cos 和 sin 留在 float64（角度的 dtype）”的结果一致：x 乘以它们会被提升为 "
+        "float64。在它们与 x 相乘之前转换成 x.dtype（.to(x.dtype)）。"),
+    "mistake.kv_view_after_expand": (
+        "这与“用 .expand 造出 n_rep 的新轴，再用 .view 并入头维”的结果一致：扩展出的轴步长为 "
+        "0，view 无法把它与头维合并。那里请用 .reshape（它会复制），或用沿 dim 1 重复的函数。"),
+    "mistake.kv_repeat_axis_after_tokens": (
+        "这与“n_rep 的新轴放在词元之后，(B, Hkv, T, n_rep, D)”的结果一致：把它 reshape 成 "
+        "(B, Hkv·n_rep, T, D) 会把词元混进头里。一个头的副本要紧挨着它，所以新轴应紧跟在头维"
+        "之后。"),
+    "mistake.gqa_split_interleaved": (
+        "这与“按 (B, T, D, H) 拆分头再 permute”的结果一致：第 h 个头于是取了每隔 H 个的特征。"
+        "第 h 个头拥有特征 h·D .. (h+1)·D - 1：先 view 成 (B, T, H, D)，再 .transpose(1, 2)。"),
+    "mistake.gqa_no_out_proj": (
+        "这与“合并后的头不经 out_proj 直接返回”的结果一致：模块的输出是对合并后 (B, T, E) "
+        "的头做 self.out_proj。"),
+    "mistake.window_transposed": (
+        "这与“i 和 j 互换”的结果一致：带状区域落在对角线上方，即查询之后的键。行是查询 i"
+        "（torch.arange(T)[:, None]），列是键 j：查询 i 看到 i - window < j <= i。"),
+    "mistake.flash_lse_keepdim": (
+        "这与“返回的 logsumexp 带着运行和末尾大小为 1 的维度，(B, H, Tq, 1)”的结果一致：它是"
+        "每个查询一个数，(B, H, Tq)，请对它 .squeeze(-1)。"),
+    "mistake.flash_correction_inverted": (
+        "这与“重新缩放的因子取反，exp(new_max - old_max)”的结果一致：第一个块时 old_max 为 "
+        "-inf，因子是 inf，0 · inf 得 NaN。最大值增大时，旧的和与累加器要缩小："
+        "exp(old_max - new_max)。"),
+    "mistake.flash_dq_overwritten": (
+        "这与“每个键块都覆盖 dQ（dq = dS · k_block），而不是对它们求和”的结果一致：每个键块"
+        "都要加到查询的梯度上（dq = dq + ...）。"),
+    "mistake.flash_backward_lse_broadcast": (
+        "这与“从 (B, H, Tq, b) 的分数中减去 (B, H, Tq) 的 logsumexp 时没有补末尾维度”的结果"
+        "一致：它于是沿键广播，而不是沿查询。请减去 logsumexp[..., None]。"),
+    "mistake.flash_dp_from_keys": (
+        "这与“dP = dO · kᵀ”的结果一致：P 乘的是值，所以它的梯度是 dO · vᵀ，用该块的值。"),
+    "mistake.flash_dq_dk_swapped": (
+        "这与“q 和 k 的梯度互换位置返回”的结果一致：backward 按 forward 参数的顺序返回它们，"
+        "(dq, dk, dv, ...)。"),
 }

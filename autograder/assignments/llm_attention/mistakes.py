@@ -4,28 +4,33 @@ messages.py; their recomputations: variants.py)."""
 CATALOGUE: tuple[str, ...] = (
     # RoPE
     "rope_interleaved", "rope_base_ignored", "rope_positions_ignored", "rope_reversed",
-    "rope_exponent_halved", "rope_mixed_pairing",
+    "rope_exponent_halved", "rope_mixed_pairing", "rope_exponent_positive",
+    "rope_halves_swapped", "rope_float64_angles",
     # grouped-query attention
     "kv_heads_tiled", "gqa_heads_tiled", "gqa_rope_missing", "gqa_rope_on_values",
     "gqa_not_causal", "gqa_rope_before_split", "gqa_groups_transposed", "gqa_group_summed",
     "gqa_scale_by_embed_dim", "gqa_split_no_transpose", "gqa_merge_no_transpose",
     "gqa_softmax_over_queries", "gqa_rope_default_base", "gqa_rope_queries_only",
     "gqa_diagonal_blocked", "gqa_n_rep_kv_heads", "kv_repeat_tokens", "kv_repeat_batch",
+    "kv_view_after_expand", "kv_repeat_axis_after_tokens", "gqa_split_interleaved",
+    "gqa_no_out_proj",
     # the KV cache
     "cache_positions_restart", "cache_mask_top_left", "cache_attend_before_update",
     "cache_chunk_not_causal", "cache_causal_only_several", "cache_keys_rotated_after",
     "cache_returns_new_only", "cache_cat_heads", "cache_square_mask",
     # the sliding window
     "window_one_too_many", "window_one_too_few", "window_two_sided", "window_inverted",
-    "window_not_causal", "window_self_excluded",
+    "window_not_causal", "window_self_excluded", "window_transposed",
     # FlashAttention
     "flash_acc_not_rescaled", "flash_sum_not_rescaled", "flash_softmax_per_block",
     "flash_no_running_max", "flash_logsumexp_without_max", "flash_causal_off_by_one",
     "flash_causal_top_left", "flash_nothing_rescaled", "flash_causal_ignored",
     "flash_causal_keys_cut", "flash_softmax_per_block_averaged", "flash_not_scaled",
     "flash_last_block_skipped", "flash_max_from_zero", "flash_default_dtype",
+    "flash_lse_keepdim", "flash_correction_inverted",
     # FlashAttention's backward
     "flash_backward_no_delta", "flash_backward_unscaled", "flash_forward_failing",
     "flash_dv_from_output", "flash_delta_per_block", "flash_p_softmax_per_block",
-    "flash_dk_not_transposed", "flash_backward_not_causal",
+    "flash_dk_not_transposed", "flash_backward_not_causal", "flash_dq_overwritten",
+    "flash_backward_lse_broadcast", "flash_dp_from_keys", "flash_dq_dk_swapped",
 )

@@ -42,6 +42,24 @@ def rope_exponent_halved(x: Tensor, positions: Tensor, base: float) -> Tensor:
     return rope_with_angles(x, positions.double()[:, None] * base ** -exponents)
 
 
+def rope_exponent_positive(x: Tensor, positions: Tensor, base: float) -> Tensor:
+    """θ_i = base^(+2i/D): the minus sign of the exponent left out, so the frequencies grow."""
+    exponents = torch.arange(0, x.shape[-1], 2, dtype=torch.float64, device=x.device) / x.shape[-1]
+    return rope_with_angles(x, positions.double()[:, None] * base ** exponents)
+
+
+def rope_halves_swapped(x: Tensor, positions: Tensor, base: float) -> Tensor:
+    """The two rotated halves concatenated the other way round: [x1 sin + x2 cos, x1 cos -
+    x2 sin]."""
+    return oracle.rope(x, positions, base).roll(x.shape[-1] // 2, dims=-1)
+
+
+def rope_float64_angles(x: Tensor, positions: Tensor, base: float) -> Tensor:
+    """Right values, in float64: cos and sin of the float64 angles never cast to x's dtype,
+    so x times them promotes."""
+    return oracle.rope(x.double(), positions, base)
+
+
 def rope_mixed_pairing(x: Tensor, positions: Tensor, base: float) -> Tensor:
     """The interleaved convention's angles (each repeated twice in a row) on the rotate-half
     pairing: feature i and i + D/2 turn by different angles, so it is no rotation."""
@@ -62,7 +80,29 @@ def rope_candidates(x: Tensor, positions: Tensor, base: float) -> list:
         ("rope_reversed", lambda: oracle.rope(x, -positions, base)),
         ("rope_exponent_halved", lambda: rope_exponent_halved(x, positions, base)),
         ("rope_mixed_pairing", lambda: rope_mixed_pairing(x, positions, base)),
+        ("rope_exponent_positive", lambda: rope_exponent_positive(x, positions, base)),
+        ("rope_halves_swapped", lambda: rope_halves_swapped(x, positions, base)),
+        ("rope_float64_angles", lambda: rope_float64_angles(x, positions, base)),
     ]
+
+
+# --------------------------------------------------------------------------- repeat_kv
+
+
+def repeat_kv_candidates(x: Tensor, n_rep: int) -> list:
+    """The heads tiled, repeated along another dim, or repeated through a new axis of n_rep:
+    one after the tokens (the reshape then mixes tokens into heads), or one after the heads
+    merged by .view, which cannot merge an expanded (stride 0) axis: torch's error."""
+    B, Hkv, T, D = x.shape
+    return [("kv_heads_tiled", lambda: x.repeat(1, n_rep, 1, 1)),
+            ("kv_repeat_tokens", lambda: x.repeat_interleave(n_rep, 2)),
+            ("kv_repeat_tokens", lambda: x.repeat(1, 1, n_rep, 1)),
+            ("kv_repeat_batch", lambda: x.repeat_interleave(n_rep, 0)),
+            ("kv_repeat_batch", lambda: x.repeat(n_rep, 1, 1, 1)),
+            ("kv_view_after_expand", lambda: x[:, :, None].expand(
+                B, Hkv, n_rep, T, D).view(B, Hkv * n_rep, T, D)),
+            ("kv_repeat_axis_after_tokens", lambda: x[:, :, :, None].expand(
+                B, Hkv, T, n_rep, D).reshape(B, Hkv * n_rep, T, D))]
 
 
 # --------------------------------------------------------------------------- GQA and the cache
@@ -81,10 +121,13 @@ def attend(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, *, scale: fl
 
 def _heads(y: Tensor, count: int, split: str) -> Tensor:
     """(B, T, count·D) -> (B, count, T, D); read straight as (B, count, T, D) by a view with
-    no transpose (`split="view"`)."""
+    no transpose (`split="view"`), or as (B, T, D, count), head h taking every count-th
+    feature (`split="interleaved"`)."""
     B, T, width = y.shape
     if split == "view":
         return y.view(B, count, T, width // count)
+    if split == "interleaved":
+        return y.view(B, T, width // count, count).permute(0, 3, 1, 2)
     return y.view(B, T, count, width // count).transpose(1, 2)
 
 
@@ -94,16 +137,19 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
               rope_keys: bool = True, groups: str = "", group_summed: str = "",
               causal: bool = True, restart: bool = False, top_left: bool = False,
               only_several: bool = False, before_update: str = "", rotated_after: bool = False,
-              scale_by: str = "D", split: str = "", merge: str = "", softmax_dim: int = -1,
-              diagonal: bool = False, fill: float = NEG_INF, n_rep: int | None = None,
-              only_new: bool = False) -> list[Tensor]:
+              scale_by: str = "D", split: str = "", split_of: str = "qkv", merge: str = "",
+              softmax_dim: int = -1, diagonal: bool = False, fill: float = NEG_INF,
+              n_rep: int | None = None, only_new: bool = False,
+              out_proj: bool = True) -> list[Tensor]:
     """Grouped-query attention over `chunks` (B, t, E) fed one after the other through a
     cache, in float64, with one thing done wrong:
     - heads: tiled instead of repeated in a row, repeated `n_rep` times, the query heads
       grouped (r g) where they are (g r) on the way in or out (`groups`: "in", "out"), the
       query heads of a group summed (`group_summed`: the (B, T, Hkv·D) output that follows
       raises in "linear", out_proj, or in "reshape" to (B, T, E)), split by a view without
-      the transpose (`split="view"`) or merged without it (`merge="no_transpose"`);
+      the transpose (`split="view"`) or as (B, T, D, heads) (`split="interleaved"`), of the
+      projections in `split_of` only, merged without the transpose
+      (`merge="no_transpose"`), or returned without out_proj;
     - RoPE: also on the values, not on the keys, or on the whole embedding before the heads
       are split;
     - the mask: none, one that blocks the diagonal too (blocked scores filled with `fill`),
@@ -127,9 +173,10 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
         q, k = x @ params["q_proj.weight"].double().T, x @ params["k_proj.weight"].double().T
         if rope_base is not None and rope_before_split:  # (B, T, E) and (B, T, Hkv·D) turned
             q, k = oracle.rope(q, positions, rope_base), oracle.rope(k, positions, rope_base)
-        q = _heads(q, num_heads, split)  # (B, H, T, D)
-        k = _heads(k, num_kv_heads, split)  # (B, Hkv, T, D)
-        v = _heads(x @ params["v_proj.weight"].double().T, num_kv_heads, split)
+        q = _heads(q, num_heads, split if "q" in split_of else "")  # (B, H, T, D)
+        k = _heads(k, num_kv_heads, split if "k" in split_of else "")  # (B, Hkv, T, D)
+        v = _heads(x @ params["v_proj.weight"].double().T, num_kv_heads,
+                   split if "v" in split_of else "")
         if rope_base is not None and not rope_before_split:
             q = oracle.rope(q, positions, rope_base)
             k = k if rotated_after or not rope_keys else oracle.rope(k, positions, rope_base)
@@ -175,7 +222,7 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
             out = out.reshape(B, T, E)
         else:
             out = out.transpose(1, 2).reshape(B, T, E if group_summed == "reshape" else -1)
-        outputs.append(F.linear(out, params["out_proj.weight"].double()))
+        outputs.append(F.linear(out, params["out_proj.weight"].double()) if out_proj else out)
         start += T
     return outputs
 
@@ -189,6 +236,10 @@ def gqa_candidates(params: dict[str, Tensor], x: Tensor, num_heads: int, num_kv_
              ("gqa_scale_by_embed_dim", lambda: variant(scale_by="E")),
              ("gqa_split_no_transpose", lambda: variant(split="view")),
              ("gqa_split_no_transpose", lambda: variant(split="view", merge="no_transpose")),
+             ("gqa_split_no_transpose", lambda: variant(split="view", split_of="q")),
+             ("gqa_split_interleaved", lambda: variant(split="interleaved")),
+             ("gqa_split_interleaved", lambda: variant(split="interleaved", split_of="q")),
+             ("gqa_no_out_proj", lambda: variant(out_proj=False)),
              ("gqa_merge_no_transpose", lambda: variant(merge="no_transpose")),
              ("gqa_softmax_over_queries", lambda: variant(softmax_dim=-2)),
              ("gqa_diagonal_blocked", lambda: variant(diagonal=True)),
@@ -247,6 +298,7 @@ def window_candidates(T: int, window: int) -> list:
         ("window_two_sided", lambda: (j - i).abs() < window),
         ("window_inverted", lambda: ~right),
         ("window_not_causal", lambda: j > i - window),
+        ("window_transposed", lambda: right.T),
     ]
 
 
@@ -257,22 +309,24 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
                   rescale_acc: bool = True, rescale_sum: bool = True, shift: int = 0,
                   top_left: bool = False, per_block: str = "", running_max: bool = True,
                   max_start: float = NEG_INF, scaled: bool = True, partial_block: bool = True,
-                  running_dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
+                  running_dtype: torch.dtype | None = None, acc_dtype: torch.dtype | None = None,
+                  correction_inverted: bool = False) -> tuple[Tensor, Tensor]:
     """FlashAttention's key-block loop, in the inputs' dtype, with one thing done wrong: the
     accumulator or the sum not rescaled when the maximum grows, the causal diagonal moved by
     `shift` or aligned top-left, each block's softmax normalised on its own (`per_block`:
     the blocks "added", "averaged", or averaged over the blocks a query sees a key in,
     "averaged_seen"), no running maximum (exp of the raw scores), one started at
     `max_start` (0, not -inf), the scores not scaled by 1/√D, the last, shorter block of
-    keys left out, or the running values made in `running_dtype` (torch.full's default,
-    whatever the inputs' dtype)."""
+    keys left out, the running values made in `running_dtype` (torch.full's default,
+    whatever the inputs' dtype) or the accumulator alone in `acc_dtype`, or the correction
+    inverted, e^(m' - m): e^(+inf) at the first block, 0 · inf = NaN."""
     B, H, Tq, D = q.shape
     Tk = k.shape[2]
     last = torch.arange(Tq)[:, None] + (0 if top_left else Tk - Tq) + shift  # (Tq, 1)
     dtype = running_dtype or q.dtype
     row_max = torch.full((B, H, Tq, 1), max_start if running_max else 0.0, dtype=dtype)
     row_sum = torch.zeros(B, H, Tq, 1, dtype=dtype)  # (B, H, Tq, 1)
-    acc = torch.zeros(B, H, Tq, D, dtype=dtype)  # (B, H, Tq, D)
+    acc = torch.zeros(B, H, Tq, D, dtype=acc_dtype or dtype)  # (B, H, Tq, D)
     blocks = torch.zeros(B, H, Tq, 1, dtype=dtype)  # the blocks counted in an average
     for start in range(0, Tk if partial_block else Tk - block + 1, block):
         kb, vb = k[:, :, start:start + block], v[:, :, start:start + block]  # (B, H, b, D)
@@ -289,7 +343,8 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
                    else row_max)  # (B, H, Tq, 1)
         safe = new_max.masked_fill(new_max == NEG_INF, 0.0)
         p = torch.exp(scores - safe)  # (B, H, Tq, b)
-        correction = torch.exp(row_max - safe)  # (B, H, Tq, 1)
+        correction = torch.exp(safe - row_max if correction_inverted
+                               else row_max - safe)  # (B, H, Tq, 1)
         row_sum = (row_sum * correction if rescale_sum else row_sum) + p.sum(-1, keepdim=True)
         acc = (acc * correction if rescale_acc else acc) + p @ vb
         row_max = new_max
@@ -355,6 +410,10 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
             scores = scores.masked_fill(blocked, NEG_INF)
         return out.to(q.dtype), (lse - scores.amax(-1)).to(q.dtype)
 
+    def lse_keepdim() -> tuple[Tensor, Tensor]:
+        out, lse = variant()
+        return out, lse[..., None]  # (B, H, Tq, 1): the running sum's shape
+
     def keys_cut(query_block: int, end: Callable[[int, int], int],
                  unseen: float) -> tuple[Tensor, Tensor]:
         out, lse = flash_keys_cut(q64, k64, v64, query_block, end)
@@ -374,10 +433,15 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
         ("flash_logsumexp_without_max", lse_without_max),
         ("flash_not_scaled", lambda: variant(scaled=False)),
         ("flash_last_block_skipped", lambda: variant(partial_block=False)),
+        ("flash_lse_keepdim", lse_keepdim),
+        ("flash_correction_inverted", lambda: variant(correction_inverted=True)),
     ]
     if q.dtype not in (torch.float32, torch.float64):  # in float64 the running values promote
-        found.append(("flash_default_dtype", lambda: flash_variant(
-            q, k, v, is_causal, block, running_dtype=torch.get_default_dtype())))
+        default = torch.get_default_dtype()
+        found += [("flash_default_dtype", lambda: flash_variant(
+            q, k, v, is_causal, block, running_dtype=default)),
+                  ("flash_default_dtype", lambda: flash_variant(
+                      q, k, v, is_causal, block, acc_dtype=default))]
     if is_causal:
         found += [("flash_causal_off_by_one", lambda: variant(shift=-1)),
                   ("flash_causal_off_by_one", lambda: variant(shift=1)),
@@ -395,13 +459,18 @@ def flash_gradients(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: b
                     block: int, *, delta: bool = True, scale_dq: bool = True,
                     scale_dk: bool = True, dv_from_out: bool = False, masked: bool = True,
                     delta_per_block: bool = False, p_per_block: bool = False,
-                    dk_untransposed: bool = False) -> dict[str, Tensor]:
+                    dk_untransposed: bool = False, dq_accumulated: bool = True,
+                    lse_unsqueezed: bool = True, dp_from_keys: bool = False,
+                    swapped: bool = False) -> dict[str, Tensor]:
     """FlashAttention's backward over key blocks, in float64, from the oracle's logsumexp,
     with one thing done wrong: dS = P ∘ dP without δ = rowsum(dO ∘ O), dQ or dK without the
     scale, dV = Pᵀ·out (not Pᵀ·dO), the scores recomputed without the causal mask, δ summed
     over one block's keys (Σ_j P·dP) rather than rowsum(dO ∘ O), P a softmax within each
-    block rather than exp(S - logsumexp), or dK = dS·q (not dSᵀ·q, torch.matmul's error
-    where the shapes do not fit)."""
+    block rather than exp(S - logsumexp), dK = dS·q (not dSᵀ·q, torch.matmul's error
+    where the shapes do not fit), dQ overwritten by each block rather than summed over them,
+    the logsumexp (B, H, Tq) subtracted without a trailing dim (broadcast along the keys:
+    torch's error where b differs from Tq), dP = dO·kᵀ (not dO·vᵀ), or dQ and dK returned in
+    each other's place (autograd's error where Tq differs from Tk)."""
     q, k, v, d_out = q.double(), k.double(), v.double(), d_out.double()
     Tq, D, Tk = q.shape[2], q.shape[3], k.shape[2]
     scale = D ** -0.5
@@ -414,15 +483,20 @@ def flash_gradients(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: b
         scores = q @ kb.transpose(-2, -1) * scale  # (B, H, Tq, b)
         if blocked is not None and masked:
             scores = scores.masked_fill(blocked[:, start:start + block], NEG_INF)
-        p = scores.softmax(-1) if p_per_block else torch.exp(scores - lse[..., None])
+        p = (scores.softmax(-1) if p_per_block
+             else torch.exp(scores - (lse[..., None] if lse_unsqueezed else lse)))
         dv.append(p.transpose(-2, -1) @ (out if dv_from_out else d_out))  # (B, H, b, D)
-        dp = d_out @ vb.transpose(-2, -1)  # (B, H, Tq, b)
+        dp = d_out @ (kb if dp_from_keys else vb).transpose(-2, -1)  # (B, H, Tq, b)
         ds = p * (dp - ((p * dp).sum(-1, keepdim=True) if delta_per_block
                         else rows if delta else 0.0))  # (B, H, Tq, b)
-        dq = dq + ds @ kb * (scale if scale_dq else 1.0)
+        dq = (dq if dq_accumulated else 0.0) + ds @ kb * (scale if scale_dq else 1.0)
         dk.append((ds if dk_untransposed else ds.transpose(-2, -1)) @ q
                   * (scale if scale_dk else 1.0))  # (B, H, b, D)
-    return {"q": dq, "k": torch.cat(dk, dim=2), "v": torch.cat(dv, dim=2)}
+    dk = torch.cat(dk, dim=2)
+    if swapped and dk.shape != q.shape:  # autograd's check of a Function's first gradient
+        raise RuntimeError(f"returned an invalid gradient at index 0 - got {list(dk.shape)} "
+                           f"but expected shape compatible with {list(q.shape)}")
+    return {"q": dk if swapped else dq, "k": dq if swapped else dk, "v": torch.cat(dv, dim=2)}
 
 
 def flash_gradient_candidates(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: bool,
@@ -436,7 +510,11 @@ def flash_gradient_candidates(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is
             ("flash_dv_from_output", {"dv_from_out": True}),
             ("flash_delta_per_block", {"delta_per_block": True}),
             ("flash_p_softmax_per_block", {"p_per_block": True}),
-            ("flash_dk_not_transposed", {"dk_untransposed": True})]
+            ("flash_dk_not_transposed", {"dk_untransposed": True}),
+            ("flash_dq_overwritten", {"dq_accumulated": False}),
+            ("flash_backward_lse_broadcast", {"lse_unsqueezed": False}),
+            ("flash_dp_from_keys", {"dp_from_keys": True}),
+            ("flash_dq_dk_swapped", {"swapped": True})]
     if is_causal:
         bugs.append(("flash_backward_not_causal", {"masked": False}))
 
@@ -465,13 +543,23 @@ def _square_masked(B: int, H: int, D: int, T: int, L: int, side: int, sdpa: bool
     return out.transpose(1, 2).reshape(B, T, H * D)
 
 
-def cache_error_candidates(B: int, H: int, Hkv: int, D: int, chunks: tuple[int, ...]) -> list:
+def cache_error_candidates(B: int, H: int, Hkv: int, D: int, chunks: tuple[int, ...],
+                           rope_base: float | None) -> list:
     """The errors the calls after the prefill raise, for each mistake that raises one: the
-    keys appended along the heads (dim 1), or a square causal mask, (T, T) of the new tokens
-    or (L, L) of every key, meeting the (T, L) scores (by masked_fill, or SDPA's attn_mask)."""
+    keys rotated after the update (the L cached keys broadcast against the T new tokens'
+    angles), the keys appended along the heads (dim 1), or a square causal mask, (T, T) of
+    the new tokens or (L, L) of every key, meeting the (T, L) scores (by masked_fill, or
+    SDPA's attn_mask). Keys rotated after the update raise the very broadcast error of an
+    (L, L) mask on a call of several tokens (L against T at dim 2), and come first: an
+    (L, L) mask also raises on single-token steps, where they run, so the cases of a cause
+    that raise on single-token steps too still name the mask (a match must agree on every
+    one of them)."""
     found: list = []
     for n in range(1, len(chunks)):
         T, L = chunks[n], sum(chunks[:n + 1])  # the call's tokens, the keys it attends over
+        if rope_base is not None:
+            found.append(("cache_keys_rotated_after", lambda T=T, L=L: oracle.rope(
+                torch.zeros(B, Hkv, L, D), torch.arange(L - T, L), rope_base)))
         found.append(("cache_cat_heads", lambda T=T, L=L: _cat_heads(B, H, Hkv, D, T, L)))
         found += [("cache_square_mask", lambda T=T, L=L, side=side, sdpa=sdpa: _square_masked(
             B, H, D, T, L, side, sdpa)) for side in (T, L) for sdpa in (False, True)]
