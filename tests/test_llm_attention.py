@@ -347,7 +347,7 @@ def _two_loop_flash(q, k, v, block: int, stop) -> torch.Tensor:
 def test_a_causal_key_range_cut_short_is_named(stop, Tq: int, Tk: int):
     """One key early, one block early, the diagonal block left out, as a two-loop
     FlashAttention writes them: a candidate of flash_causal_keys_cut reproduces each."""
-    from autograder.assignments.llm_attention.variants import flash_candidates
+    from autograder.assignments.llm_attention.flash_variants import flash_candidates
     q, k, v = (torch.randn(1, 2, T, 4, dtype=torch.float64) for T in (Tq, Tk, Tk))
     got = _two_loop_flash(q, k, v, 4, stop)
     cut = [make()[0] for name, make in flash_candidates(q, k, v, True, 4)

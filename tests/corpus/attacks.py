@@ -16,7 +16,7 @@ CORPUS = Path(__file__).parent
 BASES = {"mha": CORPUS / "template.py", "llm_attention": CORPUS / "llm" / "reference.py",
          "shapes": None}  # the warm-up's attack is all its file holds
 _ORACLE = "autograder.assignments.llm_attention.oracle"
-_VARIANTS = "autograder.assignments.llm_attention.variants"
+_FLASH_VARIANTS = "autograder.assignments.llm_attention.flash_variants"
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ ATTACKS: tuple[Attack, ...] = (
            f"from {_ORACLE} import repeat_kv\nfrom {_ORACLE} import rope as apply_rope\n",
            {"llm_rope": 0, "llm_repeat_kv": 0}),
     Attack("FlashAttention from the kit's variants, no mistake switched on", "llm_attention",
-           f"from {_VARIANTS} import flash_variant\n\n\n"
+           f"from {_FLASH_VARIANTS} import flash_variant\n\n\n"
            "def flash_attention(q, k, v, *, is_causal=False, block_size=64):\n"
            "    return flash_variant(q, k, v, is_causal, block_size)\n",
            {"llm_flash_forward": 0}),

@@ -23,7 +23,7 @@ from ...messages import Message, joined, msg
 from ...oracle import gradients
 from ...runner.protocol import StudentCodeError
 from ...runner.student_code import NAME_KEEP, shown
-from . import oracle, variants
+from . import flash_variants, oracle
 from .jobs import MEMORY_JOB
 
 Tensor = torch.Tensor
@@ -114,7 +114,7 @@ def check_flash_forward(sub, ctx: Context) -> float:
         backward = None if through_out is None else dataclasses.replace(
             through_out, cotangents=(through_out.cotangents[0], None),
             outputs=("out", "logsumexp"))
-        mistakes = variants.flash_candidates(q, k, v, c.causal, c.block)
+        mistakes = flash_variants.flash_candidates(q, k, v, c.causal, c.block)
         call = attempt(lambda: sub.call_backward(
             FLASH, (q, k, v), {"is_causal": c.causal, "block_size": c.block}, backward)
             if backward else sub.call(FLASH, q, k, v, is_causal=c.causal, block_size=c.block),
@@ -231,7 +231,7 @@ def check_flash_backward(sub, ctx: Context) -> float:
         want = oracle.flash(q, k, v, c.causal)[0]
         backward = backward_for(gen, c.dtype, (want,), ("out",), {0: "q", 1: "k", 2: "v"})
         call = call_with(sub, AUTOGRAD, (q, k, v, c.causal, c.block), backward)
-        mistakes = variants.flash_candidates(q, k, v, c.causal, c.block)
+        mistakes = flash_variants.flash_candidates(q, k, v, c.causal, c.block)
         if forward is not None and not forward.passed:  # its forward, not the kit's, ran?
             mistakes.insert(0, ("flash_forward_failing",
                                 lambda: (_own_forward(sub, q, k, v, c),)))  # named first
@@ -240,7 +240,7 @@ def check_flash_backward(sub, ctx: Context) -> float:
         expect_gradients(AUTOGRAD, call, backward, lambda: gradients(
             lambda *a: oracle.flash(*a, c.causal)[0], (q, k, v), backward.inputs,
             backward.cotangents), c.label(), c.tol, mistakes=None if backward is None else
-            variants.flash_gradient_candidates(q, k, v, backward.cotangents[0], c.causal,
+            flash_variants.flash_gradient_candidates(q, k, v, backward.cotangents[0], c.causal,
                                                c.block))
 
     run_cases(one_case, BACKWARD_CASES)

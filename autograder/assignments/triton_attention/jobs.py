@@ -198,13 +198,12 @@ def speed_candidates(attention: Attention) -> dict[str, Callable]:
     queries against every key, llm_attention's), each forward and backward."""
     import torch.nn.functional as F
 
-    from ..llm_attention.standins import flash_attention
+    from ...oracle import flash_by_query_blocks
 
     return {"student": forward_backward(attention),
             "sdpa": forward_backward(lambda q, k, v: F.scaled_dot_product_attention(
                 q, k, v, is_causal=True)),
-            "pytorch": forward_backward(lambda q, k, v: flash_attention(q, k, v,
-                                                                         is_causal=True)[0])}
+            "pytorch": forward_backward(lambda q, k, v: flash_by_query_blocks(q, k, v, True)[0])}
 
 
 def student_attention(sub: LocalSubmission, cfg: Any) -> Attention:

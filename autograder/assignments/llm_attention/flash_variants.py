@@ -1,0 +1,239 @@
+"""The known mistakes of llm_attention's FlashAttention, forward and backward, recomputed from
+torch primitives (`variants` holds the other pieces'): when a value check fails, each is tried on
+the same inputs, and one that reproduces the answer is named. They only explain failures: the
+expected values come from `oracle`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from . import oracle
+
+Tensor = torch.Tensor
+NEG_INF = float("-inf")
+
+
+def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, *,
+                  rescale_acc: bool = True, rescale_sum: bool = True, shift: int = 0,
+                  top_left: bool = False, per_block: str = "", running_max: bool = True,
+                  max_start: float = NEG_INF, scaled: bool = True, partial_block: bool = True,
+                  running_dtype: torch.dtype | None = None, acc_dtype: torch.dtype | None = None,
+                  correction_inverted: bool = False) -> tuple[Tensor, Tensor]:
+    """FlashAttention's key-block loop, in the inputs' dtype, with one thing done wrong: the
+    accumulator or the sum not rescaled when the maximum grows, the causal diagonal moved by
+    `shift` or aligned top-left, each block's softmax normalised on its own (`per_block`:
+    the blocks "added", "averaged", or averaged over the blocks a query sees a key in,
+    "averaged_seen"), no running maximum (exp of the raw scores), one started at
+    `max_start` (0, not -inf), the scores not scaled by 1/√D, the last, shorter block of
+    keys left out, the running values made in `running_dtype` (torch.full's default,
+    whatever the inputs' dtype) or the accumulator alone in `acc_dtype`, or the correction
+    inverted, e^(m' - m): e^(+inf) at the first block, 0 · inf = NaN."""
+    B, H, Tq, D = q.shape
+    Tk = k.shape[2]
+    last = torch.arange(Tq)[:, None] + (0 if top_left else Tk - Tq) + shift  # (Tq, 1)
+    dtype = running_dtype or q.dtype
+    row_max = torch.full((B, H, Tq, 1), max_start if running_max else 0.0, dtype=dtype)
+    row_sum = torch.zeros(B, H, Tq, 1, dtype=dtype)  # (B, H, Tq, 1)
+    acc = torch.zeros(B, H, Tq, D, dtype=acc_dtype or dtype)  # (B, H, Tq, D)
+    blocks = torch.zeros(B, H, Tq, 1, dtype=dtype)  # the blocks counted in an average
+    for start in range(0, Tk if partial_block else Tk - block + 1, block):
+        kb, vb = k[:, :, start:start + block], v[:, :, start:start + block]  # (B, H, b, D)
+        scores = q @ kb.transpose(-2, -1) / (D ** 0.5 if scaled else 1.0)  # (B, H, Tq, b)
+        if is_causal:
+            keys = torch.arange(start, start + kb.shape[2])[None, :]  # (1, b)
+            scores = scores.masked_fill(keys > last, NEG_INF)
+        if per_block:
+            acc = acc + scores.softmax(-1).nan_to_num() @ vb
+            seen = (scores > NEG_INF).any(-1, keepdim=True)
+            blocks = blocks + (seen if per_block == "averaged_seen" else 1)
+            continue
+        new_max = (torch.maximum(row_max, scores.amax(-1, keepdim=True)) if running_max
+                   else row_max)  # (B, H, Tq, 1)
+        safe = new_max.masked_fill(new_max == NEG_INF, 0.0)
+        p = torch.exp(scores - safe)  # (B, H, Tq, b)
+        correction = torch.exp(safe - row_max if correction_inverted
+                               else row_max - safe)  # (B, H, Tq, 1)
+        row_sum = (row_sum * correction if rescale_sum else row_sum) + p.sum(-1, keepdim=True)
+        acc = (acc * correction if rescale_acc else acc) + p @ vb
+        row_max = new_max
+    if per_block:
+        blocked = oracle.causal_blocked(Tq, Tk) if is_causal else None
+        out = acc if per_block == "added" else acc / blocks
+        return out, oracle.logsumexp(q, k, blocked)
+    return acc / row_sum, (row_max + row_sum.log()).squeeze(-1)
+
+
+def flash_keys_cut(q: Tensor, k: Tensor, v: Tensor, query_block: int,
+                   end: Callable[[int, int], int]) -> tuple[Tensor, Tensor]:
+    """Causal attention whose queries, in blocks [qs, qe) of `query_block`, see no key from
+    `end(qs, qe)` on, where their key loop stops: (out, logsumexp), NaN and -inf for a query
+    that sees no key (0 / 0, log 0)."""
+    Tq, Tk = q.shape[2], k.shape[2]
+    blocked = oracle.causal_blocked(Tq, Tk)  # (Tq, Tk)
+    keys = torch.arange(Tk)
+    for qs in range(0, Tq, query_block):
+        qe = min(qs + query_block, Tq)
+        blocked[qs:qe] |= keys >= end(qs, qe)
+    scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(blocked, NEG_INF)
+    return scores.softmax(-1) @ v, torch.logsumexp(scores, -1)
+
+
+def flash_key_ends(Tq: int, Tk: int, block: int) -> list[tuple[int, Callable[[int, int], int]]]:
+    """The causal key loop stopped one key or one block early: (query block, the key it
+    stops at) for queries in blocks of `block` (FlashAttention-2's loop, whose key range for
+    the queries [qs, qe) ends at min(Tk, qe + Tk - Tq)) and all at once (the range [0, Tk));
+    the end as sliced, or rounded up to whole key blocks (k[:, :, s:s + block])."""
+    offset = Tk - Tq
+
+    def hi(qs: int, qe: int) -> int:
+        return min(Tk, qe + offset)
+
+    exact = [(query_block, end) for query_block in sorted({min(block, Tq), Tq})
+             for end in (lambda qs, qe: hi(qs, qe) - 1, lambda qs, qe: hi(qs, qe) - block)]
+    if block < Tq:  # the queries' own diagonal block left out
+        exact.append((block, lambda qs, qe: qs + offset))
+    whole = [(query_block, lambda qs, qe, end=end: -(-end(qs, qe) // block) * block)
+             for query_block, end in exact]
+    return exact + whole
+
+
+def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int) -> list:
+    """Each mistake's (out, logsumexp) in the inputs' dtype, computed in float64 but for the
+    running maximum missing or started at 0, whose overflow and underflow show in the
+    inputs' own dtype, and running values in the default dtype, whose error only shows
+    there. A running maximum started at 0 comes first: where it is wrong (every score of a
+    row far below 0) so is no running maximum, which is also wrong where scores are far
+    above 0."""
+    q64, k64, v64 = q.double(), k.double(), v.double()
+
+    def variant(causal: bool = is_causal, **bug) -> tuple[Tensor, Tensor]:
+        out, lse = flash_variant(q64, k64, v64, causal, block, **bug)
+        return out.to(q.dtype), lse.to(q.dtype)
+
+    def lse_without_max() -> tuple[Tensor, Tensor]:
+        blocked = oracle.causal_blocked(q.shape[2], k.shape[2]) if is_causal else None
+        out, lse = oracle.flash(q64, k64, v64, is_causal)
+        scores = (q64 @ k64.transpose(-2, -1) / q.shape[-1] ** 0.5)
+        if blocked is not None:
+            scores = scores.masked_fill(blocked, NEG_INF)
+        return out.to(q.dtype), (lse - scores.amax(-1)).to(q.dtype)
+
+    def lse_keepdim() -> tuple[Tensor, Tensor]:
+        out, lse = variant()
+        return out, lse[..., None]  # (B, H, Tq, 1): the running sum's shape
+
+    def keys_cut(query_block: int, end: Callable[[int, int], int],
+                 unseen: float) -> tuple[Tensor, Tensor]:
+        out, lse = flash_keys_cut(q64, k64, v64, query_block, end)
+        return out.masked_fill(out.isnan(), unseen).to(q.dtype), lse.to(q.dtype)
+
+    found = [
+        ("flash_max_from_zero", lambda: flash_variant(q, k, v, is_causal, block,
+                                                      max_start=0.0)),
+        ("flash_acc_not_rescaled", lambda: variant(rescale_acc=False)),
+        ("flash_sum_not_rescaled", lambda: variant(rescale_sum=False)),
+        ("flash_nothing_rescaled", lambda: variant(rescale_acc=False, rescale_sum=False)),
+        ("flash_softmax_per_block", lambda: variant(per_block="added")),
+        ("flash_softmax_per_block_averaged", lambda: variant(per_block="averaged")),
+        ("flash_softmax_per_block_averaged", lambda: variant(per_block="averaged_seen")),
+        ("flash_no_running_max", lambda: flash_variant(q, k, v, is_causal, block,
+                                                       running_max=False)),
+        ("flash_logsumexp_without_max", lse_without_max),
+        ("flash_not_scaled", lambda: variant(scaled=False)),
+        ("flash_last_block_skipped", lambda: variant(partial_block=False)),
+        ("flash_lse_keepdim", lse_keepdim),
+        ("flash_correction_inverted", lambda: variant(correction_inverted=True)),
+    ]
+    if q.dtype not in (torch.float32, torch.float64):  # in float64 the running values promote
+        default = torch.get_default_dtype()
+        found += [("flash_default_dtype", lambda: flash_variant(
+            q, k, v, is_causal, block, running_dtype=default)),
+                  ("flash_default_dtype", lambda: flash_variant(
+                      q, k, v, is_causal, block, acc_dtype=default))]
+    if is_causal:
+        found += [("flash_causal_off_by_one", lambda: variant(shift=-1)),
+                  ("flash_causal_off_by_one", lambda: variant(shift=1)),
+                  ("flash_causal_ignored", lambda: variant(causal=False))]
+        if q.shape[2] != k.shape[2]:
+            found.append(("flash_causal_top_left", lambda: variant(top_left=True)))
+        # A query that sees no key: 0 / 0 in an online softmax, 0 from an empty slice's.
+        found += [("flash_causal_keys_cut", lambda qb=qb, end=end, unseen=unseen: keys_cut(
+            qb, end, unseen)) for qb, end in flash_key_ends(q.shape[2], k.shape[2], block)
+                  for unseen in (math.nan, 0.0)]
+    return found
+
+
+def flash_gradients(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: bool,
+                    block: int, *, delta: bool = True, scale_dq: bool = True,
+                    scale_dk: bool = True, dv_from_out: bool = False, masked: bool = True,
+                    delta_per_block: bool = False, p_per_block: bool = False,
+                    dk_untransposed: bool = False, dq_accumulated: bool = True,
+                    lse_unsqueezed: bool = True, dp_from_keys: bool = False,
+                    swapped: bool = False) -> dict[str, Tensor]:
+    """FlashAttention's backward over key blocks, in float64, from the oracle's logsumexp,
+    with one thing done wrong: dS = P ∘ dP without δ = rowsum(dO ∘ O), dQ or dK without the
+    scale, dV = Pᵀ·out (not Pᵀ·dO), the scores recomputed without the causal mask, δ summed
+    over one block's keys (Σ_j P·dP) rather than rowsum(dO ∘ O), P a softmax within each
+    block rather than exp(S - logsumexp), dK = dS·q (not dSᵀ·q, torch.matmul's error
+    where the shapes do not fit), dQ overwritten by each block rather than summed over them,
+    the logsumexp (B, H, Tq) subtracted without a trailing dim (broadcast along the keys:
+    torch's error where b differs from Tq), dP = dO·kᵀ (not dO·vᵀ), or dQ and dK returned in
+    each other's place (autograd's error where Tq differs from Tk)."""
+    q, k, v, d_out = q.double(), k.double(), v.double(), d_out.double()
+    Tq, D, Tk = q.shape[2], q.shape[3], k.shape[2]
+    scale = D ** -0.5
+    blocked = oracle.causal_blocked(Tq, Tk) if is_causal else None
+    out, lse = oracle.flash(q, k, v, is_causal)
+    rows = (d_out * out).sum(-1, keepdim=True)  # (B, H, Tq, 1): δ
+    dq, dk, dv = torch.zeros_like(q), [], []
+    for start in range(0, Tk, block):
+        kb, vb = k[:, :, start:start + block], v[:, :, start:start + block]  # (B, H, b, D)
+        scores = q @ kb.transpose(-2, -1) * scale  # (B, H, Tq, b)
+        if blocked is not None and masked:
+            scores = scores.masked_fill(blocked[:, start:start + block], NEG_INF)
+        p = (scores.softmax(-1) if p_per_block
+             else torch.exp(scores - (lse[..., None] if lse_unsqueezed else lse)))
+        dv.append(p.transpose(-2, -1) @ (out if dv_from_out else d_out))  # (B, H, b, D)
+        dp = d_out @ (kb if dp_from_keys else vb).transpose(-2, -1)  # (B, H, Tq, b)
+        ds = p * (dp - ((p * dp).sum(-1, keepdim=True) if delta_per_block
+                        else rows if delta else 0.0))  # (B, H, Tq, b)
+        dq = (dq if dq_accumulated else 0.0) + ds @ kb * (scale if scale_dq else 1.0)
+        dk.append((ds if dk_untransposed else ds.transpose(-2, -1)) @ q
+                  * (scale if scale_dk else 1.0))  # (B, H, b, D)
+    dk = torch.cat(dk, dim=2)
+    if swapped and dk.shape != q.shape:  # autograd's check of a Function's first gradient
+        raise RuntimeError(f"returned an invalid gradient at index 0 - got {list(dk.shape)} "
+                           f"but expected shape compatible with {list(q.shape)}")
+    return {"q": dk if swapped else dq, "k": dq if swapped else dk, "v": torch.cat(dv, dim=2)}
+
+
+def flash_gradient_candidates(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: bool,
+                              block: int) -> Callable[[str], list]:
+    """For the gradient of each input ("q", "k", "v"), each backward mistake's, in the
+    inputs' dtype."""
+    bugs = [("flash_backward_no_delta", {"delta": False}),
+            ("flash_backward_unscaled", {"scale_dq": False}),
+            ("flash_backward_unscaled", {"scale_dk": False}),
+            ("flash_backward_unscaled", {"scale_dq": False, "scale_dk": False}),
+            ("flash_dv_from_output", {"dv_from_out": True}),
+            ("flash_delta_per_block", {"delta_per_block": True}),
+            ("flash_p_softmax_per_block", {"p_per_block": True}),
+            ("flash_dk_not_transposed", {"dk_untransposed": True}),
+            ("flash_dq_overwritten", {"dq_accumulated": False}),
+            ("flash_backward_lse_broadcast", {"lse_unsqueezed": False}),
+            ("flash_dp_from_keys", {"dp_from_keys": True}),
+            ("flash_dq_dk_swapped", {"swapped": True})]
+    if is_causal:
+        bugs.append(("flash_backward_not_causal", {"masked": False}))
+
+    def of(wrt: str) -> list:
+        return [(mistake_id, lambda bug=bug: flash_gradients(
+            q, k, v, d_out, is_causal, block, **bug)[wrt].to(q.dtype))
+            for mistake_id, bug in bugs]
+
+    return of
+
+
