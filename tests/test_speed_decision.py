@@ -100,7 +100,7 @@ def test_the_timing_run_counts_the_calls(tiny, name: str, loops: list, moves: li
     sub = InProcessSubmission({"MultiHeadAttention": STYLES[name]}, forbidden={},
                               kit_code=True)
     measurement = mha_jobs.measure_speed(sub, "cpu", 3, timer=fake_timer(KIT_TIMES, 1e-3))
-    judged = mha_speed.judge(measurement, "cpu", 3)
+    judged = mha_speed.judge(measurement, "cpu", 3, lambda i: mha_speed.revealed(sub, i))
     assert judged.problem is None and judged.heads == (TINY.H, TINY.H // 2)
     assert sorted(op for op, _, _ in judged.loops) == loops
     assert [op for op, _, _ in judged.moves] == moves
@@ -121,7 +121,7 @@ def test_malformed_counts_are_not_scored(tiny) -> None:
     for bad in (None, {"heads": [TINY.H, TINY.H], "counts": [{}, {}]},
                 {"heads": [TINY.H, TINY.H // 2], "counts": [{"x": -1}, {}]},
                 {"heads": [TINY.H, TINY.H // 2], "counts": [{"x": 1.5}, {}]}):
-        fraction, message = score_once({**measurement, "ops": bad}, "cpu", 4)
+        fraction, message = score_once(sub, {**measurement, "ops": bad}, "cpu", 4)
         assert fraction == 0 and "speed.malformed_ops" in ids_in(message), message
 
 
@@ -178,7 +178,7 @@ def run_gate(monkeypatch, speedups: list[float], seconds_per_run: float) -> tupl
 
     monkeypatch.setattr(speed_verdict.time, "perf_counter", clock)
     monkeypatch.setattr(mha_speed, "timed_run", timed_run)
-    monkeypatch.setattr(mha_speed, "judge", lambda m, device, seed: verdict(next(queue)))
+    monkeypatch.setattr(mha_speed, "judge", lambda m, device, seed, reveal: verdict(next(queue)))
     monkeypatch.setattr(mha_speed, "implausible", lambda run, device: None)
     try:
         fraction = mha_speed.check_speed(None, Context())
@@ -206,7 +206,7 @@ def test_an_implausible_run_is_not_scored(monkeypatch) -> None:
                                                                          wall=0.1))
     monkeypatch.setattr(mha_speed, "timed_run",
                         lambda sub, device, seed: speed_verdict.TimedRun({}, 0.1, None))
-    monkeypatch.setattr(mha_speed, "judge", lambda m, device, seed: verdict(9.0))
+    monkeypatch.setattr(mha_speed, "judge", lambda m, device, seed, reveal: verdict(9.0))
     monkeypatch.setattr(mha_speed, "implausible", lambda run, device: problem)
     with pytest.raises(CheckFailed) as failed:
         mha_speed.check_speed(None, Context())

@@ -79,10 +79,10 @@ def gpu_turn(device: str, wait_s: float = GPU_TURN_WAIT_S) -> Iterator[None]:
 def timed_job(sub: Submission, what: Message, device: str, prepare: str, job: str,
               **kwargs: Any) -> TimedRun:
     """A timing job (`job`, with `device` and `kwargs`) run beside the student's code, after its
-    `prepare` job (with `device`: construction and first calls, not part of the cross-checked
-    run), with the wall clock and the worker's CPU time the grader saw meanwhile."""
+    `prepare` job (with the same arguments: construction and first calls, not part of the
+    cross-checked run), with the wall clock and the worker's CPU time the grader saw meanwhile."""
     sub.ensure_loaded()  # a worker restarted after an earlier check: not part of the timing
-    sub.run_job(prepare, what, device=device)
+    sub.run_job(prepare, what, device=device, **kwargs)
     with gpu_turn(device):
         cpu_before = sub.cpu_seconds()
         started = time.perf_counter()
