@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import math
 import shutil
@@ -27,7 +28,7 @@ from autograder.assignments.mha.modules import LONGEST_TIMED_T
 from autograder.checks.core import CheckResult, Context
 from autograder.grading.batch import grade_submission
 from autograder.grading.registry import POINTS, WAITING_MESSAGES, run_check
-from autograder.messages import ids_in, msg
+from autograder.messages import Message, ids_in, msg
 from autograder.oracle import causal_mask, multi_head_attention, torch_mha
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.loading import load_source
@@ -262,6 +263,40 @@ def test_kit_modules_pass_the_spot_check_as_students(tiny) -> None:
         measurement = mha_jobs.measure_speed(sub, "cpu", 9, timer=fake_timer(KIT_TIMES, 1e-3))
         assert mha_speed.spot_check(measurement, lambda i, s=sub: mha_speed.revealed(s, i),
                                     TINY, 9) is None
+
+
+def test_a_sample_drawn_after_the_commitment_is_revealed_and_checked(tiny, monkeypatch) -> None:
+    """The GPU's way (`checked` outputs of all, as on cuda): the run commits to every output,
+    the grader then draws which to see, and only those come back and are compared."""
+    sampled = dataclasses.replace(TINY, checked=4)
+    monkeypatch.setattr(mha_speed, "config_for", lambda device: sampled)
+    monkeypatch.setattr(mha_jobs, "config_for", lambda device: sampled)
+    drawn = [1, 5, 6, 17]
+    monkeypatch.setattr(mha_speed, "checked_indices", lambda cfg: drawn)
+    asked: list[list[int]] = []
+
+    def judged(cls: type[nn.Module]) -> Message:
+        sub = InProcessSubmission({"MultiHeadAttention": cls}, forbidden={}, kit_code=True)
+        measurement = mha_jobs.measure_speed(sub, "cpu", 8, timer=fake_timer(KIT_TIMES, 1e-4))
+        assert len(measurement["digests"]) == TINY.rounds * TINY.calls  # committed to all
+
+        def reveal(indices: list[int]) -> dict:
+            asked.append(indices)
+            return mha_speed.revealed(sub, indices)
+
+        return mha_speed.judge(measurement, "cpu", 8, reveal).problem
+
+    class ZeroAt(as_student_class(FusedReference)):
+        def forward(self, query, **kwargs):
+            self.calls = getattr(self, "calls", -TINY.warmup - 1) + 1  # timed calls from 0
+            if gc.isenabled() or self.calls != self.zero_at:
+                return super().forward(query, **kwargs)
+            return torch.zeros_like(query), None
+
+    assert judged(type("Unchecked", (ZeroAt,), {"zero_at": 2})) is None  # 2 was not drawn
+    problem = judged(type("Checked", (ZeroAt,), {"zero_at": 5}))
+    assert problem is not None and "speed.wrong_output" in ids_in(problem), problem
+    assert asked == [drawn, drawn]
 
 
 @pytest.mark.parametrize(
