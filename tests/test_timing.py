@@ -256,12 +256,12 @@ def test_an_output_other_than_the_committed_one_is_not_scored(tiny) -> None:
     assert fraction == 0.0 and "speed.output_changed" in ids_in(message), message
 
 
-def test_kit_modules_pass_the_spot_check_as_students(tiny) -> None:
+def test_kit_modules_pass_the_output_check_as_students(tiny) -> None:
     for cls in (FusedReference, HeadLoopReference):
         sub = InProcessSubmission({"MultiHeadAttention": as_student_class(cls)}, forbidden={},
                                   kit_code=True)
         measurement = mha_jobs.measure_speed(sub, "cpu", 9, timer=fake_timer(KIT_TIMES, 1e-3))
-        assert mha_speed.spot_check(measurement, lambda i, s=sub: mha_speed.revealed(s, i),
+        assert mha_speed.output_check(measurement, lambda i, s=sub: mha_speed.revealed(s, i),
                                     TINY, 9) is None
 
 

@@ -49,7 +49,7 @@ WHAT = msg("worker.timing", name="MultiHeadAttention")  # the student code timed
 SPEEDUP_NEEDED = 2.5  # all the points from this speedup over the kit's looped module, else none
 NEAR = 1.2  # a first result within this factor of SPEEDUP_NEEDED is measured again ...
 MAX_RUNS = 3  # ... up to this many runs in all, and the median decides
-SPOT_TOLERANCE = {"rtol": 1e-2, "atol": 1e-2}  # catches stale or skipped work, not rounding
+OUTPUT_TOLERANCE = {"rtol": 1e-2, "atol": 1e-2}  # catches stale or skipped work, not rounding
 DIGEST = re.compile(r"[0-9a-f]{64}")  # one timed output's SHA-256 (`output_digest`)
 MAX_OPS = 500  # distinct torch functions in a run's op counts
 
@@ -154,11 +154,11 @@ def expected_outputs(cfg: SpeedConfig, seed: int, indices: list[int], heads: int
 
 def _right(got: Any, expected: Tensor) -> bool:
     return isinstance(got, Tensor) and got.shape == expected.shape and torch.allclose(
-        got.double(), expected, **SPOT_TOLERANCE)
+        got.double(), expected, **OUTPUT_TOLERANCE)
 
 
-def spot_check(measurement: dict[str, Any], reveal: Reveal, cfg: SpeedConfig, seed: int
-               ) -> Message | None:
+def output_check(measurement: dict[str, Any], reveal: Reveal, cfg: SpeedConfig, seed: int
+                 ) -> Message | None:
     """Draw the timed calls to check (`checked_indices`: after the run, which committed to
     every output by its digest), have the worker reveal their outputs, and compare each with
     its digest and with nn.MultiheadAttention."""
@@ -205,7 +205,7 @@ def judge(measurement: Any, device: str, seed: int, reveal: Reveal) -> Verdict:
                                                                  seed)
     if problem:
         return Verdict(msg("speed.not_scored", reason=problem))
-    problem = spot_check(measurement, reveal, cfg, seed)
+    problem = output_check(measurement, reveal, cfg, seed)
     if problem:
         return Verdict(msg("speed.not_scored_spot", reason=problem))
     per_head = per_head_ops(measurement["ops"])
