@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 import torch
-from conftest import SPEED, STUBS, TEMPLATE, TINY, score_once
+from conftest import SPEED, STUBS, TEMPLATE, TINY, measured, score_once
 from torch import nn
 from torch.overrides import _get_current_function_mode_stack
 
@@ -63,9 +63,9 @@ def test_rounds_rotate_who_goes_first_and_share_inputs() -> None:
         return lambda x: order.append((name, float(x))) or name
 
     inputs = {r: [torch.tensor(10.0 * r + c) for c in range(2)] for r in range(4)}
-    times, kept = speed_timing.interleaved_times(
+    times = speed_timing.interleaved_times(
         {n: candidate(n) for n in "abc"}, inputs.__getitem__, rounds=4, warmup=1,
-        timer=fake_timer({}, 1.0), kept=("b",),
+        timer=fake_timer({}, 1.0),
     )
     warmup, timed = order[:3], order[3:]
     assert warmup == [("a", 0.0), ("b", 0.0), ("c", 0.0)]
@@ -75,7 +75,8 @@ def test_rounds_rotate_who_goes_first_and_share_inputs() -> None:
         seen = sorted(timed[6 * r:6 * (r + 1)])
         assert seen == sorted((n, 10.0 * r + c) for n in "abc" for c in range(2))
     assert times == {n: [1.0] * 4 for n in "abc"}
-    assert kept == {"b": ["b"] * 8}  # every timed output of the candidates kept, in order
+    assert [speed_timing.rotation(list("abc"), r) for r in (0, 1, 3)] == [
+        list("abc"), list("bca"), list("abc")]  # the grader's rounds (speed.timed_run) too
 
 
 def test_medians_and_paired_ratios() -> None:
@@ -163,7 +164,7 @@ def test_near_the_threshold_is_a_band_around_it() -> None:
 def test_measured_and_scored_with_a_fake_timer(tiny) -> None:
     sub, seed = template_submission(), 11
     timer = fake_timer(KIT_TIMES, student=1.6e-3)
-    measurement = mha_jobs.measure_speed(sub, "cpu", seed, timer=timer)
+    measurement = measured(sub, seed, timer)
     assert measurement["times"]["looped"] == [8e-3] * TINY.rounds
     assert len(measurement["digests"]) == TINY.rounds * TINY.calls
     assert mha_speed.total_measured(measurement) == pytest.approx(
@@ -180,7 +181,7 @@ def test_measured_and_scored_with_a_fake_timer(tiny) -> None:
 
 def test_too_slow_scores_nothing_and_says_what_was_measured_and_needed(tiny) -> None:
     sub, seed = template_submission(), 12
-    measurement = mha_jobs.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 6e-3))
+    measurement = measured(sub, seed, fake_timer(KIT_TIMES, 6e-3))
     fraction, message = score_once(sub, measurement, "cpu", seed)
     assert fraction == 0.0
     # all or nothing, and what to change (not the old "No faster", speed.no_faster)
@@ -190,7 +191,7 @@ def test_too_slow_scores_nothing_and_says_what_was_measured_and_needed(tiny) -> 
 
 def test_a_threads_setting_is_restored(tiny) -> None:
     before = torch.get_num_threads()
-    mha_jobs.measure_speed(template_submission(), "cpu", 1, timer=fake_timer(KIT_TIMES, 1e-3))
+    measured(template_submission(), 1, fake_timer(KIT_TIMES, 1e-3))
     assert torch.get_num_threads() == before
 
 
@@ -238,7 +239,7 @@ class SkipsMostCalls(as_student_class(FusedReference)):
 def test_wrong_outputs_are_not_scored(tiny, cls: type[nn.Module], problem: str) -> None:
     sub = InProcessSubmission({"MultiHeadAttention": cls}, forbidden={}, kit_code=True)
     seed = 5
-    measurement = mha_jobs.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 1e-4))
+    measurement = measured(sub, seed, fake_timer(KIT_TIMES, 1e-4))
     fraction, message = score_once(sub, measurement, "cpu", seed)
     assert fraction == 0.0
     assert problem in ids_in(message), message
@@ -246,11 +247,11 @@ def test_wrong_outputs_are_not_scored(tiny, cls: type[nn.Module], problem: str) 
 
 def test_an_output_other_than_the_committed_one_is_not_scored(tiny) -> None:
     sub, seed = template_submission(), 6
-    measurement = mha_jobs.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 1e-4))
+    measurement = measured(sub, seed, fake_timer(KIT_TIMES, 1e-4))
     right = mha_jobs._KEPT[sub][4]
     mha_jobs._KEPT[sub][4] = right + 0  # the same values, another tensor: still committed to
     assert score_once(sub, measurement, "cpu", seed)[0] == 1.0
-    measurement = mha_jobs.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 1e-4))
+    measurement = measured(sub, seed, fake_timer(KIT_TIMES, 1e-4))
     mha_jobs._KEPT[sub][4] = mha_jobs._KEPT[sub][4] + 1e-6  # right within the tolerance
     fraction, message = score_once(sub, measurement, "cpu", seed)
     assert fraction == 0.0 and "speed.output_changed" in ids_in(message), message
@@ -260,7 +261,7 @@ def test_kit_modules_pass_the_output_check_as_students(tiny) -> None:
     for cls in (FusedReference, HeadLoopReference):
         sub = InProcessSubmission({"MultiHeadAttention": as_student_class(cls)}, forbidden={},
                                   kit_code=True)
-        measurement = mha_jobs.measure_speed(sub, "cpu", 9, timer=fake_timer(KIT_TIMES, 1e-3))
+        measurement = measured(sub, 9, fake_timer(KIT_TIMES, 1e-3))
         assert mha_speed.output_check(measurement, lambda i, s=sub: mha_speed.revealed(s, i),
                                     TINY, 9) is None
 
@@ -277,7 +278,7 @@ def test_a_sample_drawn_after_the_commitment_is_revealed_and_checked(tiny, monke
 
     def judged(cls: type[nn.Module]) -> Message:
         sub = InProcessSubmission({"MultiHeadAttention": cls}, forbidden={}, kit_code=True)
-        measurement = mha_jobs.measure_speed(sub, "cpu", 8, timer=fake_timer(KIT_TIMES, 1e-4))
+        measurement = measured(sub, 8, fake_timer(KIT_TIMES, 1e-4))
         assert len(measurement["digests"]) == TINY.rounds * TINY.calls  # committed to all
 
         def reveal(indices: list[int]) -> dict:
@@ -288,12 +289,11 @@ def test_a_sample_drawn_after_the_commitment_is_revealed_and_checked(tiny, monke
 
     class ZeroAt(as_student_class(FusedReference)):
         def forward(self, query, **kwargs):
-            self.calls = getattr(self, "calls", -TINY.warmup - 1) + 1  # timed calls from 0
-            if gc.isenabled() or self.calls != self.zero_at:
-                return super().forward(query, **kwargs)
-            return torch.zeros_like(query), None
+            if torch.equal(query, speed_config.speed_input(TINY, 8, self.zero_at)):
+                return torch.zeros_like(query), None
+            return super().forward(query, **kwargs)
 
-    assert judged(type("Unchecked", (ZeroAt,), {"zero_at": 2})) is None  # 2 was not drawn
+    assert judged(type("Unchecked", (ZeroAt,), {"zero_at": 3})) is None  # 3 was not drawn
     problem = judged(type("Checked", (ZeroAt,), {"zero_at": 5}))
     assert problem is not None and "speed.wrong_output" in ids_in(problem), problem
     assert asked == [drawn, drawn]
@@ -315,7 +315,7 @@ def test_a_sample_drawn_after_the_commitment_is_revealed_and_checked(tiny, monke
 )
 def test_malformed_measurements_score_nothing(tiny, tamper, problem: str) -> None:
     sub = template_submission()
-    measurement = mha_jobs.measure_speed(sub, "cpu", 4, timer=fake_timer(KIT_TIMES, 1e-3))
+    measurement = measured(sub, 4, fake_timer(KIT_TIMES, 1e-3))
     tamper(measurement)
     fraction, message = score_once(sub, measurement, "cpu", 4)
     assert fraction == 0.0 and problem in ids_in(message), message
@@ -365,8 +365,8 @@ def test_graded_check_measures_again_near_the_threshold(tiny, monkeypatch, stude
     monkeypatch.setattr(mha_jobs, "timer_for", lambda device: fake_timer(micro, student))
     jobs = []
     sub = InProcessSubmission(load_source(TEMPLATE).namespace, forbidden={})
-    monkeypatch.setattr(sub, "run_job", lambda *a, **k: (
-        a[0] == mha_jobs.JOB and jobs.append(a)) or InProcessSubmission.run_job(sub, *a, **k))
+    monkeypatch.setattr(sub, "run_job", lambda *a, **k: (a[0] == mha_jobs.COMMIT_JOB and (
+        jobs.append(a))) or InProcessSubmission.run_job(sub, *a, **k))
     passed = CheckResult("fused_mha", POINTS["fused_mha"], POINTS["fused_mha"], "ok")
     result = run_check("speed_fused_vs_looped", sub, Context(results={"fused_mha": passed}))
     assert result.score == POINTS["speed_fused_vs_looped"] and len(jobs) == runs

@@ -50,9 +50,9 @@ TEMPLATES: dict[str, str] = {
                            "answer (is forward doing something else while it is counted?)",
     "speed.over_wall": "the reported times add up to more than the {wall:.2f} s the measurement "
                        "took",
-    "speed.under_cpu": "the reported times add up to {reported:.2f} s but the timing run used "
-                       "{cpu:.2f} s of CPU time, after its construction and first calls: the "
-                       "timed calls use more than they report (a patched clock?)",
+    "speed.busy_beside": "your code's process used CPU time while the kit's baseline was timed "
+                         "in another process ({share:.0f}% of that round's): nothing of yours "
+                         "may run then",
     "waiting.speed": "timed only once MultiHeadAttention matches nn.MultiheadAttention, with "
                   "is_causal=True as the timing calls it",
     "waiting.failing": "{what}; failing now: {checks}",

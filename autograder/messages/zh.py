@@ -47,8 +47,8 @@ TEMPLATES: dict[str, str] = {
     "speed.wrong_counted": "统计 torch 调用次数的那次 forward（{heads} 个头）没有返回正确答案："
                            "统计的必须是算出正确答案的调用（forward 在被统计时是不是做了别的事？）",
     "speed.over_wall": "报告的时间加起来超过了测量实际花费的 {wall:.2f} 秒",
-    "speed.under_cpu": "报告的时间加起来是 {reported:.2f} 秒，但计时运行用了 {cpu:.2f} 秒 CPU 时间"
-                       "（不含构造和第一次调用）：计时的调用用掉的比报告的多（时钟被改过？）",
+    "speed.busy_beside": "在另一个进程里为本套件的基准计时时，你的代码所在的进程占用了 CPU 时间"
+                         "（相当于那一轮的 {share:.0f}%）：那时你的代码不能运行",
     "waiting.speed": "MultiHeadAttention 的结果（包括计时所用的 is_causal=True）与 "
                   "nn.MultiheadAttention 一致之后才计时",
     "waiting.failing": "{what}；目前未通过：{checks}",

@@ -11,7 +11,7 @@ import contextlib
 import gc
 import sys
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -58,10 +58,8 @@ def interleaved_times(
     rounds: int,
     warmup: int,
     timer: Timer,
-    kept: Collection[str] = (),
-) -> tuple[dict[str, list[float]], dict[str, list[Any]]]:
-    """Per-call times of each candidate, one per round, and every timed output of the candidates
-    named in `kept`, in the order of their calls (round r, call c at r * calls + c).
+) -> dict[str, list[float]]:
+    """Per-call times of each candidate, one per round.
 
     Every candidate sees the same fresh inputs in a round; who goes first rotates each round.
     """
@@ -71,16 +69,17 @@ def interleaved_times(
         for _ in range(warmup):
             candidates[name](first[0])
     times: dict[str, list[float]] = {name: [] for name in names}
-    outputs: dict[str, list[Any]] = {name: [] for name in kept}
     for r in range(rounds):
         xs = round_inputs(r)
-        k = r % len(names)
-        for name in names[k:] + names[:k]:
-            seconds, outs = timer(candidates[name], xs)
-            times[name].append(seconds)
-            if name in outputs:
-                outputs[name] += outs
-    return times, outputs
+        for name in rotation(names, r):
+            times[name].append(timer(candidates[name], xs)[0])
+    return times
+
+
+def rotation(names: list[str], r: int) -> list[str]:
+    """The order of round r: who goes first rotates from round to round."""
+    k = r % len(names)
+    return names[k:] + names[:k]
 
 
 MAX_OP_NAME = 80  # characters of an op's name that are kept

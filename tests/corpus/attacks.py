@@ -55,6 +55,30 @@ class MultiHeadAttention(_Fused):
         return self.per_head(x)
 """
 _MODES = "torch.overrides._get_current_function_mode_stack()"
+# Red team n1's second trick (for the kit's module names): the kit's timer, patched in the
+# student's worker, moves 85% of the student's time onto the looped baseline's.
+_TIMER_PATCHED = """
+
+def _patch_timer():
+    from autograder.assignments.mha import baselines, jobs
+    from autograder.speed.timing import cpu_timer
+
+    moved = [0.0]
+
+    def shifted(fn, xs):
+        seconds, outs = cpu_timer(fn, xs)
+        if isinstance(fn, baselines.LoopedReference):
+            seconds, moved[0] = seconds + moved[0], 0.0
+        elif not isinstance(fn, baselines.FusedReference):
+            moved[0] += seconds * 0.85
+            seconds *= 0.15
+        return seconds, outs
+
+    jobs.timer_for = lambda device: shifted
+
+
+_patch_timer()
+"""
 _SPEED = {"fused_mha": POINTS["fused_mha"], "fused_mha_masks": POINTS["fused_mha_masks"],
           "speed_fused_vs_looped": 0}
 
@@ -122,22 +146,17 @@ ATTACKS: tuple[Attack, ...] = (
            f"    if any(type(m).__name__ == 'OpCounter' for m in {_MODES}):\n"
            "        return torch.zeros_like(x)\n"
            "    return self.per_head(x)\n\n\n"
-           "MultiHeadAttention.trick = _trick\n\n\n"
-           "def _patch_timer():\n"
-           "    from autograder.assignments.mha import baselines, jobs\n"
-           "    from autograder.speed.timing import cpu_timer\n"
-           "    moved = [0.0]\n\n"
-           "    def shifted(fn, xs):\n"
-           "        seconds, outs = cpu_timer(fn, xs)\n"
-           "        if isinstance(fn, baselines.LoopedReference):\n"
-           "            seconds, moved[0] = seconds + moved[0], 0.0\n"
-           "        elif not isinstance(fn, baselines.FusedReference):\n"
-           "            moved[0] += seconds * 0.85\n"
-           "            seconds *= 0.15\n"
-           "        return seconds, outs\n\n"
-           "    jobs.timer_for = lambda device: shifted\n\n\n"
-           "_patch_timer()\n",
+           "MultiHeadAttention.trick = _trick\n" + _TIMER_PATCHED,
            _SPEED, message="speed.wrong_counted"),
+    Attack("the kit's timer patched to move a slow fused module's time onto the looped "
+           "baseline (red team n1's second trick alone)", "mha",
+           "_fused = MultiHeadAttention.forward\n\n\n"
+           "def _eight_times(self, *args, **kwargs):  # as slow as the kit's looped module\n"
+           "    for _ in range(7):\n"
+           "        _fused(self, *args, **kwargs)\n"
+           "    return _fused(self, *args, **kwargs)\n\n\n"
+           "MultiHeadAttention.forward = _eight_times\n" + _TIMER_PATCHED,
+           _SPEED, message="speed.too_slow"),
     Attack("F.scaled_dot_product_attention when no watch is on torch's mode stack (red team n3)",
            "mha",
            _PER_HEAD + "\n\n"
@@ -160,10 +179,12 @@ ATTACKS: tuple[Attack, ...] = (
            "    while frame is not None:\n"
            "        if frame.f_code.co_name == 'count_ops':\n"
            "            return _Fused.forward(self, x, is_causal=True, need_weights=False)[0]\n"
-           "        if frame.f_code.co_name == 'interleaved_times' and 'r' in frame.f_locals:\n"
-           "            xs, r = frame.f_locals['xs'], frame.f_locals['r']\n"
+           "        loop = frame.f_locals if frame.f_code.co_name in (\n"
+           "            'interleaved_times', 'time_round') else {}\n"
+           "        if 'xs' in loop:  # a timed round (the warm-up has none)\n"
+           "            xs, r = loop['xs'], loop.get('r', loop.get('round'))\n"
            "            c = next(i for i, t in enumerate(xs) if t is x)\n"
-           "            checked = frame.f_locals.get('keep', ())\n"
+           "            checked = loop.get('keep', ())\n"
            "            return self.per_head(x) if r * len(xs) + c in checked else (\n"
            "                torch.zeros_like(x))\n"
            "        frame = frame.f_back\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import secrets
+import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -22,15 +23,18 @@ from ...checks.core import CheckFailed, Context
 from ...messages import Message, msg
 from ...runner.inprocess import vetted
 from ...runner.protocol import Submission
+from ...speed.timing import rotation
 from ...speed.verdict import (
+    Request,
     TimedRun,
     deciding_run,
+    gpu_turn,
     how_measured,
     implausible_times,
     medians,
     paired_ratio,
     runs_until_decided,
-    timed_job,
+    timed_request,
 )
 from . import jobs
 from .speed_config import (
@@ -257,14 +261,63 @@ def total_measured(measurement: dict[str, Any]) -> float:
     return math.fsum(sum(ts) for ts in measurement["times"].values()) * calls
 
 
+CANDIDATES = ["student", "looped", "fused"]  # the first in its worker, the others in a clean one
+
+
+def _reported(request: Request) -> Any:
+    """The seconds per call a round's worker reports (a float, if the worker is honest)."""
+    return request.reply.get("seconds") if isinstance(request.reply, dict) else None
+
+
+def student_times(student: list[Request], baselines: list[Request], calls: int,
+                  counted: bool) -> list[Any]:
+    """The student's seconds per call in each round. Where `counted` (on the CPU, beside a
+    clean worker, the kernel's count readable): the CPU time the kernel counted for its worker
+    over the round's request, less what such a request costs besides its timed calls, the
+    median over the baseline rounds of their CPU time less their report, which no student code
+    can touch. Else what the student's worker reports."""
+    cpu = [r.cpu for r in student + baselines]
+    if not counted or None in cpu:
+        return [_reported(r) for r in student]
+    extra = statistics.median(spent - _reported(r) * calls for spent, r in zip(
+        cpu[len(student):], baselines) if isinstance(_reported(r), float))
+    return [max(spent - extra, 0.0) / calls for spent in cpu[:len(student)]]
+
+
 def timed_run(sub: Submission, device: str, seed: int) -> TimedRun:
-    """`jobs.measure_speed` in the machine's timing turn, what the grader saw of it, and its
-    counted outputs made safe to compare (`vetted`)."""
-    run = timed_job(sub, WHAT, device, jobs.PREPARE_JOB, jobs.JOB, seed=seed)
-    measurement = run.measurement
-    if isinstance(measurement, dict) and isinstance(measurement.get("counted"), list):
+    """The timing run, driven from here in the machine's timing turn: in each round every
+    candidate's calls in a request of its own, in a rotating order; the student's in its
+    worker, the baselines in a clean worker (`clean_worker`; in process, the same process),
+    where they report their own times (`student_times` says how the student's are taken); the
+    student's worker watched while a baseline round runs. With the digests of the student's
+    outputs and its counted outputs made safe to compare."""
+    cfg = config_for(device)
+    clean = sub.clean_worker()
+    baselines = clean or sub
+    sub.ensure_loaded()  # a worker restarted after an earlier check: not part of the timing
+    baselines.ensure_loaded()
+    sub.run_job(jobs.PREPARE_JOB, WHAT, device=device, seed=seed)
+    summary = sub.run_job(jobs.START_JOB, WHAT, device=device, seed=seed, names=CANDIDATES[:1])
+    baselines.run_job(jobs.START_JOB, WHAT, device=device, seed=seed, names=CANDIDATES[1:])
+    done: dict[str, list[Request]] = {name: [] for name in CANDIDATES}
+    with gpu_turn(device):
+        for r in range(cfg.rounds):
+            for name in rotation(CANDIDATES, r):
+                student = name == "student"
+                done[name].append(timed_request(
+                    sub if student else baselines, None if student or clean is None else sub,
+                    jobs.ROUND_JOB, WHAT, device=device, seed=seed, round=r, name=name))
+    times = {name: [_reported(r) for r in done[name]] for name in CANDIDATES[1:]}
+    times["student"] = student_times(done["student"], done["looped"] + done["fused"], cfg.calls,
+                                     device == "cpu" and clean is not None)
+    measurement = {"config": asdict(cfg), "device": device, "seed": seed, "times": times,
+                   "digests": sub.run_job(jobs.COMMIT_JOB, WHAT),
+                   **(summary if isinstance(summary, dict) else {})}
+    if isinstance(measurement.get("counted"), list):
         measurement["counted"] = [vetted(o, jobs.NAME) for o in measurement["counted"]]
-    return run
+    requests = [r for name in CANDIDATES for r in done[name]]
+    busy = [r.beside / r.cpu for r in requests if r.beside is not None and r.cpu]
+    return TimedRun(measurement, math.fsum(r.wall for r in requests), max(busy, default=0.0))
 
 
 def revealed(sub: Submission, indices: list[int]) -> Any:
@@ -274,26 +327,32 @@ def revealed(sub: Submission, indices: list[int]) -> Any:
         outputs, dict) else outputs
 
 
-def implausible(run: TimedRun, device: str) -> Message | None:
-    """Why the reported times cannot be right, from what the grader saw outside: or None."""
-    return implausible_times(total_measured(run.measurement), run, device)
+def implausible(run: TimedRun) -> Message | None:
+    """Why the times cannot be right, or the run not fair, from what the grader saw outside:
+    or None."""
+    return implausible_times(total_measured(run.measurement), run)
 
 
-def check_speed(sub: Submission, ctx: Context) -> float:
-    """Run after fused_mha and fused_mha_masks have passed (the checks it needs): time, judge,
-    sanity-check; again while the result is near the threshold (up to MAX_RUNS runs within
-    `speed.verdict.BUDGET_S`); decide."""
+def speed_runs(sub: Submission, device: str) -> list[Verdict]:
+    """Time, judge, sanity-check; again while the result is near the threshold (up to MAX_RUNS
+    runs within `speed.verdict.BUDGET_S`): the judged runs, for `decide`."""
 
     def run_once() -> Verdict:
         seed = secrets.randbelow(2**31)
-        run = timed_run(sub, ctx.device, seed)
-        verdict = judge(run.measurement, ctx.device, seed, lambda i: revealed(sub, i))
+        run = timed_run(sub, device, seed)
+        verdict = judge(run.measurement, device, seed, lambda i: revealed(sub, i))
         if verdict.problem is None:
-            problem = implausible(run, ctx.device)
+            problem = implausible(run)
             verdict = Verdict(problem) if problem else verdict
         return verdict
 
-    fraction, message = decide(runs_until_decided(run_once, wants_another), ctx.device)
+    return runs_until_decided(run_once, wants_another)
+
+
+def check_speed(sub: Submission, ctx: Context) -> float:
+    """Run after fused_mha and fused_mha_masks have passed (the checks it needs): the runs
+    `speed_runs` makes, decided."""
+    fraction, message = decide(speed_runs(sub, ctx.device), ctx.device)
     if fraction <= 0:
         raise CheckFailed(message)
     ctx.notes = message
