@@ -49,8 +49,8 @@ def prepared(module: nn.Module, owner: str, params: dict[str, Tensor], device: s
     return lambda x: module(x, attn_mask=None, is_causal=True, need_weights=False)[0]
 
 
-# The student's modules that prepare_speed built for the next measure_speed, by submission.
-# What prepare_speed leaves for the next timing run: its device, the two modules, their counts.
+# What prepare_speed leaves for the next timing run, by submission: its device, the two
+# modules, their counts and counted outputs.
 _BUILT: weakref.WeakKeyDictionary[Any, tuple[str, nn.Module, nn.Module, list]] = (
     weakref.WeakKeyDictionary())
 

@@ -1,9 +1,10 @@
-"""The speed check, fused against looped: gated on the fused module's values, measured beside
-the student's code (`jobs.measure_speed`, run by the runner), judged here: the run's form, its
-timed outputs against nn.MultiheadAttention (every one, or a sample drawn after the run has
-committed to all of them), the counted forward's output, the calls made once per head, what
-the grader saw from outside, and the points from the paired ratios: all or nothing, one
-threshold in a wide dead band, measured again near it (`speed.verdict`). Why: docs/speed.md.
+"""The speed check, fused against looped: gated on the fused module's values, measured in rounds
+the grader drives (`timed_run`: the student's module in its worker, the baselines in a clean
+one, by `jobs`), judged here: the run's form, its timed outputs against nn.MultiheadAttention
+(every one, or a sample drawn after the run has committed to all of them), the counted
+forward's output, the calls made once per head, what the grader saw from outside, and the
+points from the paired ratios: all or nothing, one threshold in a wide dead band, measured
+again near it (`speed.verdict`). Why: docs/speed.md.
 """
 
 from __future__ import annotations
@@ -202,7 +203,7 @@ class Verdict:
 
 
 def judge(measurement: Any, device: str, seed: int, reveal: Reveal) -> Verdict:
-    """What one run of `measure_speed` for this device and seed shows, with the timed outputs
+    """What one timing run (`timed_run`) for this device and seed shows, with the timed outputs
     the grader draws afterwards revealed by `reveal`."""
     cfg = config_for(device)
     problem = malformed(measurement, cfg, seed) or counted_check(measurement["counted"], cfg,
