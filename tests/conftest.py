@@ -11,10 +11,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
 from autograder import settings
+from autograder.assignments.mha import jobs as speed_jobs
 from autograder.assignments.mha import speed as speed_score
 from autograder.assignments.mha import speed_config
 from autograder.grading.registry import ASSIGNMENTS, POINTS, SPECS
@@ -33,7 +35,7 @@ SPEED = "speed_fused_vs_looped"
 TIMED = {s.id for s in SPECS.values() if s.timed}  # the checks that time: not "ok" but times
 # Every check but the speed check: what a submission gets the same way on any machine.
 DETERMINISTIC = [c.id for c in ASSIGNMENTS["mha"] if c.id != SPEED]
-# The speed check at a size that takes milliseconds (18 timed calls, 8 of them spot-checked).
+# The speed check at a size that takes milliseconds (18 timed calls, every one checked).
 TINY = speed_config.TINY
 # Student code cannot signal the grader (tests/hostile/kills_grader.py): it runs as another
 # account (a root grader's `nobody`), or Landlock (ABI 6) keeps its signals to itself.
@@ -44,10 +46,19 @@ KILL_REFUSED = worker_user() is not None or (sandbox.LANDLOCK in sandbox.layers(
 os.environ.setdefault(settings.variable("speed_config"), "small")
 
 
-def score_once(measurement: dict, device: str, seed: int) -> tuple[float, Message]:
-    """(fraction of the points, message) from one run of `measure_speed`, as the speed check
-    decides on a single run."""
-    return speed_score.decide([speed_score.judge(measurement, device, seed)], device)
+def measured(sub: Any, seed: int, timer: Any) -> dict:
+    """The measurement of one timing run of `sub` on the CPU (`speed.timed_run`), every round
+    timed by `timer` (in process, the times the rounds report are the times)."""
+    with mock.patch.object(speed_jobs, "timer_for", lambda device: timer):
+        return speed_score.timed_run(sub, "cpu", seed).measurement
+
+
+def score_once(sub: Any, measurement: dict, device: str, seed: int) -> tuple[float, Message]:
+    """(fraction of the points, message) from one timing run's measurement on `sub`, as the
+    speed check decides on a single run (its outputs revealed by `sub`)."""
+    judged = speed_score.judge(measurement, device, seed,
+                               lambda indices: speed_score.revealed(sub, indices))
+    return speed_score.decide([judged], device)
 
 
 def messages_with(message: Any, message_id: str) -> list[Message]:

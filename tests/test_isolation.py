@@ -13,7 +13,7 @@ from conftest import HOSTILE, TEMPLATE, TINY
 from autograder import settings
 from autograder.assignments.mha import speed_config
 from autograder.assignments.mha.baselines import SdpaReference, TorchMHA
-from autograder.assignments.mha.jobs import JOB, PREPARE_JOB
+from autograder.assignments.mha.jobs import COMMIT_JOB, PREPARE_JOB, ROUND_JOB, START_JOB
 from autograder.grading.batch import grade_submission
 from autograder.grading.registry import run_check
 from autograder.messages import ids_in, msg
@@ -57,8 +57,9 @@ def test_forbidden_apis_are_caught_in_process_too():
 
 
 def test_the_speed_check_times_without_the_watch(monkeypatch):
-    """The watch slows every torch call, so it is off while timing; one forward of the timed
-    shape runs under it in the preparation, before."""
+    """The watch slows every torch call (it tripled a correct module's time), so it is off
+    while timing; forwards of the timed shape run under it in the preparation, before: the
+    first one, and the two whose calls are counted (their outputs are checked)."""
     sub = InProcessSubmission.from_path(TEMPLATE)
     watching = []
     measure = sub.guard
@@ -69,18 +70,20 @@ def test_the_speed_check_times_without_the_watch(monkeypatch):
 
     jobs = sub.run_job
 
-    def job(name, what, **kwargs):
-        watching.append(name)
-        return jobs(name, what, **kwargs)
+    def job(which, what, **kwargs):
+        watching.append(which)
+        return jobs(which, what, **kwargs)
 
     monkeypatch.setattr(sub, "guard", spy)
     monkeypatch.setattr(sub, "run_job", job)
     result = run_check("speed_fused_vs_looped", sub)
     assert not {"runner.forbidden", "speed.not_scored", "speed.not_scored_spot"} & ids_in(
         result.message), result.message
-    prepare, timing = watching.index(PREPARE_JOB), watching.index(JOB)
-    assert True in watching[prepare:timing]  # the forward under the watch, before the timing
-    assert set(watching[timing + 1:]) == {False}
+    prepare, start = watching.index(PREPARE_JOB), watching.index(START_JOB)
+    timed = watching[watching.index(ROUND_JOB):watching.index(COMMIT_JOB)]
+    assert True in watching[prepare:start - 2]  # the first forward, before the timing
+    assert watching[start - 2:start] == [True, True]  # the counted ones, last
+    assert set(timed) == {ROUND_JOB, False}  # every round unwatched
 
 
 def test_instructors_choose_the_forbidden_list(monkeypatch):

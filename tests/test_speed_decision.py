@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from conftest import TINY, score_once
+from conftest import TINY, measured, score_once
 from test_timing import KIT_TIMES, fake_timer
 
 from autograder.assignments.mha import calibration
@@ -99,8 +99,8 @@ def test_what_grows_with_the_heads_runs_once_per_head() -> None:
 def test_the_timing_run_counts_the_calls(tiny, name: str, loops: list, moves: list) -> None:
     sub = InProcessSubmission({"MultiHeadAttention": STYLES[name]}, forbidden={},
                               kit_code=True)
-    measurement = mha_jobs.measure_speed(sub, "cpu", 3, timer=fake_timer(KIT_TIMES, 1e-3))
-    judged = mha_speed.judge(measurement, "cpu", 3)
+    measurement = measured(sub, 3, fake_timer(KIT_TIMES, 1e-3))
+    judged = mha_speed.judge(measurement, "cpu", 3, lambda i: mha_speed.revealed(sub, i))
     assert judged.problem is None and judged.heads == (TINY.H, TINY.H // 2)
     assert sorted(op for op, _, _ in judged.loops) == loops
     assert [op for op, _, _ in judged.moves] == moves
@@ -117,11 +117,11 @@ def test_the_timing_run_counts_the_calls(tiny, name: str, loops: list, moves: li
 def test_malformed_counts_are_not_scored(tiny) -> None:
     sub = InProcessSubmission({"MultiHeadAttention": STYLES["einsum"]}, forbidden={},
                               kit_code=True)
-    measurement = mha_jobs.measure_speed(sub, "cpu", 4, timer=fake_timer(KIT_TIMES, 1e-3))
+    measurement = measured(sub, 4, fake_timer(KIT_TIMES, 1e-3))
     for bad in (None, {"heads": [TINY.H, TINY.H], "counts": [{}, {}]},
                 {"heads": [TINY.H, TINY.H // 2], "counts": [{"x": -1}, {}]},
                 {"heads": [TINY.H, TINY.H // 2], "counts": [{"x": 1.5}, {}]}):
-        fraction, message = score_once({**measurement, "ops": bad}, "cpu", 4)
+        fraction, message = score_once(sub, {**measurement, "ops": bad}, "cpu", 4)
         assert fraction == 0 and "speed.malformed_ops" in ids_in(message), message
 
 
@@ -178,8 +178,8 @@ def run_gate(monkeypatch, speedups: list[float], seconds_per_run: float) -> tupl
 
     monkeypatch.setattr(speed_verdict.time, "perf_counter", clock)
     monkeypatch.setattr(mha_speed, "timed_run", timed_run)
-    monkeypatch.setattr(mha_speed, "judge", lambda m, device, seed: verdict(next(queue)))
-    monkeypatch.setattr(mha_speed, "implausible", lambda run, device: None)
+    monkeypatch.setattr(mha_speed, "judge", lambda m, device, seed, reveal: verdict(next(queue)))
+    monkeypatch.setattr(mha_speed, "implausible", lambda run: None)
     try:
         fraction = mha_speed.check_speed(None, Context())
     except CheckFailed:
@@ -201,13 +201,77 @@ def test_the_gate_measures_again_within_its_budget(monkeypatch, speedups, second
     assert run_gate(monkeypatch, speedups, seconds) == (fraction, runs)
 
 
+def request(cpu: float | None, seconds: float, beside: float | None = None
+            ) -> speed_verdict.Request:
+    return speed_verdict.Request({"seconds": seconds}, 1.0, cpu, beside)
+
+
+def test_the_students_rounds_are_timed_by_the_kernels_count() -> None:
+    """Each student round: its worker's CPU time less what a round costs besides its calls in
+    the clean worker (CPU less report: 0.5 ms here); what the student reports is ignored."""
+    baselines = [request(0.0305, 0.010), request(0.0035, 0.001), request(0.0040, 0.001)]
+    student = [request(0.0065, 1e-9), request(0.0095, 1e-9)]  # a rewound clock reports ~0
+    assert mha_speed.student_times(student, baselines, 3, True) == [
+        pytest.approx(0.002), pytest.approx(0.003)]
+    # No count to read (no /proc, or on a GPU, where the times are CUDA events): the reports
+    assert mha_speed.student_times(student, baselines, 3, False) == [1e-9, 1e-9]
+    unread = [request(None, 2e-3), request(0.0095, 3e-3)]
+    assert mha_speed.student_times(unread, baselines, 3, True) == [2e-3, 3e-3]
+
+
+class Clocked(InProcessSubmission):
+    """In process, with a CPU clock the test moves: `spend` seconds per round it runs, and
+    `neighbour_spend` on its neighbour's clock meanwhile (a process busy beside it)."""
+
+    def __init__(self, namespace: dict, spend: float, clean: Clocked | None = None,
+                 neighbour_spend: float = 0.0):
+        super().__init__(namespace, forbidden={}, kit_code=True)
+        self.clock, self.spend, self.clean = 0.0, spend, clean
+        self.neighbour: Clocked | None = None
+        self.neighbour_spend = neighbour_spend
+
+    def cpu_seconds(self) -> float:
+        return self.clock
+
+    def clean_worker(self) -> Clocked | None:
+        return self.clean
+
+    def run_job(self, job, what, **kwargs):
+        if job == mha_jobs.ROUND_JOB:
+            self.clock += self.spend
+            if self.neighbour is not None:
+                self.neighbour.clock += self.neighbour_spend
+        return super().run_job(job, what, **kwargs)
+
+
+@pytest.mark.parametrize(("busy", "scored"), [(0.0, True), (0.5e-6, False)])
+def test_a_student_process_busy_while_a_baseline_is_timed_is_not_scored(tiny, monkeypatch,
+                                                                        busy, scored) -> None:
+    # Microseconds, so that the times stay below the wall time the check sees.
+    micro = {k: v * 1e-3 for k, v in KIT_TIMES.items()}
+    monkeypatch.setattr(mha_jobs, "timer_for", lambda device: fake_timer(micro, 1e-6))
+    clean = Clocked({}, spend=4e-6, neighbour_spend=busy)  # 5% of a round: 0.2 µs
+    student = Clocked({"MultiHeadAttention": STYLES["einsum"]}, spend=3.5e-6, clean=clean)
+    clean.neighbour = student
+    seed = 5
+    run = mha_speed.timed_run(student, "cpu", seed)
+    problem = mha_speed.implausible(run)
+    assert run.busy == pytest.approx(busy / 4e-6)
+    assert (problem is None) == scored, problem
+    if not scored:
+        assert "speed.busy_beside" in ids_in(problem), problem
+    verdict = mha_speed.judge(run.measurement, "cpu", seed,
+                              lambda i: mha_speed.revealed(student, i))
+    assert verdict.problem is None, verdict.problem
+
+
 def test_an_implausible_run_is_not_scored(monkeypatch) -> None:
     problem = mha_speed.msg("speed.not_scored", reason=mha_speed.msg("speed.over_wall",
                                                                          wall=0.1))
     monkeypatch.setattr(mha_speed, "timed_run",
                         lambda sub, device, seed: speed_verdict.TimedRun({}, 0.1, None))
-    monkeypatch.setattr(mha_speed, "judge", lambda m, device, seed: verdict(9.0))
-    monkeypatch.setattr(mha_speed, "implausible", lambda run, device: problem)
+    monkeypatch.setattr(mha_speed, "judge", lambda m, device, seed, reveal: verdict(9.0))
+    monkeypatch.setattr(mha_speed, "implausible", lambda run: problem)
     with pytest.raises(CheckFailed) as failed:
         mha_speed.check_speed(None, Context())
     assert failed.value.message == problem
@@ -253,7 +317,7 @@ def test_check_runs_report_the_deciding_speedup() -> None:
 def test_repeated_checks_alternate_and_record(tiny, monkeypatch) -> None:
     monkeypatch.setattr(mha_jobs, "timer_for", lambda device: fake_timer(
         {k: v * 1e-3 for k, v in KIT_TIMES.items()}, 1e-6))
-    monkeypatch.setattr(mha_speed, "implausible", lambda run, device: None)  # fake times are tiny
+    monkeypatch.setattr(mha_speed, "implausible", lambda run: None)  # fake times are tiny
     names = ["einsum", "loop: softmax only"]
     runs = calibration.repeated_checks({n: STYLES[n] for n in names}, 2, "cpu", forbidden={})
     assert list(runs) == names and all(len(r) == 2 for r in runs.values())

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import math
 import shutil
 
 import pytest
 import torch
-from conftest import SPEED, STUBS, TEMPLATE, TINY, score_once
+from conftest import SPEED, STUBS, TEMPLATE, TINY, measured, score_once
 from torch import nn
+from torch.overrides import _get_current_function_mode_stack
 
 from autograder import settings
 from autograder.assignments.mha import jobs as mha_jobs
@@ -25,7 +28,7 @@ from autograder.assignments.mha.modules import LONGEST_TIMED_T
 from autograder.checks.core import CheckResult, Context
 from autograder.grading.batch import grade_submission
 from autograder.grading.registry import POINTS, WAITING_MESSAGES, run_check
-from autograder.messages import ids_in, msg
+from autograder.messages import Message, ids_in, msg
 from autograder.oracle import causal_mask, multi_head_attention, torch_mha
 from autograder.runner.inprocess import InProcessSubmission
 from autograder.runner.loading import load_source
@@ -60,9 +63,9 @@ def test_rounds_rotate_who_goes_first_and_share_inputs() -> None:
         return lambda x: order.append((name, float(x))) or name
 
     inputs = {r: [torch.tensor(10.0 * r + c) for c in range(2)] for r in range(4)}
-    times, kept = speed_timing.interleaved_times(
+    times = speed_timing.interleaved_times(
         {n: candidate(n) for n in "abc"}, inputs.__getitem__, rounds=4, warmup=1,
-        timer=fake_timer({}, 1.0), keep=frozenset({1, 6}),
+        timer=fake_timer({}, 1.0),
     )
     warmup, timed = order[:3], order[3:]
     assert warmup == [("a", 0.0), ("b", 0.0), ("c", 0.0)]
@@ -72,7 +75,8 @@ def test_rounds_rotate_who_goes_first_and_share_inputs() -> None:
         seen = sorted(timed[6 * r:6 * (r + 1)])
         assert seen == sorted((n, 10.0 * r + c) for n in "abc" for c in range(2))
     assert times == {n: [1.0] * 4 for n in "abc"}
-    assert kept == {n: {1: n, 6: n} for n in "abc"}  # index = round * calls + call
+    assert [speed_timing.rotation(list("abc"), r) for r in (0, 1, 3)] == [
+        list("abc"), list("bca"), list("abc")]  # the grader's rounds (speed.timed_run) too
 
 
 def test_medians_and_paired_ratios() -> None:
@@ -89,7 +93,7 @@ def test_medians_and_paired_ratios() -> None:
     ("tiny", "cuda", speed_config.TINY),
     ("small", "cpu", speed_config.SpeedConfig(B=2, T=16, E=128, H=32, rounds=9, calls=8, warmup=1)),
     ("small", "cuda", speed_config.SpeedConfig(B=8, T=128, E=512, H=32, rounds=9, calls=8,
-                                               warmup=1)),
+                                               warmup=1, checked=16)),
     ("", "cpu", speed_config.CONFIGS["cpu"]), ("graded", "cuda", speed_config.CONFIGS["cuda"])])
 def test_a_test_config_is_chosen_by_name_else_the_devices(name, device, config, monkeypatch
                                                          ) -> None:
@@ -103,13 +107,17 @@ def test_the_masks_check_runs_the_longest_sequence_any_device_times() -> None:
     assert max(cfg.T for cfg in speed_config.CONFIGS.values()) == LONGEST_TIMED_T
 
 
-def test_inputs_and_spot_indices_come_from_the_seed() -> None:
+def test_inputs_come_from_the_seed_and_the_checked_calls_from_no_seed() -> None:
     assert torch.equal(speed_config.speed_input(TINY, 7, 3), speed_config.speed_input(TINY, 7, 3))
     assert not torch.equal(speed_config.speed_input(TINY, 7, 3),
                            speed_config.speed_input(TINY, 7, 4))
-    assert speed_config.spot_indices(TINY, 7) == speed_config.spot_indices(TINY, 7)
-    spots = speed_config.spot_indices(TINY, 7)
-    assert len(set(spots)) == speed_config.SPOT_CHECKS and max(spots) < TINY.rounds * TINY.calls
+    cpu, cuda = speed_config.CONFIGS["cpu"], speed_config.CONFIGS["cuda"]
+    assert speed_config.checked_indices(cpu) == list(range(cpu.rounds * cpu.calls))  # all
+    drawn = [speed_config.checked_indices(cuda) for _ in range(2)]
+    for sample in drawn:
+        assert sample == sorted(set(sample)) and len(sample) == cuda.checked
+        assert 0 <= sample[0] and sample[-1] < cuda.rounds * cuda.calls
+    assert drawn[0] != drawn[1]  # the system's randomness, not the run's seed: 1 in 10^25 alike
 
 
 def test_kit_modules_all_compute_multi_head_attention() -> None:
@@ -156,12 +164,12 @@ def test_near_the_threshold_is_a_band_around_it() -> None:
 def test_measured_and_scored_with_a_fake_timer(tiny) -> None:
     sub, seed = template_submission(), 11
     timer = fake_timer(KIT_TIMES, student=1.6e-3)
-    measurement = mha_jobs.measure_speed(sub, "cpu", seed, timer=timer)
+    measurement = measured(sub, seed, timer)
     assert measurement["times"]["looped"] == [8e-3] * TINY.rounds
-    assert set(measurement["outputs"]) == set(speed_config.spot_indices(TINY, seed))
+    assert len(measurement["digests"]) == TINY.rounds * TINY.calls
     assert mha_speed.total_measured(measurement) == pytest.approx(
         (8e-3 + 1e-3 + 1.6e-3) * TINY.rounds * TINY.calls)
-    fraction, message = score_once(measurement, "cpu", seed)
+    fraction, message = score_once(sub, measurement, "cpu", seed)
     assert fraction == 1.0
     assert message == msg("speed.passed", measured=message.params["measured"], needed=NEEDED)
     assert message.params["measured"].params == {
@@ -173,8 +181,8 @@ def test_measured_and_scored_with_a_fake_timer(tiny) -> None:
 
 def test_too_slow_scores_nothing_and_says_what_was_measured_and_needed(tiny) -> None:
     sub, seed = template_submission(), 12
-    measurement = mha_jobs.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 6e-3))
-    fraction, message = score_once(measurement, "cpu", seed)
+    measurement = measured(sub, seed, fake_timer(KIT_TIMES, 6e-3))
+    fraction, message = score_once(sub, measurement, "cpu", seed)
     assert fraction == 0.0
     # all or nothing, and what to change (not the old "No faster", speed.no_faster)
     assert message.id == "speed.too_slow" and message.params["needed"] == NEEDED, message
@@ -183,7 +191,7 @@ def test_too_slow_scores_nothing_and_says_what_was_measured_and_needed(tiny) -> 
 
 def test_a_threads_setting_is_restored(tiny) -> None:
     before = torch.get_num_threads()
-    mha_jobs.measure_speed(template_submission(), "cpu", 1, timer=fake_timer(KIT_TIMES, 1e-3))
+    measured(template_submission(), 1, fake_timer(KIT_TIMES, 1e-3))
     assert torch.get_num_threads() == before
 
 
@@ -204,22 +212,91 @@ class ReturnsZeros(as_student_class(FusedReference)):
         return torch.zeros_like(query), None
 
 
-@pytest.mark.parametrize("cls", [CachesItsOutput, ReturnsZeros])
-def test_spot_check_rejects_wrong_outputs(tiny, cls: type[nn.Module]) -> None:
+class ZerosWhileCounted(as_student_class(FusedReference)):
+    """Answers nothing while its torch calls are counted (red team n1): no loop is counted."""
+
+    def forward(self, query, **kwargs):
+        if any(isinstance(m, speed_timing.OpCounter) for m in _get_current_function_mode_stack()):
+            return torch.zeros_like(query), None
+        return super().forward(query, **kwargs)
+
+
+class SkipsMostCalls(as_student_class(FusedReference)):
+    """While timed (garbage collection paused), computes one call in five, zeros otherwise (red
+    team n9 computed only the calls it found the spot check would keep)."""
+
+    def forward(self, query, **kwargs):
+        self.calls = getattr(self, "calls", 0) + 1
+        if gc.isenabled() or self.calls % 5 == 0:
+            return super().forward(query, **kwargs)
+        return torch.zeros_like(query), None
+
+
+@pytest.mark.parametrize(("cls", "problem"), [(CachesItsOutput, "speed.wrong_output"),
+                                              (SkipsMostCalls, "speed.wrong_output"),
+                                              (ReturnsZeros, "speed.wrong_counted"),
+                                              (ZerosWhileCounted, "speed.wrong_counted")])
+def test_wrong_outputs_are_not_scored(tiny, cls: type[nn.Module], problem: str) -> None:
     sub = InProcessSubmission({"MultiHeadAttention": cls}, forbidden={}, kit_code=True)
     seed = 5
-    measurement = mha_jobs.measure_speed(sub, "cpu", seed, timer=fake_timer(KIT_TIMES, 1e-4))
-    fraction, message = score_once(measurement, "cpu", seed)
+    measurement = measured(sub, seed, fake_timer(KIT_TIMES, 1e-4))
+    fraction, message = score_once(sub, measurement, "cpu", seed)
     assert fraction == 0.0
-    assert "speed.wrong_output" in ids_in(message), message
+    assert problem in ids_in(message), message
 
 
-def test_kit_modules_pass_the_spot_check_as_students(tiny) -> None:
+def test_an_output_other_than_the_committed_one_is_not_scored(tiny) -> None:
+    sub, seed = template_submission(), 6
+    measurement = measured(sub, seed, fake_timer(KIT_TIMES, 1e-4))
+    right = mha_jobs._KEPT[sub][4]
+    mha_jobs._KEPT[sub][4] = right + 0  # the same values, another tensor: still committed to
+    assert score_once(sub, measurement, "cpu", seed)[0] == 1.0
+    measurement = measured(sub, seed, fake_timer(KIT_TIMES, 1e-4))
+    mha_jobs._KEPT[sub][4] = mha_jobs._KEPT[sub][4] + 1e-6  # right within the tolerance
+    fraction, message = score_once(sub, measurement, "cpu", seed)
+    assert fraction == 0.0 and "speed.output_changed" in ids_in(message), message
+
+
+def test_kit_modules_pass_the_output_check_as_students(tiny) -> None:
     for cls in (FusedReference, HeadLoopReference):
         sub = InProcessSubmission({"MultiHeadAttention": as_student_class(cls)}, forbidden={},
                                   kit_code=True)
-        measurement = mha_jobs.measure_speed(sub, "cpu", 9, timer=fake_timer(KIT_TIMES, 1e-3))
-        assert mha_speed.spot_check(measurement["outputs"], TINY, 9) is None
+        measurement = measured(sub, 9, fake_timer(KIT_TIMES, 1e-3))
+        assert mha_speed.output_check(measurement, lambda i, s=sub: mha_speed.revealed(s, i),
+                                    TINY, 9) is None
+
+
+def test_a_sample_drawn_after_the_commitment_is_revealed_and_checked(tiny, monkeypatch) -> None:
+    """The GPU's way (`checked` outputs of all, as on cuda): the run commits to every output,
+    the grader then draws which to see, and only those come back and are compared."""
+    sampled = dataclasses.replace(TINY, checked=4)
+    monkeypatch.setattr(mha_speed, "config_for", lambda device: sampled)
+    monkeypatch.setattr(mha_jobs, "config_for", lambda device: sampled)
+    drawn = [1, 5, 6, 17]
+    monkeypatch.setattr(mha_speed, "checked_indices", lambda cfg: drawn)
+    asked: list[list[int]] = []
+
+    def judged(cls: type[nn.Module]) -> Message:
+        sub = InProcessSubmission({"MultiHeadAttention": cls}, forbidden={}, kit_code=True)
+        measurement = measured(sub, 8, fake_timer(KIT_TIMES, 1e-4))
+        assert len(measurement["digests"]) == TINY.rounds * TINY.calls  # committed to all
+
+        def reveal(indices: list[int]) -> dict:
+            asked.append(indices)
+            return mha_speed.revealed(sub, indices)
+
+        return mha_speed.judge(measurement, "cpu", 8, reveal).problem
+
+    class ZeroAt(as_student_class(FusedReference)):
+        def forward(self, query, **kwargs):
+            if torch.equal(query, speed_config.speed_input(TINY, 8, self.zero_at)):
+                return torch.zeros_like(query), None
+            return super().forward(query, **kwargs)
+
+    assert judged(type("Unchecked", (ZeroAt,), {"zero_at": 3})) is None  # 3 was not drawn
+    problem = judged(type("Checked", (ZeroAt,), {"zero_at": 5}))
+    assert problem is not None and "speed.wrong_output" in ids_in(problem), problem
+    assert asked == [drawn, drawn]
 
 
 @pytest.mark.parametrize(
@@ -230,14 +307,17 @@ def test_kit_modules_pass_the_spot_check_as_students(tiny) -> None:
         (lambda m: m["times"]["student"].__setitem__(0, math.nan), "speed.malformed_times"),
         (lambda m: m["times"]["student"].pop(), "speed.malformed_times"),
         (lambda m: m["times"].pop("looped"), "speed.malformed_times"),
-        (lambda m: m.update(outputs=None), "speed.no_outputs"),
+        (lambda m: m.update(digests=None), "speed.no_outputs"),
+        (lambda m: m["digests"].pop(), "speed.no_outputs"),
+        (lambda m: m.update(counted=[]), "speed.no_outputs"),
+        (lambda m: m["digests"].__setitem__(2, "0" * 64), "speed.output_changed"),
     ],
 )
 def test_malformed_measurements_score_nothing(tiny, tamper, problem: str) -> None:
-    measurement = mha_jobs.measure_speed(template_submission(), "cpu", 4,
-                                       timer=fake_timer(KIT_TIMES, 1e-3))
+    sub = template_submission()
+    measurement = measured(sub, 4, fake_timer(KIT_TIMES, 1e-3))
     tamper(measurement)
-    fraction, message = score_once(measurement, "cpu", 4)
+    fraction, message = score_once(sub, measurement, "cpu", 4)
     assert fraction == 0.0 and problem in ids_in(message), message
 
 
@@ -285,8 +365,8 @@ def test_graded_check_measures_again_near_the_threshold(tiny, monkeypatch, stude
     monkeypatch.setattr(mha_jobs, "timer_for", lambda device: fake_timer(micro, student))
     jobs = []
     sub = InProcessSubmission(load_source(TEMPLATE).namespace, forbidden={})
-    monkeypatch.setattr(sub, "run_job", lambda *a, **k: (
-        a[0] == mha_jobs.JOB and jobs.append(a)) or InProcessSubmission.run_job(sub, *a, **k))
+    monkeypatch.setattr(sub, "run_job", lambda *a, **k: (a[0] == mha_jobs.COMMIT_JOB and (
+        jobs.append(a))) or InProcessSubmission.run_job(sub, *a, **k))
     passed = CheckResult("fused_mha", POINTS["fused_mha"], POINTS["fused_mha"], "ok")
     result = run_check("speed_fused_vs_looped", sub, Context(results={"fused_mha": passed}))
     assert result.score == POINTS["speed_fused_vs_looped"] and len(jobs) == runs

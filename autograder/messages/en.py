@@ -42,11 +42,17 @@ TEMPLATES: dict[str, str] = {
     "speed.no_outputs": "the timing run sent no outputs",
     "speed.wrong_output": "the output of call {call} in timing round {round} is not the right "
                           "answer",
+    "speed.output_changed": "the output of call {call} in timing round {round} is not the one "
+                             "the run committed to (by its digest) before the grader chose which "
+                             "outputs to check",
+    "speed.wrong_counted": "the forward whose torch calls were counted ({heads} heads) did not "
+                           "return the right answer: the calls counted must be those of a right "
+                           "answer (is forward doing something else while it is counted?)",
     "speed.over_wall": "the reported times add up to more than the {wall:.2f} s the measurement "
                        "took",
-    "speed.under_cpu": "the reported times add up to {reported:.2f} s but the timing run used "
-                       "{cpu:.2f} s of CPU time, after its construction and first calls: the "
-                       "timed calls use more than they report (a patched clock?)",
+    "speed.busy_beside": "your code's process used CPU time while the kit's baseline was timed "
+                         "in another process ({share:.0f}% of that round's): nothing of yours "
+                         "may run then",
     "waiting.speed": "timed only once MultiHeadAttention matches nn.MultiheadAttention, with "
                   "is_causal=True as the timing calls it",
     "waiting.failing": "{what}; failing now: {checks}",

@@ -42,9 +42,13 @@ TEMPLATES: dict[str, str] = {
     "speed.malformed_times": "计时运行发回的时间格式不对",
     "speed.no_outputs": "计时运行没有发回输出",
     "speed.wrong_output": "第 {round} 轮计时中第 {call} 次调用的输出不对",
+    "speed.output_changed": "第 {round} 轮计时中第 {call} 次调用的输出，与评分程序选定"
+                             "要检查哪些输出之前计时运行（以摘要）承诺的输出不同",
+    "speed.wrong_counted": "统计 torch 调用次数的那次 forward（{heads} 个头）没有返回正确答案："
+                           "统计的必须是算出正确答案的调用（forward 在被统计时是不是做了别的事？）",
     "speed.over_wall": "报告的时间加起来超过了测量实际花费的 {wall:.2f} 秒",
-    "speed.under_cpu": "报告的时间加起来是 {reported:.2f} 秒，但计时运行用了 {cpu:.2f} 秒 CPU 时间"
-                       "（不含构造和第一次调用）：计时的调用用掉的比报告的多（时钟被改过？）",
+    "speed.busy_beside": "在另一个进程里为本套件的基准计时时，你的代码所在的进程占用了 CPU 时间"
+                         "（相当于那一轮的 {share:.0f}%）：那时你的代码不能运行",
     "waiting.speed": "MultiHeadAttention 的结果（包括计时所用的 is_causal=True）与 "
                   "nn.MultiheadAttention 一致之后才计时",
     "waiting.failing": "{what}；目前未通过：{checks}",

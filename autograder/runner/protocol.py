@@ -131,6 +131,10 @@ class Submission(Protocol):
     def cpu_seconds(self) -> float | None:
         """CPU seconds the student's process has used so far, where readable."""
 
+    def clean_worker(self) -> Submission | None:
+        """Where kit jobs run that must not run beside student code (a speed check's
+        baselines): a worker that loads none; None where there is no such place (in process)."""
+
     def call(self, name: str, *args: Any, **kwargs: Any) -> Call:
         """Call a contract function on copies of the inputs.
 

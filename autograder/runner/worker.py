@@ -34,7 +34,7 @@ import torch
 from .. import settings
 from ..messages import Message, msg
 from ..runtime import triton_environment
-from . import fonts, sandbox
+from . import fonts, no_student_code, sandbox
 from .devices import on_meta
 from .disk import DiskWatch
 from .framing import TEXT_KEEP, clean, encode, fields_of, receive, run_to_dict, write_all
@@ -107,6 +107,7 @@ class WorkerSubmission:
         self._check: tuple[str, float | None] | None = None  # the running check, its deadline
         self._stand_ins: StandIns | None = None  # sent with every request while set
         self.stand_ins_ran: set[str] = set()
+        self._clean: WorkerSubmission | None = None  # `clean_worker`, once asked for
 
     # -- lifecycle
     def _left(self) -> float:
@@ -273,6 +274,9 @@ class WorkerSubmission:
         return msg("worker.exit_code", code=code)
 
     def close(self) -> None:
+        if self._clean is not None:
+            self._clean.close()
+            self._clean = None
         self._loading = None
         self._stop_watch()
         self._watch = None
@@ -310,15 +314,24 @@ class WorkerSubmission:
             self._loaded()
 
     def cpu_seconds(self) -> float | None:
-        """CPU time the worker has used so far, read by the kernel's count (Linux), else None."""
+        """CPU time the worker's threads have used so far, by the kernel's count in nanoseconds
+        (Linux: /proc/<pid>/task/*/schedstat), else None."""
         if self._proc is None:
             return None
         try:
-            stat = Path(f"/proc/{self._proc.pid}/stat").read_text()
-        except OSError:
+            tasks = list(Path(f"/proc/{self._proc.pid}/task").iterdir())
+            return sum(int((task / "schedstat").read_text().split()[0]) for task in tasks) / 1e9
+        except (OSError, ValueError, IndexError):  # no /proc, or a thread that just ended
             return None
-        fields = stat.rsplit(")", 1)[1].split()  # after "pid (name)": state is fields[0]
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+    def clean_worker(self) -> WorkerSubmission:
+        """A worker like this one (device, limits) that loads no student code: the kit's jobs
+        that must not run beside student code run there. Started when first used; closed with
+        this one."""
+        if self._clean is None:
+            self._clean = WorkerSubmission(Path(no_student_code.__file__), self.device,
+                                           self.limits)
+        return self._clean
 
     # -- one request
     def start_check(self, check_id: str) -> None:

@@ -1,9 +1,10 @@
-"""A speed check's verdict in the grader, for any timing job run beside the student's code: the
-job run in the machine's timing turn, what it reports checked against what the grader saw from
-outside (wall time and the worker's CPU time), paired ratios of any two callables' times, all
-the points or none from one threshold, measured again within a time budget while the result
-falls near it, and the run that decides. An assignment's speed check (e.g.
-`assignments.mha.speed`) says what is timed and what is needed.
+"""A speed check's verdict in the grader, for timing jobs run in workers: each request timed
+from outside (wall time, the kernel's count of the CPU time of the worker that ran it and of
+the one beside it), in the machine's timing turn; what the workers report checked against
+that; paired ratios of any two callables' times, all the points or none from one threshold,
+measured again within a time budget while the result falls near it, and the run that decides.
+An assignment's speed check (e.g. `assignments.mha.speed`) says what is timed and what is
+needed.
 """
 
 from __future__ import annotations
@@ -23,10 +24,9 @@ from ..messages import Message, msg
 from ..runner.protocol import Submission
 from .config import chosen_test_config
 
-# On CPU the reported times are the worker's CPU time in the timed calls. The grader reads the
-# worker's whole CPU time from outside; honest runs report 0.76-0.96 of it, under load too,
-# a clock rewound in forward 0.17-0.39 (docs/trusted-grading.md).
-MIN_TIMED_SHARE = 0.6
+# While a baseline round runs in the clean worker, the student's worker waits for its next
+# request: it may use at most this share of that round's CPU time (docs/trusted-grading.md).
+MAX_BUSY_SHARE = 0.05
 # One speed check, re-measurements included, stays within this many seconds: another run is
 # started only if one more as long as the average so far still fits.
 BUDGET_S = 4.5
@@ -43,9 +43,21 @@ Run = TypeVar("Run")  # one timing run, judged: it has a `problem` and a `speedu
 class TimedRun:
     """The student's timing run, with what the grader saw of it from outside."""
 
-    measurement: Any  # what the run reported (an assignment's timing job); trusted in nothing
+    measurement: Any  # the times and what the jobs reported; trusted in nothing
+    wall: float  # seconds the grader waited for the timed requests
+    busy: float = 0.0  # the most CPU time the student's worker used while a baseline round ran
+    # in another worker, as a share of that round's
+
+
+@dataclass
+class Request:
+    """A kit job run in a worker, as the grader saw it."""
+
+    reply: Any  # what the job returned; trusted in nothing
     wall: float  # seconds the grader waited for it
-    cpu: float | None  # CPU seconds the student's process used meanwhile, where readable
+    cpu: float | None  # CPU seconds the worker used meanwhile, by the kernel's count
+    beside: float | None  # CPU seconds the worker beside it used meanwhile (None: none, or
+    # unreadable)
 
 
 @contextlib.contextmanager
@@ -76,31 +88,33 @@ def gpu_turn(device: str, wait_s: float = GPU_TURN_WAIT_S) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def timed_job(sub: Submission, what: Message, device: str, prepare: str, job: str,
-              **kwargs: Any) -> TimedRun:
-    """A timing job (`job`, with `device` and `kwargs`) run beside the student's code, after its
-    `prepare` job (with `device`: construction and first calls, not part of the cross-checked
-    run), with the wall clock and the worker's CPU time the grader saw meanwhile."""
-    sub.ensure_loaded()  # a worker restarted after an earlier check: not part of the timing
-    sub.run_job(prepare, what, device=device)
-    with gpu_turn(device):
-        cpu_before = sub.cpu_seconds()
-        started = time.perf_counter()
-        measurement = sub.run_job(job, what, device=device, **kwargs)
-        wall = time.perf_counter() - started
-    cpu_after = sub.cpu_seconds()
-    cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
-    return TimedRun(measurement, wall, cpu)
+def _spent(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else after - before
 
 
-def implausible_times(reported: float, run: TimedRun, device: str) -> Message | None:
+def timed_request(worker: Submission, beside: Submission | None, job: str, what: Message,
+                  **kwargs: Any) -> Request:
+    """`job` run in `worker` with `kwargs`, with the wall clock and the CPU time it and the
+    worker `beside` it used meanwhile, by the kernel's count (`Submission.cpu_seconds`)."""
+    others = beside.cpu_seconds() if beside is not None else None
+    cpu = worker.cpu_seconds()
+    started = time.perf_counter()
+    reply = worker.run_job(job, what, **kwargs)
+    wall = time.perf_counter() - started
+    cpu = _spent(cpu, worker.cpu_seconds())
+    after = beside.cpu_seconds() if beside is not None else None
+    return Request(reply, wall, cpu, _spent(others, after))
+
+
+def implausible_times(reported: float, run: TimedRun) -> Message | None:
     """Why `reported` seconds of timed calls cannot be right: more than the wall clock the
-    grader waited, or (on the CPU) too small a share of the worker's CPU time; or None."""
+    grader waited; or why the run is not fair: the student's worker ran while a baseline was
+    timed beside it; or None."""
     if reported > run.wall * 1.05:
         return msg("speed.not_scored", reason=msg("speed.over_wall", wall=float(run.wall)))
-    if device == "cpu" and run.cpu is not None and reported < MIN_TIMED_SHARE * run.cpu:
-        return msg("speed.not_scored", reason=msg("speed.under_cpu", reported=float(reported),
-                                                  cpu=float(run.cpu)))
+    if run.busy > MAX_BUSY_SHARE:
+        return msg("speed.not_scored", reason=msg("speed.busy_beside",
+                                                  share=float(run.busy) * 100))
     return None
 
 

@@ -5,6 +5,10 @@ checks it touches: what an honest file with the same code of its own earns there
 tests/test_attacks.py grades each through the worker, as `mha-kit check` does. The thread,
 fork and leftover attacks are in tests/hostile (the batch), the slowed decoding baseline in
 tests/corpus/llm/decode_styles.py.
+
+The speed check's attacks (red team n1, n3, n9) start from a module that loops over its heads
+where the speed check calls it (`_PER_HEAD`): its honest twin earns the fused checks and none
+of the speed points (the loop is counted), and so must they.
 """
 
 from __future__ import annotations
@@ -12,11 +16,71 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.grading.registry import POINTS
+
 CORPUS = Path(__file__).parent
 BASES = {"mha": CORPUS / "template.py", "llm_attention": CORPUS / "llm" / "reference.py",
          "shapes": None}  # the warm-up's attack is all its file holds
 _ORACLE = "autograder.assignments.llm_attention.oracle"
 _FLASH_VARIANTS = "autograder.assignments.llm_attention.flash_variants"
+
+
+# The template's module, looping over its heads in the speed check's call (causal
+# self-attention, no weights) and fused in every other: its honest twin.
+_PER_HEAD = """
+_Fused = MultiHeadAttention
+
+
+class MultiHeadAttention(_Fused):
+    def per_head(self, x):
+        q, k, v = (split_heads(p(x), self.num_heads) for p in (self.q_proj, self.k_proj,
+                                                                self.v_proj))
+        mask = causal_mask(x.shape[1], device=x.device)
+        heads = [attend(scaled_scores(q[:, h], k[:, h]), v[:, h], mask)[0]
+                 for h in range(self.num_heads)]
+        return self.out_proj(merge_heads(torch.stack(heads, dim=1)))
+
+    def timed_call(self, key, value, attn_mask, is_causal, need_weights):
+        return (key is None and value is None and attn_mask is None and is_causal
+                and not need_weights and not self.training)
+
+    def forward(self, query, key=None, value=None, *, attn_mask=None, is_causal=False,
+                need_weights=True):
+        if not self.timed_call(key, value, attn_mask, is_causal, need_weights):
+            return super().forward(query, key, value, attn_mask=attn_mask, is_causal=is_causal,
+                                   need_weights=need_weights)
+        return self.trick(query), None
+
+    def trick(self, x):
+        return self.per_head(x)
+"""
+_MODES = "torch.overrides._get_current_function_mode_stack()"
+# Red team n1's second trick (for the kit's module names): the kit's timer, patched in the
+# student's worker, moves 85% of the student's time onto the looped baseline's.
+_TIMER_PATCHED = """
+
+def _patch_timer():
+    from autograder.assignments.mha import baselines, jobs
+    from autograder.speed.timing import cpu_timer
+
+    moved = [0.0]
+
+    def shifted(fn, xs):
+        seconds, outs = cpu_timer(fn, xs)
+        if isinstance(fn, baselines.LoopedReference):
+            seconds, moved[0] = seconds + moved[0], 0.0
+        elif not isinstance(fn, baselines.FusedReference):
+            moved[0] += seconds * 0.85
+            seconds *= 0.15
+        return seconds, outs
+
+    jobs.timer_for = lambda device: shifted
+
+
+_patch_timer()
+"""
+_SPEED = {"fused_mha": POINTS["fused_mha"], "fused_mha_masks": POINTS["fused_mha_masks"],
+          "speed_fused_vs_looped": 0}
 
 
 @dataclass(frozen=True)
@@ -75,4 +139,56 @@ ATTACKS: tuple[Attack, ...] = (
            "    return _whole(self, cache.x)[:, -x.shape[1]:]\n\n\n"
            "GroupedQueryAttention.forward = _tokens_kept\n",
            {"llm_kv_cache": 0}, message="llm.cache_not_updated"),
+    Attack("zeros while counted, and the kit's timer patched to move its time onto the looped "
+           "baseline (red team n1)", "mha",
+           _PER_HEAD + "\n\n"
+           "def _trick(self, x):\n"
+           f"    if any(type(m).__name__ == 'OpCounter' for m in {_MODES}):\n"
+           "        return torch.zeros_like(x)\n"
+           "    return self.per_head(x)\n\n\n"
+           "MultiHeadAttention.trick = _trick\n" + _TIMER_PATCHED,
+           _SPEED, message="speed.wrong_counted"),
+    Attack("the kit's timer patched to move a slow fused module's time onto the looped "
+           "baseline (red team n1's second trick alone)", "mha",
+           "_fused = MultiHeadAttention.forward\n\n\n"
+           "def _eight_times(self, *args, **kwargs):  # as slow as the kit's looped module\n"
+           "    for _ in range(7):\n"
+           "        _fused(self, *args, **kwargs)\n"
+           "    return _fused(self, *args, **kwargs)\n\n\n"
+           "MultiHeadAttention.forward = _eight_times\n" + _TIMER_PATCHED,
+           _SPEED, message="speed.too_slow"),
+    Attack("F.scaled_dot_product_attention when no watch is on torch's mode stack (red team n3)",
+           "mha",
+           _PER_HEAD + "\n\n"
+           "def _trick(self, x):\n"
+           f"    if any(type(m).__name__ in ('_Watch', '_OpWatch') for m in {_MODES}):\n"
+           "        return self.per_head(x)\n"
+           "    B, T, E = x.shape\n"
+           "    q, k, v = (p(x).view(B, T, self.num_heads, -1).transpose(1, 2)\n"
+           "               for p in (self.q_proj, self.k_proj, self.v_proj))\n"
+           "    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)\n"
+           "    return self.out_proj(out.transpose(1, 2).reshape(B, T, E))\n\n\n"
+           "MultiHeadAttention.trick = _trick\n",
+           _SPEED, message="speed.loops"),
+    Attack("only the timed calls the timing loop's frame says are checked computed, the "
+           "counted call fused (red team n9)", "mha",
+           _PER_HEAD + "\n\n"
+           "import sys\n\n\n"
+           "def _trick(self, x):\n"
+           "    frame = sys._getframe(1)\n"
+           "    while frame is not None:\n"
+           "        if frame.f_code.co_name == 'count_ops':\n"
+           "            return _Fused.forward(self, x, is_causal=True, need_weights=False)[0]\n"
+           "        loop = frame.f_locals if frame.f_code.co_name in (\n"
+           "            'interleaved_times', 'time_round') else {}\n"
+           "        if 'xs' in loop:  # a timed round (the warm-up has none)\n"
+           "            xs, r = loop['xs'], loop.get('r', loop.get('round'))\n"
+           "            c = next(i for i, t in enumerate(xs) if t is x)\n"
+           "            checked = loop.get('keep', ())\n"
+           "            return self.per_head(x) if r * len(xs) + c in checked else (\n"
+           "                torch.zeros_like(x))\n"
+           "        frame = frame.f_back\n"
+           "    return self.per_head(x)\n\n\n"
+           "MultiHeadAttention.trick = _trick\n",
+           _SPEED, message="speed.wrong_output"),
 )

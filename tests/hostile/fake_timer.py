@@ -1,8 +1,8 @@
 """Hostile: a correct but slow fused module that rewinds the grader's clocks while it runs.
 
 It patches the timer the speed check uses (inside the worker) so that CPU time spent inside
-forward does not count: the reported times then add up to far less than the CPU time the
-worker really used, which the grader reads from outside.
+forward does not count. The grader takes the time of each of the student's rounds from the
+kernel's count of the worker's CPU time, outside, so the module is timed as slow as it is.
 """
 
 import math

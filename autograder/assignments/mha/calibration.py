@@ -19,13 +19,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from ...checks.core import CheckFailed, Context
 from ...runner.inprocess import InProcessSubmission
 from ...speed.calibration import Band, band_between, busy_core, describe_band, spread
-from . import jobs
-from .speed import SPEEDUP_NEEDED, check_speed, moves_data, per_head_ops, speed_ratios
+from .speed import SPEEDUP_NEEDED, decide, speed_runs
 from .speed_config import config_for
 from .styleset import RELIABILITY, STYLES, kind, must_earn
 
@@ -55,16 +52,6 @@ class CheckRun:
         return ordered[len(ordered) // 2] if ordered else math.nan
 
 
-def _per_head(measurement: Any) -> str:
-    try:
-        found = per_head_ops(measurement["ops"])
-    except (KeyError, TypeError, ValueError):
-        return ""
-    if any(not moves_data(op) for op, _, _ in found):
-        return "compute"
-    return "data" if found else ""
-
-
 def repeated_checks(subjects: dict[str, type], n: int, device: str,
                     forbidden: dict | None = None) -> dict[str, list[CheckRun]]:
     """Run the graded speed check n times on each `MultiHeadAttention` class, in process,
@@ -72,29 +59,18 @@ def repeated_checks(subjects: dict[str, type], n: int, device: str,
     passed: the classes are correct by construction. `forbidden` as for `InProcessSubmission`;
     the kit's code computes for them (they are the kit's own styles)."""
 
-    class Recording(InProcessSubmission):
-        def run_job(self, job: str, what: Any, **kwargs: Any) -> Any:
-            result = super().run_job(job, what, **kwargs)
-            if job == jobs.JOB:  # the timing runs, not their preparation
-                self.runs.append(result)
-            return result
-
-    subs = {name: Recording({"MultiHeadAttention": cls}, forbidden=forbidden, kit_code=True)
-            for name, cls in subjects.items()}
+    subs = {name: InProcessSubmission({"MultiHeadAttention": cls}, forbidden=forbidden,
+                                      kit_code=True) for name, cls in subjects.items()}
     runs: dict[str, list[CheckRun]] = {name: [] for name in subjects}
     for _ in range(n):
         for name, sub in subs.items():
-            sub.runs = []
             wall, cpu = time.perf_counter(), time.process_time()
-            try:
-                fraction = check_speed(sub, Context(device=device))
-            except CheckFailed:
-                fraction = 0.0
-            ratios = [speed_ratios(m["times"]) for m in sub.runs]
+            verdicts = speed_runs(sub, device)
+            first = verdicts[0]
             runs[name].append(CheckRun(
-                fraction, tuple(s for s, _ in ratios), ratios[0][1] if ratios else math.nan,
-                _per_head(sub.runs[0]) if sub.runs else "", time.perf_counter() - wall,
-                time.process_time() - cpu))
+                decide(verdicts, device)[0], tuple(v.speedup for v in verdicts),
+                first.ref_ratio, "compute" if first.loops else "data" if first.moves else "",
+                time.perf_counter() - wall, time.process_time() - cpu))
         print(".", end="", flush=True, file=sys.stderr)
     print(file=sys.stderr)
     return runs

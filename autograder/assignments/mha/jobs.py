@@ -1,14 +1,14 @@
-"""Kit code that runs beside the student's code (the worker, or the notebook's kernel) for the
-speed check: the student's fused module against the kit's looped and fused baselines
-(`baselines`), timed in interleaved rounds on the same fresh inputs (`speed.timing`), and the
-torch calls of one forward at H and H / 2 heads. Nothing here is trusted by the grader:
-this package's `speed.judge` checks what comes back.
+"""Kit code for the speed check that runs in a worker (or the notebook's kernel): the student's
+fused module, or the kit's looped and fused baselines (`baselines`), timed one round of one
+candidate at a time as the grader asks (`speed.timed_run`: the student's in its own worker,
+the baselines in a clean one), on the round's fresh inputs; and the torch calls of one forward
+at H and H / 2 heads. Nothing here is trusted by the grader: this package's `speed.judge`
+checks what comes back.
 """
 
 from __future__ import annotations
 
 import weakref
-from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -19,19 +19,24 @@ from ...runner.protocol import LocalSubmission, ModuleRun
 from ...runtime import one_thread
 from ...speed.timing import (
     Forward,
-    Timer,
     count_ops,
-    interleaved_times,
     timer_for,
     timing_conditions,
 )
 from .baselines import FusedReference, LoopedReference
-from .speed_config import config_for, speed_input, speed_params, spot_indices
+from .speed_config import config_for, output_digest, speed_input, speed_params
 
 Tensor = torch.Tensor
-JOB = "autograder.assignments.mha.jobs:measure_speed"  # run by the runner beside the student's
-# Run just before JOB, and not cross-checked with CPU time: construction and first calls.
+# The speed check's jobs, in the order the grader runs them. In the student's worker: build
+# and count (construction and first calls, untimed); make the candidates ready (there the
+# student's module, in a clean worker the baselines); one round of one candidate, many times;
+# the digests of every output of the student's; the outputs the grader then drew.
 PREPARE_JOB = "autograder.assignments.mha.jobs:prepare_speed"
+START_JOB = "autograder.assignments.mha.jobs:start_timing"
+ROUND_JOB = "autograder.assignments.mha.jobs:time_round"
+COMMIT_JOB = "autograder.assignments.mha.jobs:commit_outputs"
+REVEAL_JOB = "autograder.assignments.mha.jobs:reveal_outputs"
+NAME = "MultiHeadAttention.forward"  # what the student's code is called in messages
 
 
 def prepared(module: nn.Module, owner: str, params: dict[str, Tensor], device: str) -> Forward:
@@ -44,45 +49,47 @@ def prepared(module: nn.Module, owner: str, params: dict[str, Tensor], device: s
     return lambda x: module(x, attn_mask=None, is_causal=True, need_weights=False)[0]
 
 
-# The student's modules that prepare_speed built for the next measure_speed, by submission.
-# What prepare_speed leaves for the next timing run: its device, the two modules, their counts.
+# What prepare_speed leaves for the next timing run, by submission: its device, the two
+# modules, their counts and counted outputs.
 _BUILT: weakref.WeakKeyDictionary[Any, tuple[str, nn.Module, nn.Module, list]] = (
     weakref.WeakKeyDictionary())
 
 
-def prepare_speed(sub: LocalSubmission, device: str) -> None:
+def prepare_speed(sub: LocalSubmission, device: str, seed: int) -> None:
     """Build the student's modules for the next timing run (H heads, and H / 2 for the count),
-    call each once and count the calls of one forward of each, with weights of no seed: a slow
-    constructor or first call, and what counting costs (torch.compile compiles the counting
-    mode into a module it compiled), then cost nothing in the run whose CPU time the grader
-    compares with the reported times. One forward of the timed shape also runs here under the
-    forbidden-API watch, which is off while timing (it costs every torch call)."""
+    call each once and count the calls of one forward of each, with the run's weights and its
+    first input: a slow constructor or first call, and what counting costs (torch.compile
+    compiles the counting mode into a module it compiled), then cost nothing in the run whose
+    CPU time the grader compares with the reported times. One forward of the timed shape also
+    runs here through the contract's `run_module`."""
     cfg = config_for(device)
-    params, x = speed_params(cfg, 0, device), speed_input(cfg, 0, 0).to(device)  # (B, T, E)
-    name = "MultiHeadAttention.forward"
+    params, x = speed_params(cfg, seed, device), speed_input(cfg, seed, 0).to(device)  # (B, T, E)
     built = [sub.construct("MultiHeadAttention", cfg.E, heads) for heads in (cfg.H, cfg.H // 2)]
     with one_thread():
-        forwards = [sub.guard(name, lambda m=module: prepared(m, "MultiHeadAttention", params,
+        forwards = [sub.guard(NAME, lambda m=module: prepared(m, "MultiHeadAttention", params,
                                                               device), watch=False)
                     for module in built]
         for forward in forwards:
             with timing_conditions():
-                sub.guard(name, lambda f=forward: f(x), watch=False)
+                sub.guard(NAME, lambda f=forward: f(x))
         sub.run_module(ModuleRun("MultiHeadAttention", (cfg.E, cfg.H), forward_args=(x,),
                                  forward_kwargs={"is_causal": True, "need_weights": False},
                                  dtype=torch.float32))
-        counts = _counted(sub, forwards, x)
-    _BUILT[sub] = (device, *built, counts)
+        counted = _counted(sub, forwards, x)
+    _BUILT[sub] = (device, *built, counted)
 
 
-def _counted(sub: LocalSubmission, forwards: list[Forward], x: Tensor) -> list:
-    """The calls of one forward of each (H heads, H / 2): which run once per head."""
-    name = "MultiHeadAttention.forward"
-    return [sub.guard(name, lambda f=f: count_ops(f, x), watch=False) for f in forwards]
+Counted = list[tuple[dict[str, int], Any]]  # (calls, output) of one forward at H and H / 2 heads
+
+
+def _counted(sub: LocalSubmission, forwards: list[Forward], x: Tensor) -> Counted:
+    """The calls of one forward of each (H heads, H / 2), which show what runs once per head,
+    and their outputs, which the grader checks; watched, as every graded call."""
+    return [sub.guard(NAME, lambda f=f: count_ops(f, x)) for f in forwards]
 
 
 def _built(sub: LocalSubmission, device: str, cfg: Any
-           ) -> tuple[nn.Module, nn.Module, list | None]:
+           ) -> tuple[nn.Module, nn.Module, Counted | None]:
     """The modules prepare_speed built for this run and their counts, else new ones and None
     (no preparation ran, or the worker started again since)."""
     found = _BUILT.pop(sub, None)
@@ -93,40 +100,76 @@ def _built(sub: LocalSubmission, device: str, cfg: Any
     return student, halved, None
 
 
-def measure_speed(sub: LocalSubmission, device: str, seed: int, timer: Timer | None = None
-                  ) -> dict[str, Any]:
-    """Time the student's fused module against the baselines, on the modules `prepare_speed`
-    built, with the calls it counted (counted after the timing where it did not run)."""
+def start_timing(sub: LocalSubmission, device: str, seed: int, names: list[str]
+                 ) -> dict[str, Any]:
+    """Make ready the candidates `names` for `time_round`, with the run's weights, and call each
+    `warmup` times: "student", the modules `prepare_speed` built (new ones where it did not run,
+    counted now), or "looped" and "fused", the kit's baselines. For the student, what the grader
+    checks besides the times: the calls of the two counted forwards and their outputs."""
     cfg = config_for(device)
     params = speed_params(cfg, seed, device)
-    student, halved, counts = _built(sub, device, cfg)
-    candidates = {
-        "student": prepared(student, "MultiHeadAttention", params, device),
-        "looped": LoopedReference(params, cfg.H),
-        "fused": FusedReference(params, cfg.H),
-    }
-
-    def round_inputs(r: int) -> list[Tensor]:
-        return [speed_input(cfg, seed, r * cfg.calls + c).to(device) for c in range(cfg.calls)]
-
-    keep = frozenset(spot_indices(cfg, seed))
-
-    def run() -> tuple[dict[str, list[float]], dict[str, dict[int, Any]]]:
-        return interleaved_times(candidates, round_inputs, cfg.rounds, cfg.warmup,
-                                 timer or timer_for(device), keep)
-
-    name = "MultiHeadAttention.forward"
+    candidates: dict[str, Forward] = {}
+    summary: dict[str, Any] = {}
+    if "student" in names:
+        student, halved, counted = _built(sub, device, cfg)
+        candidates["student"] = prepared(student, "MultiHeadAttention", params, device)
+        if counted is None:
+            with one_thread():
+                half = sub.guard(NAME, lambda: prepared(halved, "MultiHeadAttention", params,
+                                                        device), watch=False)
+                counted = _counted(sub, [candidates["student"], half],
+                                   speed_input(cfg, seed, 0).to(device))
+        summary = {"ops": {"heads": [cfg.H, cfg.H // 2], "counts": [c for c, _ in counted]},
+                   "counted": [_to_cpu(vetted(out, NAME)) for _, out in counted]}
+    baselines = {"looped": LoopedReference, "fused": FusedReference}
+    candidates |= {name: baselines[name](params, cfg.H) for name in names if name in baselines}
+    x = speed_input(cfg, seed, 0).to(device)  # (B, T, E)
     with timing_conditions():
-        times, kept = sub.guard(name, run, watch=False)
-    outputs = {i: vetted(out, name) for i, out in kept["student"].items()}
-    if counts is None:
-        x = speed_input(cfg, seed, 0).to(device)  # (B, T, E)
-        # On one thread as the timing: idle torch threads would spin on this process's CPU
-        # time, which the grader compares with the reported times (speed.implausible).
-        with one_thread():
-            half = sub.guard(name, lambda: prepared(halved, "MultiHeadAttention", params,
-                                                    device), watch=False)
-            counts = _counted(sub, [candidates["student"], half], x)
-    return {"config": asdict(cfg), "device": device, "seed": seed, "times": times,
-            "outputs": {i: o.cpu() if isinstance(o, Tensor) else o for i, o in outputs.items()},
-            "ops": {"heads": [cfg.H, cfg.H // 2], "counts": counts}}
+        for forward in candidates.values():
+            for _ in range(cfg.warmup):
+                sub.guard(NAME, lambda f=forward: f(x), watch=False)
+    _TIMING[sub] = {**_TIMING.get(sub, {}), **candidates}  # in process, one holds all three
+    # Every round's inputs made now, on the CPU: not part of any round's CPU time.
+    _INPUTS[sub] = [[speed_input(cfg, seed, r * cfg.calls + c) for c in range(cfg.calls)]
+                    for r in range(cfg.rounds)]
+    if "student" in names:
+        _KEPT[sub] = []
+    return summary
+
+
+def time_round(sub: LocalSubmission, device: str, seed: int, round: int, name: str
+               ) -> dict[str, Any]:
+    """Round `round` of candidate `name` (`start_timing`): its calls on the round's inputs, and
+    their time per call by this worker's clock. The student's outputs are kept, for
+    `commit_outputs` and `reveal_outputs`."""
+    xs = [x.to(device) for x in _INPUTS[sub][round]]
+    forward, clock = _TIMING[sub][name], timer_for(device)
+    with timing_conditions():
+        seconds, outs = sub.guard(NAME, lambda: clock(forward, xs), watch=False)
+    if name == "student":
+        _KEPT[sub] += [vetted(out, NAME) for out in outs]
+    return {"seconds": seconds}
+
+
+def commit_outputs(sub: LocalSubmission) -> list[str]:
+    """The digests of every timed output the student's module gave, in the order of its calls:
+    sent before the grader draws which outputs it checks (`reveal_outputs`)."""
+    return [output_digest(out) for out in _KEPT.get(sub, [])]
+
+
+# The candidates `start_timing` made ready for `time_round`, and every round's inputs.
+_TIMING: weakref.WeakKeyDictionary[Any, dict[str, Forward]] = weakref.WeakKeyDictionary()
+_INPUTS: weakref.WeakKeyDictionary[Any, list[list[Tensor]]] = weakref.WeakKeyDictionary()
+# Every timed output of the student's last timing run, by submission, until the grader asks.
+_KEPT: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+
+
+def reveal_outputs(sub: LocalSubmission, indices: list[int]) -> dict[int, Any]:
+    """The timed outputs at `indices` of the last timing run (none if no run is kept), which
+    the grader compares with the digests the rounds reported, then with nn.MultiheadAttention."""
+    outputs = _KEPT.pop(sub, [])
+    return {i: _to_cpu(outputs[i]) for i in indices if type(i) is int and 0 <= i < len(outputs)}
+
+
+def _to_cpu(value: Any) -> Any:
+    return value.cpu() if isinstance(value, Tensor) else value

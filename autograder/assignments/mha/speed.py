@@ -1,14 +1,19 @@
-"""The speed check, fused against looped: gated on the fused module's values, measured beside
-the student's code (`jobs.measure_speed`, run by the runner), judged here: the run's form, a
-spot check of its outputs against nn.MultiheadAttention, the calls made once per head, what
-the grader saw from outside, and the points from the paired ratios: all or nothing, one
-threshold in a wide dead band, measured again near it (`speed.verdict`). Why: docs/speed.md.
+"""The speed check, fused against looped: gated on the fused module's values, measured in rounds
+the grader drives (`timed_run`: the student's module in its worker, the baselines in a clean
+one, by `jobs`), judged here: the run's form, its timed outputs against nn.MultiheadAttention
+(every one, or a sample drawn after the run has committed to all of them), the counted
+forward's output, the calls made once per head, what the grader saw from outside, and the
+points from the paired ratios: all or nothing, one threshold in a wide dead band, measured
+again near it (`speed.verdict`). Why: docs/speed.md.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import secrets
+import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -19,26 +24,38 @@ from ...checks.core import CheckFailed, Context
 from ...messages import Message, msg
 from ...runner.inprocess import vetted
 from ...runner.protocol import Submission
+from ...speed.timing import rotation
 from ...speed.verdict import (
+    Request,
     TimedRun,
     deciding_run,
+    gpu_turn,
     how_measured,
     implausible_times,
     medians,
     paired_ratio,
     runs_until_decided,
-    timed_job,
+    timed_request,
 )
 from . import jobs
-from .speed_config import SpeedConfig, config_for, speed_input, speed_params, spot_indices
+from .speed_config import (
+    SpeedConfig,
+    checked_indices,
+    config_for,
+    output_digest,
+    speed_input,
+    speed_params,
+)
 
 Tensor = torch.Tensor
 SPEED_CHECK = "speed_fused_vs_looped"  # the timed check's id: the same inputs, hidden or not
+WHAT = msg("worker.timing", name="MultiHeadAttention")  # the student code timed, for messages
 
 SPEEDUP_NEEDED = 2.5  # all the points from this speedup over the kit's looped module, else none
 NEAR = 1.2  # a first result within this factor of SPEEDUP_NEEDED is measured again ...
 MAX_RUNS = 3  # ... up to this many runs in all, and the median decides
-SPOT_TOLERANCE = {"rtol": 1e-2, "atol": 1e-2}  # catches stale or skipped work, not rounding
+OUTPUT_TOLERANCE = {"rtol": 1e-2, "atol": 1e-2}  # catches stale or skipped work, not rounding
+DIGEST = re.compile(r"[0-9a-f]{64}")  # one timed output's SHA-256 (`output_digest`)
 MAX_OPS = 500  # distinct torch functions in a run's op counts
 
 # Torch calls that only move data: indexing, views, splitting and joining, copies, new tensors,
@@ -113,7 +130,10 @@ def malformed(measurement: Any, cfg: SpeedConfig, seed: int) -> Message | None:
         for ts in times.values()
     ):
         return msg("speed.malformed_times")
-    if not isinstance(measurement.get("outputs"), dict):
+    digests, counted = measurement.get("digests"), measurement.get("counted")
+    if not isinstance(digests, list) or len(digests) != cfg.rounds * cfg.calls or not all(
+        isinstance(d, str) and DIGEST.fullmatch(d) for d in digests
+    ) or not isinstance(counted, list) or len(counted) != 2:
         return msg("speed.no_outputs")
     ops = measurement.get("ops")
     if not isinstance(ops, dict) or ops.get("heads") != [cfg.H, cfg.H // 2] or not isinstance(
@@ -123,19 +143,49 @@ def malformed(measurement: Any, cfg: SpeedConfig, seed: int) -> Message | None:
     return None
 
 
-def spot_check(outputs: dict[int, Any], cfg: SpeedConfig, seed: int) -> Message | None:
-    """Compare the student's outputs of the seed's spot-checked calls with nn.MultiheadAttention."""
+Reveal = Callable[[list[int]], Any]  # the timed outputs at these indices, from the worker
+
+
+def expected_outputs(cfg: SpeedConfig, seed: int, indices: list[int], heads: int | None = None
+                     ) -> list[Tensor]:
+    """nn.MultiheadAttention's outputs (float64) for the timed calls at `indices`, with the
+    run's weights and `heads` heads (the config's by default), in one batched call."""
     params = {k: v.double() for k, v in speed_params(cfg, seed).items()}
-    mha = oracle.torch_mha(params, cfg.E, cfg.H)
-    for i in spot_indices(cfg, seed):
-        x = speed_input(cfg, seed, i).double()
-        expected = oracle.multi_head_attention(mha, x, x, x, oracle.causal_mask(cfg.T))[0]
-        got = outputs.get(i)
-        if not isinstance(got, Tensor) or got.shape != expected.shape or not torch.allclose(
-            got.double(), expected, **SPOT_TOLERANCE
-        ):
-            r, c = divmod(i, cfg.calls)
+    mha = oracle.torch_mha(params, cfg.E, heads or cfg.H)
+    x = torch.cat([speed_input(cfg, seed, i).double() for i in indices])  # (n * B, T, E)
+    expected = oracle.multi_head_attention(mha, x, x, x, oracle.causal_mask(cfg.T))[0]
+    return list(expected.split(cfg.B))
+
+
+def _right(got: Any, expected: Tensor) -> bool:
+    return isinstance(got, Tensor) and got.shape == expected.shape and torch.allclose(
+        got.double(), expected, **OUTPUT_TOLERANCE)
+
+
+def output_check(measurement: dict[str, Any], reveal: Reveal, cfg: SpeedConfig, seed: int
+                 ) -> Message | None:
+    """Draw the timed calls to check (`checked_indices`: after the run, which committed to
+    every output by its digest), have the worker reveal their outputs, and compare each with
+    its digest and with nn.MultiheadAttention."""
+    indices = checked_indices(cfg)
+    revealed = reveal(indices)
+    if not isinstance(revealed, dict) or set(revealed) != set(indices):
+        return msg("speed.no_outputs")
+    for i, expected in zip(indices, expected_outputs(cfg, seed, indices)):
+        r, c = divmod(i, cfg.calls)
+        if output_digest(revealed[i]) != measurement["digests"][i]:
+            return msg("speed.output_changed", call=c + 1, round=r + 1)
+        if not _right(revealed[i], expected):
             return msg("speed.wrong_output", call=c + 1, round=r + 1)
+    return None
+
+
+def counted_check(counted: list[Any], cfg: SpeedConfig, seed: int) -> Message | None:
+    """Compare the outputs of the two counted forwards (H and H / 2 heads, the run's weights,
+    its first input) with nn.MultiheadAttention: the calls counted are those of a right answer."""
+    for got, heads in zip(counted, (cfg.H, cfg.H // 2)):
+        if not _right(got, expected_outputs(cfg, seed, [0], heads)[0]):
+            return msg("speed.wrong_counted", heads=heads)
     return None
 
 
@@ -152,13 +202,15 @@ class Verdict:
     heads: tuple[int, int] = (0, 0)  # H and H / 2, as counted
 
 
-def judge(measurement: Any, device: str, seed: int) -> Verdict:
-    """What one run of `measure_speed` for this device and seed shows."""
+def judge(measurement: Any, device: str, seed: int, reveal: Reveal) -> Verdict:
+    """What one timing run (`timed_run`) for this device and seed shows, with the timed outputs
+    the grader draws afterwards revealed by `reveal`."""
     cfg = config_for(device)
-    problem = malformed(measurement, cfg, seed)
+    problem = malformed(measurement, cfg, seed) or counted_check(measurement["counted"], cfg,
+                                                                 seed)
     if problem:
         return Verdict(msg("speed.not_scored", reason=problem))
-    problem = spot_check(measurement["outputs"], cfg, seed)
+    problem = output_check(measurement, reveal, cfg, seed)
     if problem:
         return Verdict(msg("speed.not_scored_spot", reason=problem))
     per_head = per_head_ops(measurement["ops"])
@@ -210,36 +262,98 @@ def total_measured(measurement: dict[str, Any]) -> float:
     return math.fsum(sum(ts) for ts in measurement["times"].values()) * calls
 
 
+CANDIDATES = ["student", "looped", "fused"]  # the first in its worker, the others in a clean one
+
+
+def _reported(request: Request) -> Any:
+    """The seconds per call a round's worker reports (a float, if the worker is honest)."""
+    return request.reply.get("seconds") if isinstance(request.reply, dict) else None
+
+
+def student_times(student: list[Request], baselines: list[Request], calls: int,
+                  counted: bool) -> list[Any]:
+    """The student's seconds per call in each round. Where `counted` (on the CPU, beside a
+    clean worker, the kernel's count readable): the CPU time the kernel counted for its worker
+    over the round's request, less what such a request costs besides its timed calls, the
+    median over the baseline rounds of their CPU time less their report, which no student code
+    can touch. Else what the student's worker reports."""
+    cpu = [r.cpu for r in student + baselines]
+    if not counted or None in cpu:
+        return [_reported(r) for r in student]
+    extra = statistics.median(spent - _reported(r) * calls for spent, r in zip(
+        cpu[len(student):], baselines) if isinstance(_reported(r), float))
+    return [max(spent - extra, 0.0) / calls for spent in cpu[:len(student)]]
+
+
 def timed_run(sub: Submission, device: str, seed: int) -> TimedRun:
-    run = timed_job(sub, msg("worker.timing", name="MultiHeadAttention"), device,
-                    jobs.PREPARE_JOB, jobs.JOB, seed=seed)
-    measurement = run.measurement
-    if isinstance(measurement, dict) and isinstance(measurement.get("outputs"), dict):
-        outputs = measurement["outputs"].items()
-        measurement["outputs"] = {i: vetted(o, "MultiHeadAttention.forward") for i, o in outputs}
-    return run
+    """The timing run, driven from here in the machine's timing turn: in each round every
+    candidate's calls in a request of its own, in a rotating order; the student's in its
+    worker, the baselines in a clean worker (`clean_worker`; in process, the same process),
+    where they report their own times (`student_times` says how the student's are taken); the
+    student's worker watched while a baseline round runs. With the digests of the student's
+    outputs and its counted outputs made safe to compare."""
+    cfg = config_for(device)
+    clean = sub.clean_worker()
+    baselines = clean or sub
+    sub.ensure_loaded()  # a worker restarted after an earlier check: not part of the timing
+    baselines.ensure_loaded()
+    sub.run_job(jobs.PREPARE_JOB, WHAT, device=device, seed=seed)
+    summary = sub.run_job(jobs.START_JOB, WHAT, device=device, seed=seed, names=CANDIDATES[:1])
+    baselines.run_job(jobs.START_JOB, WHAT, device=device, seed=seed, names=CANDIDATES[1:])
+    done: dict[str, list[Request]] = {name: [] for name in CANDIDATES}
+    with gpu_turn(device):
+        for r in range(cfg.rounds):
+            for name in rotation(CANDIDATES, r):
+                student = name == "student"
+                done[name].append(timed_request(
+                    sub if student else baselines, None if student or clean is None else sub,
+                    jobs.ROUND_JOB, WHAT, device=device, seed=seed, round=r, name=name))
+    times = {name: [_reported(r) for r in done[name]] for name in CANDIDATES[1:]}
+    times["student"] = student_times(done["student"], done["looped"] + done["fused"], cfg.calls,
+                                     device == "cpu" and clean is not None)
+    measurement = {"config": asdict(cfg), "device": device, "seed": seed, "times": times,
+                   "digests": sub.run_job(jobs.COMMIT_JOB, WHAT),
+                   **(summary if isinstance(summary, dict) else {})}
+    if isinstance(measurement.get("counted"), list):
+        measurement["counted"] = [vetted(o, jobs.NAME) for o in measurement["counted"]]
+    requests = [r for name in CANDIDATES for r in done[name]]
+    busy = [r.beside / r.cpu for r in requests if r.beside is not None and r.cpu]
+    return TimedRun(measurement, math.fsum(r.wall for r in requests), max(busy, default=0.0))
 
 
-def implausible(run: TimedRun, device: str) -> Message | None:
-    """Why the reported times cannot be right, from what the grader saw outside: or None."""
-    return implausible_times(total_measured(run.measurement), run, device)
+def revealed(sub: Submission, indices: list[int]) -> Any:
+    """The timed outputs at `indices` of the last run, from `jobs.reveal_outputs`, made safe."""
+    outputs = sub.run_job(jobs.REVEAL_JOB, WHAT, indices=indices)
+    return {i: vetted(o, jobs.NAME) for i, o in outputs.items()} if isinstance(
+        outputs, dict) else outputs
 
 
-def check_speed(sub: Submission, ctx: Context) -> float:
-    """Run after fused_mha and fused_mha_masks have passed (the checks it needs): time, judge,
-    sanity-check; again while the result is near the threshold (up to MAX_RUNS runs within
-    `speed.verdict.BUDGET_S`); decide."""
+def implausible(run: TimedRun) -> Message | None:
+    """Why the times cannot be right, or the run not fair, from what the grader saw outside:
+    or None."""
+    return implausible_times(total_measured(run.measurement), run)
+
+
+def speed_runs(sub: Submission, device: str) -> list[Verdict]:
+    """Time, judge, sanity-check; again while the result is near the threshold (up to MAX_RUNS
+    runs within `speed.verdict.BUDGET_S`): the judged runs, for `decide`."""
 
     def run_once() -> Verdict:
         seed = secrets.randbelow(2**31)
-        run = timed_run(sub, ctx.device, seed)
-        verdict = judge(run.measurement, ctx.device, seed)
+        run = timed_run(sub, device, seed)
+        verdict = judge(run.measurement, device, seed, lambda i: revealed(sub, i))
         if verdict.problem is None:
-            problem = implausible(run, ctx.device)
+            problem = implausible(run)
             verdict = Verdict(problem) if problem else verdict
         return verdict
 
-    fraction, message = decide(runs_until_decided(run_once, wants_another), ctx.device)
+    return runs_until_decided(run_once, wants_another)
+
+
+def check_speed(sub: Submission, ctx: Context) -> float:
+    """Run after fused_mha and fused_mha_masks have passed (the checks it needs): the runs
+    `speed_runs` makes, decided."""
+    fraction, message = decide(speed_runs(sub, ctx.device), ctx.device)
     if fraction <= 0:
         raise CheckFailed(message)
     ctx.notes = message
