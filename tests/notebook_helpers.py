@@ -111,8 +111,11 @@ def autograde(course: Path, *args: str, **env: str) -> subprocess.CompletedProce
 
 def execute(nb: nbformat.NotebookNode, cwd: Path, kernel_name: str = "python3",
             timeout: int = 180) -> nbformat.NotebookNode:
-    """Run every cell top to bottom in a fresh kernel; errors stay in the outputs."""
+    """Run every cell top to bottom in a fresh kernel; errors stay in the outputs. The kernel
+    is stopped, not asked to tidy up: its outputs are all in by then, and the interpreter's
+    teardown of torch takes seconds."""
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=True,
+                            shutdown_kernel="immediate",
                             resources={"metadata": {"path": str(cwd)}})
     client.execute(env=kernel_env())
     return nb
