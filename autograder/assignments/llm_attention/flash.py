@@ -25,13 +25,13 @@ from ...runner.protocol import StudentCodeError
 from ...runner.student_code import NAME_KEEP, shown
 from . import flash_variants, oracle
 from .jobs import MEMORY_JOB
+from .pieces import HALF_TOL
 
 Tensor = torch.Tensor
 FLASH = "flash_attention"
 AUTOGRAD = "flash_attention_autograd"
 FLOAT64_TOL = {"rtol": 1e-6, "atol": 1e-6}
 FLOAT32_TOL = {"rtol": 1e-4, "atol": 1e-4}
-HALF_TOL = {"rtol": 3e-2, "atol": 3e-2}  # bfloat16 keeps 8 bits of mantissa
 
 
 @dataclass(frozen=True)

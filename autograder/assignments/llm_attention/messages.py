@@ -357,6 +357,11 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "mistake.rope_float64_angles": (
             "This matches cos and sin left in float64, the dtype of the angles: x times them "
             "is promoted to float64. Cast them to x.dtype (.to(x.dtype)) before they meet x."),
+        "mistake.rope_angles_in_dtype": (
+            "This matches the frequencies and angles computed in x's dtype: bfloat16 keeps 8 "
+            "bits of a number, so position 2000 becomes a multiple of 8 and position times θ "
+            "is off by whole radians. Compute the angles in float32 or float64 and cast only "
+            "cos and sin to x.dtype."),
         "mistake.kv_view_after_expand": (
             "This matches a new axis of n_rep made by .expand, then merged into the heads by "
             ".view: an expanded axis has stride 0, which a view cannot merge with the heads. "

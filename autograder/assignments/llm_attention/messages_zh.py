@@ -317,6 +317,10 @@ ZH: dict[str, str] = {
     "mistake.rope_float64_angles": (
         "这与“cos 和 sin 留在 float64（角度的 dtype）”的结果一致：x 乘以它们会被提升为 "
         "float64。在它们与 x 相乘之前转换成 x.dtype（.to(x.dtype)）。"),
+    "mistake.rope_angles_in_dtype": (
+        "这与“频率和角度都用 x 的 dtype 计算”的结果一致：bfloat16 只保留一个数的 8 位，"
+        "位置 2000 会变成 8 的倍数，位置乘以 θ 会差出整弧度。请用 float32 或 float64 "
+        "计算角度，只把 cos 和 sin 转换成 x.dtype。"),
     "mistake.kv_view_after_expand": (
         "这与“用 .expand 造出 n_rep 的新轴，再用 .view 并入头维”的结果一致：扩展出的轴步长为 "
         "0，view 无法把它与头维合并。那里请用 .reshape（它会复制），或用沿 dim 1 重复的函数。"),

@@ -5,7 +5,7 @@ CATALOGUE: tuple[str, ...] = (
     # RoPE
     "rope_interleaved", "rope_base_ignored", "rope_positions_ignored", "rope_reversed",
     "rope_exponent_halved", "rope_mixed_pairing", "rope_exponent_positive",
-    "rope_halves_swapped", "rope_float64_angles",
+    "rope_halves_swapped", "rope_float64_angles", "rope_angles_in_dtype",
     # grouped-query attention
     "kv_heads_tiled", "gqa_heads_tiled", "gqa_rope_missing", "gqa_rope_on_values",
     "gqa_not_causal", "gqa_rope_before_split", "gqa_groups_transposed", "gqa_group_summed",

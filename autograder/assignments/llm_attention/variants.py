@@ -57,6 +57,14 @@ def rope_float64_angles(x: Tensor, positions: Tensor, base: float) -> Tensor:
     return oracle.rope(x.double(), positions, base)
 
 
+def rope_angles_in_dtype(x: Tensor, positions: Tensor, base: float) -> Tensor:
+    """The frequencies, the angles, cos and sin all made in x's dtype: in bfloat16 a position
+    keeps 8 bits, so late positions turn by angles off by whole radians."""
+    exponents = torch.arange(0, x.shape[-1], 2, dtype=x.dtype, device=x.device) / x.shape[-1]
+    angles = positions.to(x.dtype)[:, None] * base ** -exponents  # (T, D/2), in x's dtype
+    return rope_with_angles(x, angles)
+
+
 def rope_mixed_pairing(x: Tensor, positions: Tensor, base: float) -> Tensor:
     """The interleaved convention's angles (each repeated twice in a row) on the rotate-half
     pairing: feature i and i + D/2 turn by different angles, so it is no rotation."""
@@ -80,6 +88,7 @@ def rope_candidates(x: Tensor, positions: Tensor, base: float) -> list:
         ("rope_exponent_positive", lambda: rope_exponent_positive(x, positions, base)),
         ("rope_halves_swapped", lambda: rope_halves_swapped(x, positions, base)),
         ("rope_float64_angles", lambda: rope_float64_angles(x, positions, base)),
+        ("rope_angles_in_dtype", lambda: rope_angles_in_dtype(x, positions, base)),
     ]
 
 

@@ -398,6 +398,11 @@ MUTANTS: tuple[Mutant, ...] = (
     _one("RoPE leaves cos and sin in float64",
          "cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)",
          "cos, sin = angles.cos(), angles.sin()", ROPE, "rope_float64_angles"),
+    Mutant("RoPE makes its angles in x's dtype (bfloat16 at late positions)",
+           (("dtype=torch.float64) / D)", "dtype=x.dtype) / D)"),
+            ("angles = positions.to(torch.float64)[:, None]",
+             "angles = positions.to(x.dtype)[:, None]")),
+           ROPE, frozenset({"rope_angles_in_dtype"})),
     _one("repeat_kv merges an expanded axis by .view",
          "    return x.repeat_interleave(n_rep, dim=1)",
          "    B, Hkv, T, D = x.shape\n"

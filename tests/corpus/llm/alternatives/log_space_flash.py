@@ -11,11 +11,11 @@ from torch import nn
 
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
-    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device).to(x.dtype) / d))
-    freqs = positions.to(x.dtype)[:, None] * inv_freq[None, :]  # (T, d/2)
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device).float() / d))
+    freqs = positions.float()[:, None] * inv_freq[None, :]  # (T, d/2), float32 as in HF's code
     emb = torch.cat([freqs, freqs], dim=-1)  # (T, d)
     x1, x2 = x.chunk(2, dim=-1)
-    return x * emb.cos() + torch.cat([-x2, x1], dim=-1) * emb.sin()
+    return x * emb.cos().to(x.dtype) + torch.cat([-x2, x1], dim=-1) * emb.sin().to(x.dtype)
 
 
 def repeat_kv(x, n_rep):
