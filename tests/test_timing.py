@@ -63,7 +63,7 @@ def test_rounds_rotate_who_goes_first_and_share_inputs() -> None:
         return lambda x: order.append((name, float(x))) or name
 
     inputs = {r: [torch.tensor(10.0 * r + c) for c in range(2)] for r in range(4)}
-    times = speed_timing.interleaved_times(
+    times, _ = speed_timing.interleaved_times(
         {n: candidate(n) for n in "abc"}, inputs.__getitem__, rounds=4, warmup=1,
         timer=fake_timer({}, 1.0),
     )

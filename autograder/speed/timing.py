@@ -58,8 +58,10 @@ def interleaved_times(
     rounds: int,
     warmup: int,
     timer: Timer,
-) -> dict[str, list[float]]:
-    """Per-call times of each candidate, one per round.
+    keep: frozenset[int] = frozenset(),
+) -> tuple[dict[str, list[float]], dict[str, dict[int, Any]]]:
+    """Per-call times of each candidate, one per round, and their outputs at the `keep` indices
+    (call c of round r is index r * calls + c).
 
     Every candidate sees the same fresh inputs in a round; who goes first rotates each round.
     """
@@ -69,11 +71,15 @@ def interleaved_times(
         for _ in range(warmup):
             candidates[name](first[0])
     times: dict[str, list[float]] = {name: [] for name in names}
+    kept: dict[str, dict[int, Any]] = {name: {} for name in names}
     for r in range(rounds):
         xs = round_inputs(r)
         for name in rotation(names, r):
-            times[name].append(timer(candidates[name], xs)[0])
-    return times
+            seconds, outs = timer(candidates[name], xs)
+            times[name].append(seconds)
+            kept[name].update((r * len(xs) + c, out) for c, out in enumerate(outs)
+                              if r * len(xs) + c in keep)
+    return times, kept
 
 
 def rotation(names: list[str], r: int) -> list[str]:

@@ -106,6 +106,20 @@ def timed_request(worker: Submission, beside: Submission | None, job: str, what:
     return Request(reply, wall, cpu, _spent(others, after))
 
 
+def timed_job(sub: Submission, what: Message, device: str, prepare: str, job: str,
+              **kwargs: Any) -> TimedRun:
+    """A timing job (`job`, with `device` and `kwargs`) that times its candidates itself, beside
+    the student's code, after its `prepare` job (construction and first calls), with the wall
+    clock the grader waited. What it reports is bounded by that clock alone: a job that times
+    the kit's baselines beside student code in one worker is not safe from it (the mha check's
+    rounds are driven by the grader instead, `assignments.mha.speed`)."""
+    sub.ensure_loaded()  # a worker restarted after an earlier check: not part of the timing
+    sub.run_job(prepare, what, device=device)
+    with gpu_turn(device):
+        request = timed_request(sub, None, job, what, device=device, **kwargs)
+    return TimedRun(request.reply, request.wall)
+
+
 def implausible_times(reported: float, run: TimedRun) -> Message | None:
     """Why `reported` seconds of timed calls cannot be right: more than the wall clock the
     grader waited; or why the run is not fair: the student's worker ran while a baseline was

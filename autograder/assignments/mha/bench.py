@@ -39,8 +39,8 @@ def time_rows(rows: dict[str, Forward], cfg: SpeedConfig, device: str) -> dict[s
         return [speed_input(cfg, 0, r * cfg.calls + c).to(device) for c in range(cfg.calls)]
 
     with timing_conditions():
-        times = interleaved_times(rows, round_inputs, cfg.rounds, cfg.warmup,
-                                  timer_for(device))
+        times, _ = interleaved_times(rows, round_inputs, cfg.rounds, cfg.warmup,
+                                     timer_for(device))
     return medians(times)
 
 

@@ -144,7 +144,7 @@ def timed_verdict(sub: Submission, device: str, seed: int) -> Verdict:
                                   for i, o in measurement["outputs"].items()}
     verdict = judge(measurement, seed)
     if verdict.problem is None:
-        problem = implausible_times(total_measured(measurement), run, device)
+        problem = implausible_times(total_measured(measurement), run)
         verdict = Verdict(problem) if problem else verdict
     return verdict
 
