@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import math
 import os
 import statistics
 import tempfile
@@ -129,6 +130,24 @@ def implausible_times(reported: float, run: TimedRun) -> Message | None:
     if run.busy > MAX_BUSY_SHARE:
         return msg("speed.not_scored", reason=msg("speed.busy_beside",
                                                   share=float(run.busy) * 100))
+    return None
+
+
+def malformed_times(measurement: Any, config: dict[str, Any], seed: int,
+                    candidates: set[str], rounds: int) -> Message | None:
+    """What is wrong with the form of a timing job's report, or None: a dict of `config`
+    and `seed`, with one positive finite float a round for each of `candidates`."""
+    if not isinstance(measurement, dict):
+        return msg("speed.no_measurement")
+    if measurement.get("config") != config or measurement.get("seed") != seed:
+        return msg("speed.other_config")
+    times = measurement.get("times")
+    if not isinstance(times, dict) or set(times) != candidates or any(
+        not isinstance(ts, list) or len(ts) != rounds
+        or not all(type(t) is float and 0 < t < math.inf for t in ts)
+        for ts in times.values()
+    ):
+        return msg("speed.malformed_times")
     return None
 
 

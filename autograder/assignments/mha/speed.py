@@ -32,6 +32,7 @@ from ...speed.verdict import (
     gpu_turn,
     how_measured,
     implausible_times,
+    malformed_times,
     medians,
     paired_ratio,
     runs_until_decided,
@@ -119,17 +120,10 @@ def _counts_ok(counts: Any) -> bool:
 
 def malformed(measurement: Any, cfg: SpeedConfig, seed: int) -> Message | None:
     """What is wrong with a measurement's form, or None: the grader trusts none of it."""
-    if not isinstance(measurement, dict):
-        return msg("speed.no_measurement")
-    if measurement.get("config") != asdict(cfg) or measurement.get("seed") != seed:
-        return msg("speed.other_config")
-    times = measurement.get("times")
-    if not isinstance(times, dict) or set(times) != {"student", "looped", "fused"} or any(
-        not isinstance(ts, list) or len(ts) != cfg.rounds
-        or not all(isinstance(t, float) and 0 < t < math.inf for t in ts)
-        for ts in times.values()
-    ):
-        return msg("speed.malformed_times")
+    problem = malformed_times(measurement, asdict(cfg), seed, {"student", "looped", "fused"},
+                              cfg.rounds)
+    if problem:
+        return problem
     digests, counted = measurement.get("digests"), measurement.get("counted")
     if not isinstance(digests, list) or len(digests) != cfg.rounds * cfg.calls or not all(
         isinstance(d, str) and DIGEST.fullmatch(d) for d in digests

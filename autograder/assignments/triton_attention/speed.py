@@ -27,6 +27,7 @@ from ...speed.verdict import (
     deciding_run,
     how_measured,
     implausible_times,
+    malformed_times,
     medians,
     paired_ratio,
     runs_until_decided,
@@ -61,16 +62,9 @@ class Verdict:
 
 def malformed(measurement: Any, cfg: SpeedConfig, seed: int) -> Message | None:
     """What is wrong with a measurement's form, or None: the grader trusts none of it."""
-    if not isinstance(measurement, dict):
-        return msg("speed.no_measurement")
-    if measurement.get("config") != asdict(cfg) or measurement.get("seed") != seed:
-        return msg("speed.other_config")
-    times = measurement.get("times")
-    if not isinstance(times, dict) or set(times) != set(CANDIDATES) or any(
-            not isinstance(ts, list) or len(ts) != cfg.rounds
-            or not all(type(t) is float and 0 < t < math.inf for t in ts)
-            for ts in times.values()):
-        return msg("speed.malformed_times")
+    problem = malformed_times(measurement, asdict(cfg), seed, set(CANDIDATES), cfg.rounds)
+    if problem:
+        return problem
     if not isinstance(measurement.get("outputs"), dict):
         return msg("speed.no_outputs")
     return None
