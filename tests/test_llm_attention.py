@@ -236,6 +236,17 @@ def test_published_code_gets_what_it_earns(name: str):
             if not r.passed and named_in(r.message)} == named
 
 
+def test_the_memory_check_alone_knows_that_flash_attention_failed_its_own(folder: Path):
+    """A notebook's test cell runs one check: the memory check runs flash_attention's check
+    first (`consults`), so a tiled loop with wrong values loses llm_flash_forward alone."""
+    mutant = next(m for m in MUTANTS if m.label.startswith("neither the running sum"))
+    path = folder / "memory_alone.py"
+    path.write_text(mutant.source())
+    (result,) = run_checks(InProcessSubmission.from_path(path), assignment="llm_attention",
+                           only=["llm_flash_memory"])
+    assert result.passed, result.message
+
+
 def test_the_memory_watch_sees_a_full_matrix_and_passes_a_tiled_loop(folder: Path):
     """On meta, at T = 4096: the tiled reference makes nothing larger than a block of scores
     (2 heads x 4096 x 256); the same function with the scores built once makes 2 x 4096^2."""

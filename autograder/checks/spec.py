@@ -19,8 +19,10 @@ class CheckSpec:
     student's code under test may call (`apply_rope` inside `GroupedQueryAttention`): one that
     fails one of its own checks (those before this one that use it) is replaced, while this
     check runs, by the kit's (PyTorch's) version, the assignment's `standins` module, so that
-    one mistake costs only its own checks. A `timed`
-    check measures speed on fresh inputs every run: it has no hidden variant."""
+    one mistake costs only its own checks. `consults` names checks whose results this one
+    reads (`ctx.results`), run first where they have not run yet (a notebook's test cell runs
+    one check), never waited on. A `timed` check measures speed on fresh inputs every run: it
+    has no hidden variant."""
 
     id: str
     points: int
@@ -29,4 +31,5 @@ class CheckSpec:
     needs: tuple[str, ...] = ()
     waiting: str = ""
     stand_ins: tuple[str, ...] = ()
+    consults: tuple[str, ...] = ()
     timed: bool = False

@@ -83,11 +83,14 @@ WAITING_MESSAGES = {spec.id: msg(spec.waiting) for spec in SPECS.values() if spe
 def run_check(check_id: str, sub: Submission, ctx: Context | None = None) -> CheckResult:
     """Run one check; whatever the student's code does, return a result.
 
-    A check that needs others runs them first, unless `ctx` has their results already, and
-    scores 0 while any of them fails.
+    A check that needs or consults others runs them first, unless `ctx` has their results
+    already, and scores 0 while any it needs fails.
     """
     ctx = ctx or Context()
     spec = SPECS[check_id]
+    for other in spec.consults:
+        if other not in ctx.results:
+            run_check(other, sub, ctx)
     failing = [need for need in spec.needs
                if not (ctx.results.get(need) or run_check(need, sub, ctx)).passed]
     replaced = _failing_pieces(spec, sub, ctx)
@@ -173,6 +176,9 @@ def _totals_are_100() -> None:
     if len(SPECS) != sum(map(len, ASSIGNMENTS.values())):
         raise ValueError("check ids must be unique across the tables")
     for spec in SPECS.values():
+        for other in spec.consults:
+            if other not in {c.id for c in ASSIGNMENTS[ASSIGNMENT_OF[spec.id]]}:
+                raise ValueError(f"{spec.id} consults {other!r}, not a check of its table")
         for piece in spec.stand_ins:  # graded first, by other checks
             if not own_checks(spec, piece):
                 raise ValueError(f"{spec.id}: no check before it grades {piece!r}")
