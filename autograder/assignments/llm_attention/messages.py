@@ -277,6 +277,12 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "mistake.gqa_scale_by_embed_dim": (
             "This matches scores scaled by 1/√E, E the embedding size: each head's scores are "
             "scaled by 1/√D, D = E / num_heads its head dim (q.shape[-1])."),
+        "mistake.gqa_scale_unrooted": (
+            "This matches scores divided by D, not by √D: the scale is 1/√D, "
+            "1 / math.sqrt(head_dim) (D ** -0.5)."),
+        "mistake.gqa_mask_filled_zero": (
+            "This matches the blocked scores filled with 0: a score of 0 still gets the weight "
+            "e^0 in the softmax, so the future is seen. Fill them with float('-inf')."),
         "mistake.gqa_split_no_transpose": (
             "This matches heads split with .view(B, H, T, D) and no transpose: the projection "
             "is (B, T, H·D), so view it as (B, T, H, D), then .transpose(1, 2)."),

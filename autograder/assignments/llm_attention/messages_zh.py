@@ -243,6 +243,12 @@ ZH: dict[str, str] = {
     "mistake.gqa_scale_by_embed_dim": (
         "这与“分数除以 √E（E 为嵌入维度）”的结果一致：每个头的分数应乘以 1/√D，D = E / "
         "num_heads 是头维度（q.shape[-1]）。"),
+    "mistake.gqa_scale_unrooted": (
+        "这与“分数除以 D 而不是 √D”的结果一致：缩放系数是 1/√D，即 "
+        "1 / math.sqrt(head_dim)（D ** -0.5）。"),
+    "mistake.gqa_mask_filled_zero": (
+        "这与“被屏蔽的分数填成 0”的结果一致：分数为 0 的位置在 softmax 里仍有权重 e^0，"
+        "于是看到了未来。请填成 float('-inf')。"),
     "mistake.gqa_split_no_transpose": (
         "这与“用 .view(B, H, T, D) 拆分头而不转置”的结果一致：投影的形状是 (B, T, H·D)，"
         "应先 view 成 (B, T, H, D)，再 .transpose(1, 2)。"),

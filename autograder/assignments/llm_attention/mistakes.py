@@ -9,7 +9,8 @@ CATALOGUE: tuple[str, ...] = (
     # grouped-query attention
     "kv_heads_tiled", "gqa_heads_tiled", "gqa_rope_missing", "gqa_rope_on_values",
     "gqa_not_causal", "gqa_rope_before_split", "gqa_groups_transposed", "gqa_group_summed",
-    "gqa_scale_by_embed_dim", "gqa_split_no_transpose", "gqa_merge_no_transpose",
+    "gqa_scale_by_embed_dim", "gqa_scale_unrooted", "gqa_mask_filled_zero",
+    "gqa_split_no_transpose", "gqa_merge_no_transpose",
     "gqa_softmax_over_queries", "gqa_rope_default_base", "gqa_rope_queries_only",
     "gqa_diagonal_blocked", "gqa_n_rep_kv_heads", "kv_repeat_tokens", "kv_repeat_batch",
     "kv_view_after_expand", "kv_repeat_axis_after_tokens", "gqa_split_interleaved",

@@ -161,7 +161,8 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
     - the mask: none, one that blocks the diagonal too (blocked scores filled with `fill`),
       aligned top-left (`only_several`: and none for a single token, as Hugging Face's
       `is_causal=T > 1`);
-    - the scores: scaled by 1/√E (`scale_by`), the softmax over another dim;
+    - the scores: scaled by 1/√E or 1/D (`scale_by`: "E", "D_unrooted"), the softmax over
+      another dim, the blocked ones filled with 0 (`fill`);
     - the cache: positions restarting at 0 in each chunk, attending before the chunk's keys
       are in it (`before_update`: "after_prefill", or "always": the prefill sees no key),
       over the chunk's keys only (an update that returns what it was given), or the keys
@@ -212,7 +213,7 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
             key, query = torch.arange(L)[None, :], torch.arange(T)[:, None] + (
                 0 if top_left or only_several else start)  # query i is token start + i
             blocked = key >= query if diagonal else key > query  # (T, L)
-        scale = (E if scale_by == "E" else D) ** -0.5
+        scale = {"E": E ** -0.5, "D": D ** -0.5, "D_unrooted": 1 / D}[scale_by]
         if group_summed:  # 'b g r t d, b g s d -> b g t s': one head per key/value head
             scores = torch.einsum("bgrtd,bgsd->bgts", q.view(B, num_kv_heads, group, T, D),
                                   k_all) * scale  # (B, Hkv, T, L)
@@ -240,6 +241,8 @@ def gqa_candidates(params: dict[str, Tensor], x: Tensor, num_heads: int, num_kv_
 
     found = [("gqa_not_causal", lambda: variant(causal=False)),
              ("gqa_scale_by_embed_dim", lambda: variant(scale_by="E")),
+             ("gqa_scale_unrooted", lambda: variant(scale_by="D_unrooted")),
+             ("gqa_mask_filled_zero", lambda: variant(fill=0.0)),
              ("gqa_split_no_transpose", lambda: variant(split="view")),
              ("gqa_split_no_transpose", lambda: variant(split="view", merge="no_transpose")),
              ("gqa_split_no_transpose", lambda: variant(split="view", split_of="q")),

@@ -296,6 +296,13 @@ MUTANTS: tuple[Mutant, ...] = (
     _one("the scores scaled by 1/√E",
          "scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)",
          "scores = q @ k.transpose(-2, -1) / math.sqrt(E)", GQA, "gqa_scale_by_embed_dim"),
+    _one("the scores divided by D, not √D",
+         "scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)",
+         "scores = q @ k.transpose(-2, -1) / self.head_dim", GQA, "gqa_scale_unrooted"),
+    _one("the blocked scores filled with 0",
+         'weights = scores.masked_fill(blocked, float("-inf")).softmax(dim=-1)',
+         "weights = scores.masked_fill(blocked, 0.0).softmax(dim=-1)", GQA,
+         "gqa_mask_filled_zero"),
     Mutant("the heads split by a view without the transpose", tuple(
         (f"= self.{name}_proj(x).view(B, T, {heads}, D).transpose(1, 2)",
          f"= self.{name}_proj(x).view(B, {heads}, T, D)")
