@@ -21,7 +21,8 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
                   top_left: bool = False, per_block: str = "", running_max: bool = True,
                   max_start: float = NEG_INF, scaled: bool = True, partial_block: bool = True,
                   running_dtype: torch.dtype | None = None, acc_dtype: torch.dtype | None = None,
-                  correction_inverted: bool = False) -> tuple[Tensor, Tensor]:
+                  correction_inverted: bool = False, max_kept: bool = True,
+                  keys_from_zero: bool = False) -> tuple[Tensor, Tensor]:
     """FlashAttention's key-block loop, in the inputs' dtype, with one thing done wrong: the
     accumulator or the sum not rescaled when the maximum grows, the causal diagonal moved by
     `shift` or aligned top-left, each block's softmax normalised on its own (`per_block`:
@@ -29,8 +30,10 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
     "averaged_seen"), no running maximum (exp of the raw scores), one started at
     `max_start` (0, not -inf), the scores not scaled by 1/√D, the last, shorter block of
     keys left out, the running values made in `running_dtype` (torch.full's default,
-    whatever the inputs' dtype) or the accumulator alone in `acc_dtype`, or the correction
-    inverted, e^(m' - m): e^(+inf) at the first block, 0 · inf = NaN."""
+    whatever the inputs' dtype) or the accumulator alone in `acc_dtype`, the correction
+    inverted, e^(m' - m): e^(+inf) at the first block, 0 · inf = NaN, the new maximum never
+    kept (`max_kept`: each block rescales what came before by e^(-inf) = 0), or the keys of
+    each block numbered from 0 in the causal mask (`keys_from_zero`)."""
     B, H, Tq, D = q.shape
     Tk = k.shape[2]
     last = torch.arange(Tq)[:, None] + (0 if top_left else Tk - Tq) + shift  # (Tq, 1)
@@ -43,7 +46,7 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
         kb, vb = k[:, :, start:start + block], v[:, :, start:start + block]  # (B, H, b, D)
         scores = q @ kb.transpose(-2, -1) / (D ** 0.5 if scaled else 1.0)  # (B, H, Tq, b)
         if is_causal:
-            keys = torch.arange(start, start + kb.shape[2])[None, :]  # (1, b)
+            keys = torch.arange(kb.shape[2]) + (0 if keys_from_zero else start)  # (b,)
             scores = scores.masked_fill(keys > last, NEG_INF)
         if per_block:
             acc = acc + scores.softmax(-1).nan_to_num() @ vb
@@ -58,7 +61,7 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
                                else row_max - safe)  # (B, H, Tq, 1)
         row_sum = (row_sum * correction if rescale_sum else row_sum) + p.sum(-1, keepdim=True)
         acc = (acc * correction if rescale_acc else acc) + p @ vb
-        row_max = new_max
+        row_max = new_max if max_kept else row_max
     if per_block:
         blocked = oracle.causal_blocked(Tq, Tk) if is_causal else None
         out = acc if per_block == "added" else acc / blocks
@@ -146,7 +149,10 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
         ("flash_last_block_skipped", lambda: variant(partial_block=False)),
         ("flash_lse_keepdim", lse_keepdim),
         ("flash_correction_inverted", lambda: variant(correction_inverted=True)),
+        ("flash_max_not_kept", lambda: variant(max_kept=False)),
     ]
+    if q.dtype != torch.float32:  # right values, returned in float32
+        found.append(("flash_output_float32", lambda: tuple(t.float() for t in variant())))
     if q.dtype not in (torch.float32, torch.float64):  # in float64 the running values promote
         default = torch.get_default_dtype()
         found += [("flash_default_dtype", lambda: flash_variant(
@@ -156,7 +162,8 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
     if is_causal:
         found += [("flash_causal_off_by_one", lambda: variant(shift=-1)),
                   ("flash_causal_off_by_one", lambda: variant(shift=1)),
-                  ("flash_causal_ignored", lambda: variant(causal=False))]
+                  ("flash_causal_ignored", lambda: variant(causal=False)),
+                  ("flash_causal_keys_from_zero", lambda: variant(keys_from_zero=True))]
         if q.shape[2] != k.shape[2]:
             found.append(("flash_causal_top_left", lambda: variant(top_left=True)))
         # A query that sees no key: 0 / 0 in an online softmax, 0 from an empty slice's.

@@ -394,6 +394,18 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "This matches the rescaling factor inverted, exp(new_max - old_max): at the first "
             "block old_max is -inf, so the factor is inf and 0 · inf is NaN. The old sum and "
             "accumulator shrink when the maximum grows: exp(old_max - new_max)."),
+        "mistake.flash_max_not_kept": (
+            "This matches the new maximum never kept (row_max = new_max left out): each block "
+            "then rescales what came before by exp(-inf) = 0, so only the last block counts. "
+            "Keep the maximum after each block."),
+        "mistake.flash_output_float32": (
+            "This matches right values returned in float32 (.float(), or a float32 "
+            "accumulator returned as it is): return the output and the logsumexp in q's "
+            "dtype, .to(q.dtype)."),
+        "mistake.flash_causal_keys_from_zero": (
+            "This matches each block's keys numbered from 0 in the causal mask: key j of the "
+            "block that starts at `start` is token start + j, so compare the queries' "
+            "positions with torch.arange(start, start + b)."),
         "mistake.flash_dq_overwritten": (
             "This matches dQ overwritten in each key block (dq = dS · k_block) instead of "
             "summed over them: every key block adds to a query's gradient (dq = dq + ...)."),

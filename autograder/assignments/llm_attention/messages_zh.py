@@ -350,6 +350,15 @@ ZH: dict[str, str] = {
         "这与“重新缩放的因子取反，exp(new_max - old_max)”的结果一致：第一个块时 old_max 为 "
         "-inf，因子是 inf，0 · inf 得 NaN。最大值增大时，旧的和与累加器要缩小："
         "exp(old_max - new_max)。"),
+    "mistake.flash_max_not_kept": (
+        "这与“从不保存新的最大值（漏了 row_max = new_max）”的结果一致：每个块都会把之前的结果"
+        "乘以 exp(-inf) = 0，于是只有最后一个块起作用。每个块之后都要保存最大值。"),
+    "mistake.flash_output_float32": (
+        "这与“数值正确但以 float32 返回（.float()，或原样返回 float32 的累加器）”的结果一致："
+        "请以 q 的 dtype 返回输出和 logsumexp，即 .to(q.dtype)。"),
+    "mistake.flash_causal_keys_from_zero": (
+        "这与“因果掩码里每个块的键都从 0 编号”的结果一致：从 `start` 开始的块中，第 j 个键是"
+        "第 start + j 个词元，所以要拿查询的位置和 torch.arange(start, start + b) 比较。"),
     "mistake.flash_dq_overwritten": (
         "这与“每个键块都覆盖 dQ（dq = dS · k_block），而不是对它们求和”的结果一致：每个键块"
         "都要加到查询的梯度上（dq = dq + ...）。"),

@@ -28,7 +28,8 @@ CATALOGUE: tuple[str, ...] = (
     "flash_causal_top_left", "flash_nothing_rescaled", "flash_causal_ignored",
     "flash_causal_keys_cut", "flash_softmax_per_block_averaged", "flash_not_scaled",
     "flash_last_block_skipped", "flash_max_from_zero", "flash_default_dtype",
-    "flash_lse_keepdim", "flash_correction_inverted",
+    "flash_lse_keepdim", "flash_correction_inverted", "flash_max_not_kept",
+    "flash_output_float32", "flash_causal_keys_from_zero",
     # FlashAttention's backward
     "flash_backward_no_delta", "flash_backward_unscaled", "flash_forward_failing",
     "flash_dv_from_output", "flash_delta_per_block", "flash_p_softmax_per_block",
