@@ -151,6 +151,12 @@ def malformed_times(measurement: Any, config: dict[str, Any], seed: int,
     return None
 
 
+def total_measured(measurement: dict[str, Any]) -> float:
+    """Seconds the reported times add up to, for the sanity check against wall time."""
+    calls = measurement["config"]["calls"]
+    return math.fsum(sum(ts) for ts in measurement["times"].values()) * calls
+
+
 def runs_until_decided(run: Callable[[], V], again: Callable[[list[V]], bool]) -> list[V]:
     """`run()` once, then again while `again(runs)` says the result is undecided (near the
     threshold), as long as one more run as long as the average so far fits in BUDGET_S."""

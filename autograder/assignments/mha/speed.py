@@ -37,6 +37,7 @@ from ...speed.verdict import (
     paired_ratio,
     runs_until_decided,
     timed_request,
+    total_measured,
 )
 from . import jobs
 from .speed_config import (
@@ -248,12 +249,6 @@ def decide(verdicts: list[Verdict], device: str) -> tuple[float, Message]:
         message = msg("speed.per_head", result=message, op=op, count=count, heads=heads,
                       needed=SPEEDUP_NEEDED)
     return fraction, message
-
-
-def total_measured(measurement: dict[str, Any]) -> float:
-    """Seconds the reported times add up to, for the sanity check against wall time."""
-    calls = measurement["config"]["calls"]
-    return math.fsum(sum(ts) for ts in measurement["times"].values()) * calls
 
 
 CANDIDATES = ["student", "looped", "fused"]  # the first in its worker, the others in a clean one

@@ -32,6 +32,7 @@ from ...speed.verdict import (
     paired_ratio,
     runs_until_decided,
     timed_job,
+    total_measured,
 )
 from . import jobs, oracle
 from .backward import AUTOGRAD
@@ -120,12 +121,6 @@ def decide(verdicts: list[Verdict], device: str, needed: float) -> tuple[float, 
     if median.speedup >= needed:
         return 1.0, msg("triton.speed_passed", measured=measured, needed=needed)
     return 0.0, msg("triton.speed_too_slow", measured=measured, needed=needed)
-
-
-def total_measured(measurement: dict[str, Any]) -> float:
-    """Seconds the reported times add up to, for the sanity check against wall time."""
-    calls = measurement["config"]["calls"]
-    return math.fsum(sum(ts) for ts in measurement["times"].values()) * calls
 
 
 def timed_verdict(sub: Submission, device: str, seed: int) -> Verdict:
