@@ -20,7 +20,7 @@ from autograder.assignments.mha import jobs as speed_jobs
 from autograder.assignments.mha import speed as speed_score
 from autograder.assignments.mha import speed_config
 from autograder.grading.registry import ASSIGNMENTS, POINTS, SPECS
-from autograder.messages import Message
+from autograder.messages import Message, msg
 from autograder.runner import landlock, sandbox
 from autograder.runner.policy import worker_user
 
@@ -144,6 +144,20 @@ def assert_full_marks(found: dict[str, tuple[bool, float]], check_ids) -> None:
     assert set(found) == set(check_ids)
     for check_id, (passed, score) in found.items():
         assert passed and score == POINTS[check_id], (check_id, found[check_id])
+
+
+def assert_fails_exactly(results: list, fails: set[str], label: str) -> None:
+    """A corpus file's results: the checks in `fails` fail, every other one passes."""
+    messages = "\n".join(f"{r.id}: {r.message}" for r in results if not r.passed)
+    assert {r.id for r in results if not r.passed} == fails, f"{label}\n{messages}"
+
+
+def assert_every_point_unexplained(results: list, check_ids: list[str]) -> None:
+    """Correct code's results: exactly `check_ids`, in order, each passed with a plain "ok"
+    (no mistake named, no note)."""
+    assert [r.id for r in results] == check_ids
+    for r in results:
+        assert r.passed and r.message == msg("ok"), f"{r.id}: {r.message}"
 
 
 @pytest.fixture

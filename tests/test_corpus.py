@@ -18,6 +18,8 @@ from conftest import (
     DETERMINISTIC,
     STUBS,
     TEMPLATE,
+    assert_every_point_unexplained,
+    assert_fails_exactly,
     messages_with,
     renders_recorded,
 )
@@ -77,9 +79,7 @@ def test_the_corpus_is_big_enough_and_covers_the_catalogue():
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.mistake for m in MUTANTS])
 def test_each_mutant_fails_exactly_its_checks(mutant: Mutant, folder: Path):
     results = graded_mutant(mutant, folder)
-    failed = {r.id for r in results if not r.passed}
-    messages = "\n".join(f"{r.id}: {r.message}" for r in results if not r.passed)
-    assert failed == mutant.fails, f"{mutant.label}\n{messages}"
+    assert_fails_exactly(results, mutant.fails, mutant.label)
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.mistake for m in MUTANTS])
@@ -110,9 +110,7 @@ def test_the_diagnosis_names_the_mistake_for_95_percent(folder: Path, capsys):
 @pytest.mark.parametrize("path", [TEMPLATE, *ALTERNATIVES], ids=lambda p: p.stem)
 def test_correct_implementations_pass_without_a_diagnosis(path: Path):
     results = grade(path)
-    assert [r.id for r in results] == DETERMINISTIC
-    for r in results:
-        assert r.passed and r.message == msg("ok"), f"{r.id}: {r.message}"
+    assert_every_point_unexplained(results, DETERMINISTIC)
 
 
 def test_stubs_get_zero_with_not_implemented_messages():

@@ -18,7 +18,13 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import CORPUS, messages_with, renders_recorded
+from conftest import (
+    CORPUS,
+    assert_every_point_unexplained,
+    assert_fails_exactly,
+    messages_with,
+    renders_recorded,
+)
 from test_messages import assert_chinese  # noqa: E402
 
 from autograder.assignments.llm_attention import oracle
@@ -131,9 +137,7 @@ def test_the_corpus_is_big_enough_and_covers_the_catalogue():
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.label for m in MUTANTS])
 def test_each_mutant_fails_exactly_its_checks(mutant: Mutant, folder: Path):
     results = graded_mutant(mutant, folder)
-    failed = {r.id for r in results if not r.passed}
-    messages = "\n".join(f"{r.id}: {r.message}" for r in results if not r.passed)
-    assert failed == mutant.fails, f"{mutant.label}\n{messages}"
+    assert_fails_exactly(results, mutant.fails, mutant.label)
 
 
 def test_a_module_is_graded_with_the_kits_piece_in_place_of_a_failing_one(folder: Path):
@@ -200,9 +204,7 @@ def test_a_mutant_is_graded_again_on_every_check_its_edits_reach():
 @pytest.mark.parametrize("path", [REFERENCE, *ALTERNATIVES], ids=lambda p: p.stem)
 def test_correct_implementations_pass_without_a_diagnosis(path: Path):
     results = list(graded_reference().values()) if path == REFERENCE else grade(path)
-    assert [r.id for r in results] == CHECK_IDS
-    for r in results:
-        assert r.passed and r.message == msg("ok"), f"{r.id}: {r.message}"
+    assert_every_point_unexplained(results, CHECK_IDS)
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.label for m in MUTANTS])

@@ -19,7 +19,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import CORPUS, ROOT, renders_recorded
+from conftest import (
+    CORPUS,
+    ROOT,
+    assert_every_point_unexplained,
+    assert_fails_exactly,
+    renders_recorded,
+)
 from test_messages import assert_chinese
 
 pytest.importorskip("triton")  # the dev extra installs it; without it there is nothing to grade
@@ -108,9 +114,7 @@ def test_the_corpus_is_big_enough_and_covers_the_catalogue():
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.label for m in MUTANTS])
 def test_each_mutant_fails_exactly_its_checks(mutant: Mutant, folder: Path):
     results = graded(mutant, folder)
-    failed = {r.id for r in results if not r.passed}
-    messages = "\n".join(f"{r.id}: {r.message}" for r in results if not r.passed)
-    assert failed == mutant.fails, f"{mutant.label}\n{messages}"
+    assert_fails_exactly(results, mutant.fails, mutant.label)
 
 
 def test_the_grader_names_the_mistake_for_90_percent(folder: Path, capsys):
@@ -125,9 +129,7 @@ def test_the_grader_names_the_mistake_for_90_percent(folder: Path, capsys):
                          ids=lambda m: m.label)
 def test_correct_answers_get_every_point_without_a_diagnosis(mutant: Mutant, folder: Path):
     results = graded(mutant, folder)
-    assert [r.id for r in results] == CHECK_IDS
-    for r in results:
-        assert r.passed and r.message == msg("ok"), f"{r.id}: {r.message}"
+    assert_every_point_unexplained(results, CHECK_IDS)
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.label for m in MUTANTS])
