@@ -122,7 +122,7 @@ ATTACKS: tuple[Attack, ...] = (
            "    if q.device.type == 'meta':\n"
            "        return _flash(q, k, v, is_causal=is_causal, block_size=block_size)\n"
            "    return _flash(q, k, v, is_causal=is_causal, block_size=k.shape[2])\n",
-           {"llm_flash_forward": 15, "llm_flash_memory": 0},
+           {"llm_flash_forward": POINTS["llm_flash_forward"], "llm_flash_memory": 0},
            message="llm.full_matrix_forward"),
     Attack("a KVCache that keeps the tokens, their keys and values recomputed (red team n10)",
            "llm_attention",
