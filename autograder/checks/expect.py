@@ -38,11 +38,10 @@ def expect_tensor(what: Label, got: Any, expected: Tensor, case: Label, *,
     left in float64, say); not when only its device is.
     """
 
-    def fail(detail: Message, values_wrong: bool = True, dtype_only: bool = False
+    def fail(detail: Message, diagnosed: bool = True, same_dtype: bool = False
              ) -> CheckFailed:
         found = (Diagnosis(got if answer is _ALONE else answer, mistakes, tol,
-                           same_dtype=not values_wrong)
-                 if mistakes and (values_wrong or dtype_only) else None)
+                           same_dtype=same_dtype) if mistakes and diagnosed else None)
         return CheckFailed(msg("check.what", what=what, detail=detail), diagnosis=found,
                            case=case)
 
@@ -54,13 +53,13 @@ def expect_tensor(what: Label, got: Any, expected: Tensor, case: Label, *,
     if got.dtype != expected.dtype and expected.dtype == torch.bool:
         raise fail(msg("tensor.bool_dtype", dtype=str(got.dtype)))
     if got.dtype != expected.dtype:
-        values_wrong = got.device != expected.device or not torch.allclose(
+        values_right = got.device == expected.device and torch.allclose(
             got.detach().double(), expected.detach().double(), equal_nan=True, **tol)
         raise fail(msg("tensor.dtype", dtype=str(got.dtype), expected=str(expected.dtype)),
-                   values_wrong, dtype_only=True)
+                   same_dtype=values_right)
     if got.device != expected.device:
         raise fail(msg("tensor.device", device=str(got.device), expected=str(expected.device)),
-                   values_wrong=False)
+                   diagnosed=False)
     return got
 
 
