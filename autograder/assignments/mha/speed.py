@@ -331,9 +331,10 @@ def speed_runs(sub: Submission, device: str) -> list[Verdict]:
         seed = secrets.randbelow(2**31)
         run = timed_run(sub, device, seed)
         verdict = judge(run.measurement, device, seed, lambda i: revealed(sub, i))
-        if verdict.problem is None:
-            problem = implausible(run)
-            verdict = Verdict(problem) if problem else verdict
+        problem = verdict.problem or implausible(run)
+        if problem:  # no time is told, but the count stands: it timed nothing
+            verdict = Verdict(problem, loops=verdict.loops, moves=verdict.moves,
+                              heads=verdict.heads)
         return verdict
 
     return runs_until_decided(run_once, wants_another)
