@@ -8,7 +8,7 @@ BIN       := $(VENV)/bin
 STAMP     := $(VENV)/.mha-kit-installed
 # The kit's bytecode, written ahead: where PYTHONDONTWRITEBYTECODE is set (as here and on CI),
 # every process that imports the kit (grader, worker, kernel) would compile it again.
-BYTECODE  := $(BIN)/python -m compileall -q autograder
+BYTECODE  := $(BIN)/python -m compileall -q mha_kit
 # Test processes; the tests that share a fixture built once stay together (tests/conftest.py).
 JOBS      ?= 2
 

@@ -15,9 +15,9 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
-from autograder.grading.registry import assignment_names
-from autograder.sandboxed_kernel import SandboxedStudentCells
-from autograder.trusted_autograde import KeepOneCopy, TrustedGrades
+from mha_kit.grading.registry import assignment_names
+from mha_kit.sandboxed_kernel import SandboxedStudentCells
+from mha_kit.trusted_autograde import KeepOneCopy, TrustedGrades
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 
@@ -53,11 +53,11 @@ c.Autograde.sanitize_preprocessors = [
 # The points come from the kit's own grading of each submitted notebook, in its isolated
 # worker, not from what the student's kernel printed. SandboxedStudentCells (nbgrader's Execute)
 # runs every cell but the kit's test cells, in a kernel inside the sandbox: files read-only but
-# a scratch copy of its folder, no network (autograder/sandboxed_kernel.py). TrustedGrades then
+# a scratch copy of its folder, no network (mha_kit/sandboxed_kernel.py). TrustedGrades then
 # writes the test cells' outputs right before SaveAutoGrades records them
-# (autograder/trusted_autograde.py). The other preprocessors are nbgrader's defaults, in their
+# (mha_kit/trusted_autograde.py). The other preprocessors are nbgrader's defaults, in their
 # order. `mha-kit autograde ASSIGNMENT --jobs N` runs the same list, several submissions at
-# once (autograder/course_autograde.py).
+# once (mha_kit/course_autograde.py).
 c.Autograde.autograde_preprocessors = [
     SandboxedStudentCells,
     IgnorePattern,

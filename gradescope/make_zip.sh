@@ -33,7 +33,7 @@ if [ -n "${MHA_KIT_SECRET:-}" ]; then
     secret=(secret)
 fi
 mkdir "$stage/mha-kit"
-cp -r "$root/pyproject.toml" "$root/README.md" "$root/autograder" "$stage/mha-kit/"
+cp -r "$root/pyproject.toml" "$root/README.md" "$root/mha_kit" "$stage/mha-kit/"
 find "$stage" -name __pycache__ -prune -exec rm -rf {} +
 rm -f "$out"
 (cd "$stage" && "${PYTHON:-python3}" -m zipfile -c "$out" run_autograder setup.sh assignment \

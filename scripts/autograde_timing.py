@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograder import settings
+from mha_kit import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -44,10 +44,10 @@ from notebook_helpers import (  # noqa: E402
     tampered,
 )
 
-from autograder.assignments.mha import speed_config  # noqa: E402
-from autograder.assignments.mha.speed import SPEED_CHECK as SPEED  # noqa: E402
-from autograder.release import with_interpreter_on_path  # noqa: E402
-from autograder.speed.config import TEST_CONFIGS  # noqa: E402
+from mha_kit.assignments.mha import speed_config  # noqa: E402
+from mha_kit.assignments.mha.speed import SPEED_CHECK as SPEED  # noqa: E402
+from mha_kit.release import with_interpreter_on_path  # noqa: E402
+from mha_kit.speed.config import TEST_CONFIGS  # noqa: E402
 
 VARIANTS = ("complete", "partial", "complete", "empty", "complete", "tampered")
 # nbgrader's own autograde preprocessors: the stock Execute, points from the kernel's outputs.
@@ -81,7 +81,7 @@ def build(course: Path, count: int) -> dict[str, str]:
     course.mkdir()
     shutil.copy(ROOT / "nbgrader_config.py", course)
     shutil.copytree(SOLUTION.parent, course / "solutions" / "mha")
-    run(course, "autograder.cli", "release", "mha")
+    run(course, "mha_kit.cli", "release", "mha")
     release = read(course / "assignments" / "mha" / SOLUTION.name)
     notebooks = {"complete": solved(release), "partial": solved(release, PARTIAL),
                  "empty": release, "tampered": tampered(solved(release, PARTIAL))}
@@ -111,7 +111,7 @@ def timed(course: Path, *command: str) -> tuple[float, list[float]]:
 def kit_csv(course: Path, jobs: int) -> dict[str, dict[str, float]]:
     """`mha-kit grade`'s scores for the same submitted files."""
     sheet = course.parent / "kit.csv"
-    run(course, "autograder.cli", "grade", "submitted", "--jobs", str(jobs), "--csv", str(sheet),
+    run(course, "mha_kit.cli", "grade", "submitted", "--jobs", str(jobs), "--csv", str(sheet),
         "--assignment", "mha")
     with open(sheet, newline="", encoding="utf-8") as f:
         return {row["student"]: {i: float(row[i]) for i in MHA_CHECK_IDS}
@@ -154,7 +154,7 @@ def main() -> None:
                     "--Application.log_format=%(created)f %(message)s")
         times = {}
         for label, name in ways.items():
-            command = (("autograder.cli", "autograde", "mha", "--jobs", str(args.jobs))
+            command = (("mha_kit.cli", "autograde", "mha", "--jobs", str(args.jobs))
                        if name == "parallel" else nbgrader)
             times[label] = timed(Path(tmp) / name, *command)
         expected = kit_csv(base, args.jobs)

@@ -4,7 +4,7 @@ of llm_attention) while one more process does torch work on one thread: each sty
 N gradings, its factor of less work than recomputing the prefix (a count: the same every time),
 its time per token (which the load moves, and which is not graded), the dead band between the
 least correct style and the most that recomputes, and the threshold's margins. It grades the
-graded config (GRADED in autograder/assignments/llm_attention/decode_config.py), whatever
+graded config (GRADED in mha_kit/assignments/llm_attention/decode_config.py), whatever
 MHA_KIT_SPEED_CONFIG says, and prints it.
 
     python scripts/decode_speed_reliability.py [N]        # N gradings per style (20)
@@ -26,15 +26,15 @@ sys.path.insert(0, str(ROOT / "tests" / "corpus" / "llm"))
 
 from decode_styles import STYLES, source  # noqa: E402
 
-from autograder.assignments.llm_attention.decode_config import GRADED, decode_config  # noqa: E402
-from autograder.assignments.llm_attention.decode_speed import (  # noqa: E402
+from mha_kit.assignments.llm_attention.decode_config import GRADED, decode_config  # noqa: E402
+from mha_kit.assignments.llm_attention.decode_speed import (  # noqa: E402
     DECODE_SPEED_CHECK,
     LESS_WORK_NEEDED,
 )
-from autograder.grading.batch import grade_all  # noqa: E402
-from autograder.grading.files import discover  # noqa: E402
-from autograder.runner.policy import Limits  # noqa: E402
-from autograder.speed.calibration import busy_core  # noqa: E402
+from mha_kit.grading.batch import grade_all  # noqa: E402
+from mha_kit.grading.files import discover  # noqa: E402
+from mha_kit.runner.policy import Limits  # noqa: E402
+from mha_kit.speed.calibration import busy_core  # noqa: E402
 
 MEASURED = re.compile(r"([0-9.]+)× less; time, not graded: ([0-9.]+) ms of CPU")
 

@@ -14,7 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
-from autograder.messages import TEMPLATES
+from mha_kit.messages import TEMPLATES
 
 RECORD = Path(__file__).resolve().parents[1] / "translations" / "zh" / "messages.json"
 

@@ -41,7 +41,7 @@ def _mha_files(folder: Path) -> None:
 
 def _grade(folder: Path, assignment: str, scratch: Path) -> dict[str, dict[str, str]]:
     sheet = scratch / f"{folder.name}.csv"
-    subprocess.run([sys.executable, "-m", "autograder.cli", "grade", str(folder), "--jobs", "2",
+    subprocess.run([sys.executable, "-m", "mha_kit.cli", "grade", str(folder), "--jobs", "2",
                     "--csv", str(sheet), "--assignment", assignment], cwd=scratch, check=True,
                    env={**os.environ, **LIMITS}, stdout=subprocess.DEVNULL)
     rows = {}

@@ -1,5 +1,5 @@
 """The style set through the real speed check: `mha-kit bench --calibrate N`, with knobs for
-choosing a config (docs/speed.md). The styles live in autograder/assignments/mha/styles.py and
+choosing a config (docs/speed.md). The styles live in mha_kit/assignments/mha/styles.py and
 styleset.py.
 
     .venv/bin/python scripts/speed_styles.py --repeats 5 [--device cuda] [--only NAME ...]
@@ -12,12 +12,12 @@ import argparse
 import time
 from dataclasses import replace
 
-from autograder.assignments.mha import speed_config
-from autograder.assignments.mha.calibration import calibrate
-from autograder.assignments.mha.styleset import STYLES
-from autograder.runtime import default_device
-from autograder.speed import timing as speed_timing
-from autograder.speed.calibration import busy_core
+from mha_kit.assignments.mha import speed_config
+from mha_kit.assignments.mha.calibration import calibrate
+from mha_kit.assignments.mha.styleset import STYLES
+from mha_kit.runtime import default_device
+from mha_kit.speed import timing as speed_timing
+from mha_kit.speed.calibration import busy_core
 
 
 def main() -> None:

@@ -3,7 +3,7 @@ on a GPU: each style timed N times by the check's own job, against SDPA and the 
 FlashAttention in PyTorch, judged by the check's own judge; a table of each style's share of
 SDPA's speed, the dead band between the slowest style that must earn the points and the fastest
 that must not, the threshold in its middle, and its margins (docs/speed.md). It times the
-graded config (GRADED in autograder/assignments/triton_attention/speed_config.py), unless
+graded config (GRADED in mha_kit/assignments/triton_attention/speed_config.py), unless
 MHA_KIT_SPEED_CONFIG names a test config ("tiny": in Triton's interpreter on the CPU, for the
 script's logic only). Exit status 0 where the margins hold.
 
@@ -23,12 +23,12 @@ sys.path.insert(0, str(ROOT / "tests" / "corpus" / "triton"))
 
 from speed_styles import STYLES  # noqa: E402
 
-from autograder.assignments.triton_attention.calibration import (  # noqa: E402
+from mha_kit.assignments.triton_attention.calibration import (  # noqa: E402
     calibration_table,
     timed_runs,
 )
-from autograder.runner.inprocess import InProcessSubmission  # noqa: E402
-from autograder.runtime import default_device, triton_as_configured, triton_interpret  # noqa: E402
+from mha_kit.runner.inprocess import InProcessSubmission  # noqa: E402
+from mha_kit.runtime import default_device, triton_as_configured, triton_interpret  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

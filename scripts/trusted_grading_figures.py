@@ -30,7 +30,7 @@ def batch_wall_time(count: int, jobs: int) -> float:
             source = (STUBS if i % 5 == 4 else TEMPLATE).read_text()
             Path(folder, f"student_{i:03d}.py").write_text(f"# student {i}\n{source}")
         started = time.perf_counter()
-        run = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", folder,
+        run = subprocess.run([sys.executable, "-m", "mha_kit.cli", "grade", folder,
                               "--jobs", str(jobs), "--csv", str(Path(folder, "grades.csv"))],
                              capture_output=True, text=True, cwd=folder)
         wall = time.perf_counter() - started
@@ -42,9 +42,9 @@ def batch_wall_time(count: int, jobs: int) -> float:
 
 def overhead(repeats: int) -> None:
     """The same submission and checks, in this process and through a worker."""
-    from autograder.grading.registry import ASSIGNMENTS, run_checks
-    from autograder.runner.inprocess import InProcessSubmission
-    from autograder.runner.worker import WorkerSubmission
+    from mha_kit.grading.registry import ASSIGNMENTS, run_checks
+    from mha_kit.runner.inprocess import InProcessSubmission
+    from mha_kit.runner.worker import WorkerSubmission
 
     # the speed check's timing varies by itself
     only = [c.id for c in ASSIGNMENTS["mha"] if c.id != "speed_fused_vs_looped"]
@@ -79,8 +79,8 @@ def per_call(sub, calls: int = 200) -> float:
 
 def timed_share(path: Path, repeats: int) -> list[float]:
     """Reported time over the worker's CPU time read from /proc, one speed run at a time."""
-    from autograder.assignments.mha.speed import timed_run, total_measured
-    from autograder.runner.worker import WorkerSubmission
+    from mha_kit.assignments.mha.speed import timed_run, total_measured
+    from mha_kit.runner.worker import WorkerSubmission
 
     shares = []
     with WorkerSubmission(path) as sub:

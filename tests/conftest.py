@@ -15,14 +15,14 @@ from unittest import mock
 
 import pytest
 
-from autograder import settings
-from autograder.assignments.mha import jobs as speed_jobs
-from autograder.assignments.mha import speed as speed_score
-from autograder.assignments.mha import speed_config
-from autograder.grading.registry import ASSIGNMENTS, POINTS, SPECS
-from autograder.messages import Message, msg
-from autograder.runner import landlock, sandbox
-from autograder.runner.policy import worker_user
+from mha_kit import settings
+from mha_kit.assignments.mha import jobs as speed_jobs
+from mha_kit.assignments.mha import speed as speed_score
+from mha_kit.assignments.mha import speed_config
+from mha_kit.grading.registry import ASSIGNMENTS, POINTS, SPECS
+from mha_kit.messages import Message, msg
+from mha_kit.runner import landlock, sandbox
+from mha_kit.runner.policy import worker_user
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus"
@@ -76,7 +76,7 @@ def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None,
             cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """`mha-kit ...` as a user runs it, in a fresh interpreter; `env` is added to ours."""
     return subprocess.run(
-        [sys.executable, "-m", "autograder.cli", *args],
+        [sys.executable, "-m", "mha_kit.cli", *args],
         capture_output=True, text=True, timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})},
     )
 
@@ -108,8 +108,8 @@ def check_here(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *
     """`mha-kit check ARGS` as `run_cli` runs it, but in this process: the same `main`, its
     exit code and output, without a fresh interpreter and zygote importing torch again.
     `env` is set for the call; MHA_KIT_LANG (which `--lang` sets) is restored after the test."""
-    from autograder.cli import main
-    from autograder.messages import LANG_VARIABLE
+    from mha_kit.cli import main
+    from mha_kit.messages import LANG_VARIABLE
 
     monkeypatch.setenv(LANG_VARIABLE, os.environ.get(LANG_VARIABLE, "en"))
     for name, value in env.items():
@@ -269,7 +269,7 @@ def course(tmp_path_factory) -> Path:
     nb = read(source)
     next(filter(is_test_cell, nb.cells)).metadata.nbgrader.points = 1
     nbformat.write(nb, str(source))
-    release = run("-m", "autograder.cli", "release", "mha", "--course-dir", str(course))
+    release = run("-m", "mha_kit.cli", "release", "mha", "--course-dir", str(course))
     assert release.returncode == 0, release.stdout + release.stderr
     assert "points updated" in release.stdout
     assert (f"warning: assignments/mha/{SOLUTION.name} installs the kit from the placeholder "
@@ -286,7 +286,7 @@ def course(tmp_path_factory) -> Path:
     for student, attacks in hostile_notebooks.submissions(hostile_notebooks.cases()).items():
         folder = course / "submitted" / student / "mha"
         folder.mkdir(parents=True)
-        nb = hostile_notebooks.build(attacks, bases, course, ROOT / "autograder")
+        nb = hostile_notebooks.build(attacks, bases, course, ROOT / "mha_kit")
         nbformat.write(nb, str(folder / SOLUTION.name))
     submitted = sorted(course.glob("submitted/*/*/*.ipynb"))
     (course.parent / "submitted-before.json").write_text(

@@ -51,8 +51,8 @@ CASES = (
                     '    return 10\n',
                     "a function named check that prints ✓ and returns the points", notebook=CLAIMS),
     Attack("patches_autograder", "empty",
-                    "import autograder.grading.registry as registry\n"
-                    "import autograder.notebook as notebook\n"
+                    "import mha_kit.grading.registry as registry\n"
+                    "import mha_kit.notebook as notebook\n"
                     "fake = lambda check_id, *a, **k: registry.CheckResult(\n"
                     "    check_id, 10, 10, 'ok')\n"
                     "registry.run_check = notebook.run_check = fake\n"
@@ -116,7 +116,7 @@ BY_NAME = {case.name: case for case in CASES}
 def cases() -> tuple[Attack, ...]:
     """The attacks to grade here: those that write outside their folder only where the sandbox
     runs (without it, nothing would stop them writing into this checkout and HOME)."""
-    from autograder.runner import sandbox
+    from mha_kit.runner import sandbox
 
     protected = sandbox.unprotected() is None
     return tuple(case for case in CASES if protected or not case.writes)

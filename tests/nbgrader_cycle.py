@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-import autograder  # noqa: F401  (before nbgrader imports nbformat: autograder/__init__.py)
+import mha_kit  # noqa: F401  (before nbgrader imports nbformat: mha_kit/__init__.py)
 
 # isort: split
 from nbgrader.api import Gradebook
@@ -26,7 +26,7 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.plugins import CsvExportPlugin
 from traitlets.config.loader import PyFileConfigLoader
 
-from autograder.release import with_interpreter_on_path
+from mha_kit.release import with_interpreter_on_path
 
 
 def _ok(step: str, result: dict) -> None:

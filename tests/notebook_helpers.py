@@ -13,11 +13,11 @@ import nbformat
 from conftest import CORPUS, ROOT
 from nbclient import NotebookClient
 
-from autograder import editions
-from autograder.grading.registry import ASSIGNMENTS, SPECS, WAITING_MESSAGES
-from autograder.messages import msg
-from autograder.release import with_interpreter_on_path
-from autograder.runner.loading import is_test_cell
+from mha_kit import editions
+from mha_kit.grading.registry import ASSIGNMENTS, SPECS, WAITING_MESSAGES
+from mha_kit.messages import msg
+from mha_kit.release import with_interpreter_on_path
+from mha_kit.runner.loading import is_test_cell
 
 sys.path.insert(0, str(CORPUS))
 from module_features import prelude  # noqa: E402
@@ -105,7 +105,7 @@ def autograde(course: Path, *args: str, **env: str) -> subprocess.CompletedProce
     kill it."""
     env = with_interpreter_on_path({**kernel_env(), "MHA_KIT_LOAD_TIMEOUT": "10",
                                     "MHA_KIT_WORKER_USER": "", **env})
-    return subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "mha", *args],
+    return subprocess.run([sys.executable, "-m", "mha_kit.cli", "autograde", "mha", *args],
                           cwd=course, env=env, capture_output=True, text=True, timeout=900)
 
 

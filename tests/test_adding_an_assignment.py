@@ -4,7 +4,7 @@ by nbgrader; a broken package beside it is named once and costs the others nothi
 
 The package ("toy": one function, one check, one mistake, two languages) is written by
 `mha-kit new toy --into <folder>` in a temporary folder named by the `assignments` setting,
-which `autograder.catalog` searches besides the kit's, and its one function filled in, as
+which `mha_kit.catalog` searches besides the kit's, and its one function filled in, as
 docs/architecture.md's "Adding an assignment" describes.
 """
 
@@ -25,23 +25,23 @@ import nbformat
 import pytest
 from conftest import ROOT
 
-from autograder import scaffold, settings
-from autograder.cli import main
-from autograder.runner.loading import is_test_cell
+from mha_kit import scaffold, settings
+from mha_kit.cli import main
+from mha_kit.runner.loading import is_test_cell
 
 ANSWER = "return x.exp() / x.exp().sum(-1, keepdim=True)"
 RIGHT = f"def toy(x):\n    {ANSWER}\n"
 WRONG = "def toy(x):\n    return x.softmax(0)\n"  # the scaffold's named mistake
 # Packages beside the toy that cannot be used, each left out, and why: a points table that does
 # not parse, and the message ids, check ids and contract names of the kit's own declared again.
-POINTS = ("from autograder.checks.spec import CheckSpec\n"
+POINTS = ("from mha_kit.checks.spec import CheckSpec\n"
           "CHECKS = (CheckSpec({!r}, 100, (), lambda sub, ctx: 1.0),)\n")  # with its check id
 PLANTED = {
     "broken": {"points.py": "CHECKS = (\n"},
     "clashing": {"messages.py": 'TEMPLATES = {"en": {"cli.jobs": "mine"}, '
                                 '"zh": {"cli.jobs": "mine"}}\n'},
     "copied_checks": {"points.py": POINTS.format("fused_mha")},
-    "copied_contract": {"contract.py": "from autograder.catalog import Entry\n"
+    "copied_contract": {"contract.py": "from mha_kit.catalog import Entry\n"
                                        "ENTRIES = (Entry('MultiHeadAttention', 'mine'),)\n"},
 }
 LEFT_OUT = {"broken": "points.py:1",
@@ -83,7 +83,7 @@ def toy(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], Path]
 
 
 def kit(env: dict[str, str], *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autograder.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "mha_kit.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
 
 

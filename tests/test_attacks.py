@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import CORPUS
 
-from autograder.grading.batch import grade_submission
-from autograder.messages import ids_in
+from mha_kit.grading.batch import grade_submission
+from mha_kit.messages import ids_in
 
 sys.path.insert(0, str(CORPUS))
 from attacks import ATTACKS, Attack  # noqa: E402

@@ -14,7 +14,7 @@ from conftest import ROOT
 from nbgrader.api import Gradebook
 from notebook_helpers import SOLUTION, autograde, read
 
-from autograder.release import with_interpreter_on_path
+from mha_kit.release import with_interpreter_on_path
 
 
 def test_a_renamed_notebook_is_named_with_the_fix_and_the_others_are_recorded(tmp_path):

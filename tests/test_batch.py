@@ -19,21 +19,21 @@ from pathlib import Path
 import pytest
 from conftest import CORPUS, HOSTILE, KILL_REFUSED, ROOT, SPEED, TEMPLATE, run_cli
 
-from autograder import settings
-from autograder.cli import main
-from autograder.grading.batch import in_parallel, write_csv
-from autograder.grading.files import (
+from mha_kit import settings
+from mha_kit.cli import main
+from mha_kit.grading.batch import in_parallel, write_csv
+from mha_kit.grading.files import (
     MixedAssignments,
     StudentFile,
     class_assignment,
     discover,
     find_submission,
 )
-from autograder.grading.registry import ASSIGNMENTS, POINTS, WAITING_MESSAGES, run_checks
-from autograder.messages import LANG_VARIABLE, msg, render
-from autograder.runner import sandbox
-from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.policy import worker_user
+from mha_kit.grading.registry import ASSIGNMENTS, POINTS, WAITING_MESSAGES, run_checks
+from mha_kit.messages import LANG_VARIABLE, msg, render
+from mha_kit.runner import sandbox
+from mha_kit.runner.inprocess import InProcessSubmission
+from mha_kit.runner.policy import worker_user
 
 sys.path.insert(0, str(CORPUS))
 from mutants import MUTANTS  # noqa: E402
@@ -41,7 +41,7 @@ from mutants import MUTANTS  # noqa: E402
 STEPS = ("split_heads", "scaled_scores", "causal_mask", "attend", "merge_heads",
          "output_projection")
 FUSED = ("fused_mha", "fused_mha_masks", "fused_mha_contract")
-# Tight limits keep the corpus fast (the defaults are in autograder/runner/policy.py), with
+# Tight limits keep the corpus fast (the defaults are in mha_kit/runner/policy.py), with
 # room for a first call or a load on a loaded 2-core machine; 11 * CALL_S > TOTAL_S.
 CALL_S, LOAD_S, TOTAL_S = 3, 5, 15
 LIMITS = {"MHA_KIT_CALL_TIMEOUT": str(CALL_S), "MHA_KIT_LOAD_TIMEOUT": str(LOAD_S),

@@ -11,13 +11,13 @@ import matplotlib.image
 import pytest
 from conftest import TEMPLATE, TINY
 
-from autograder.assignments.mha import bench, speed_config, styleset
-from autograder.assignments.mha import calibration as reliability
-from autograder.assignments.mha.baselines import BENCH_ROWS
-from autograder.cli import bench as bench_command
-from autograder.cli import build_parser
-from autograder.runner.loading import load_source
-from autograder.speed import calibration as speed_calibration
+from mha_kit.assignments.mha import bench, speed_config, styleset
+from mha_kit.assignments.mha import calibration as reliability
+from mha_kit.assignments.mha.baselines import BENCH_ROWS
+from mha_kit.cli import bench as bench_command
+from mha_kit.cli import build_parser
+from mha_kit.runner.loading import load_source
+from mha_kit.speed import calibration as speed_calibration
 
 
 @pytest.fixture
@@ -162,7 +162,7 @@ def test_styles_graded_inside_a_batch(tiny) -> None:
 def test_calibrating_under_load_grades_beside_it_and_stops(monkeypatch, busy_cores) -> None:
     """--under-load: `mha-kit grade --jobs 2` over the reliability styles, again and again, and
     a busy core, for as long as the calibration runs; nothing is left running after it."""
-    from autograder.grading import batch
+    from mha_kit.grading import batch
 
     graded, started = [], busy_cores
 

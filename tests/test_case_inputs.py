@@ -15,14 +15,14 @@ import pytest
 import torch
 from conftest import TEMPLATE
 
-from autograder import settings
-from autograder.checks.core import HIDDEN_SALT, Context
-from autograder.grading.batch import grade_submission
-from autograder.grading.registry import ASSIGNMENTS, POINTS, run_checks
-from autograder.messages import ids_in
-from autograder.runner import sandbox
-from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.protocol import copy_as_given
+from mha_kit import settings
+from mha_kit.checks.core import HIDDEN_SALT, Context
+from mha_kit.grading.batch import grade_submission
+from mha_kit.grading.registry import ASSIGNMENTS, POINTS, run_checks
+from mha_kit.messages import ids_in
+from mha_kit.runner import sandbox
+from mha_kit.runner.inprocess import InProcessSubmission
+from mha_kit.runner.protocol import copy_as_given
 
 NON_CONTIGUOUS = {"case.non_contiguous_input", "case.non_contiguous_inputs",
                   "case.non_contiguous_x"}

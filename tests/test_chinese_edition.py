@@ -16,14 +16,14 @@ import pytest
 from conftest import HOSTILE, ROOT, STUBS, check_here
 from notebook_helpers import read
 
-from autograder import editions, notebook, oracle, settings
-from autograder.assignments.mha import speed as speed_score
-from autograder.grading.pictures import cjk_font
-from autograder.grading.registry import ASSIGNMENTS, run_check, split_name
-from autograder.messages import Message
-from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.policy import Limits
-from autograder.runner.worker import WorkerSubmission
+from mha_kit import editions, notebook, oracle, settings
+from mha_kit.assignments.mha import speed as speed_score
+from mha_kit.grading.pictures import cjk_font
+from mha_kit.grading.registry import ASSIGNMENTS, run_check, split_name
+from mha_kit.messages import Message
+from mha_kit.runner.inprocess import InProcessSubmission
+from mha_kit.runner.policy import Limits
+from mha_kit.runner.worker import WorkerSubmission
 
 EDITIONS = editions.edition_names(ROOT)
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -278,7 +278,7 @@ def test_cli_speaks_chinese_with_the_option_or_the_variable(capsys, monkeypatch,
 def test_cli_speaks_the_language_of_an_editions_notebook(capsys, monkeypatch):
     """Without --lang or MHA_KIT_LANG, a Chinese edition's notebook is graded in Chinese (the
     language its kernel speaks); --lang still decides."""
-    from autograder.cli import main
+    from mha_kit.cli import main
 
     monkeypatch.delenv("MHA_KIT_LANG", raising=False)
     notebook = str(ROOT / "assignments" / "mha_zh" / "multi_head_attention_zh.ipynb")

@@ -10,13 +10,13 @@ import matplotlib.image
 import pytest
 from conftest import CORPUS, DETERMINISTIC, TEMPLATE
 
-from autograder.grading import class_report, pictures
-from autograder.grading.batch import write_csv
-from autograder.grading.files import StudentFile
-from autograder.grading.registry import run_checks
-from autograder.grading.report import gradescope_results
-from autograder.messages import msg
-from autograder.runner.inprocess import InProcessSubmission
+from mha_kit.grading import class_report, pictures
+from mha_kit.grading.batch import write_csv
+from mha_kit.grading.files import StudentFile
+from mha_kit.grading.registry import run_checks
+from mha_kit.grading.report import gradescope_results
+from mha_kit.messages import msg
+from mha_kit.runner.inprocess import InProcessSubmission
 
 sys.path.insert(0, str(CORPUS))
 from mutants import MUTANTS  # noqa: E402

@@ -1,4 +1,4 @@
-"""`mha-kit check` and `pytest autograder` as users run them: exit codes, table, JSON. One
+"""`mha-kit check` and `pytest mha_kit` as users run them: exit codes, table, JSON. One
 `mha-kit check` runs in a fresh interpreter; the others run the same `main` in this process."""
 
 import json
@@ -19,9 +19,9 @@ from conftest import (
     table_texts,
 )
 
-from autograder.cli import main
-from autograder.grading.registry import ASSIGNMENTS, POINTS
-from autograder.messages import msg, render
+from mha_kit.cli import main
+from mha_kit.grading.registry import ASSIGNMENTS, POINTS
+from mha_kit.messages import msg, render
 
 
 def _only(ids):
@@ -70,7 +70,7 @@ def test_only_runs_the_named_checks(capsys, monkeypatch):
 
 
 def test_usage_errors_exit_2(tmp_path):
-    """In this process: `python -m autograder.cli` exits with what `main` returns, and each of
+    """In this process: `python -m mha_kit.cli` exits with what `main` returns, and each of
     these is refused before any grading starts."""
     assert main(["check", str(tmp_path / "missing.py")]) == 2
     (tmp_path / "notes.txt").write_text("hello")
@@ -108,7 +108,7 @@ def test_a_broken_function_costs_only_its_own_checks(tmp_path, capsys, monkeypat
 
 def pytest_run(path, *args):
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "autograder", "--submission", str(path), "-q",
+        [sys.executable, "-m", "pytest", "mha_kit", "--submission", str(path), "-q",
          "-p", "no:cacheprovider", *args],
         capture_output=True, text=True, cwd=ROOT, timeout=300,
     )

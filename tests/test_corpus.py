@@ -24,12 +24,12 @@ from conftest import (
     renders_recorded,
 )
 
-from autograder.catalog import modules
-from autograder.checks.core import CheckResult
-from autograder.checks.diagnosis import CATALOGUE, named_in
-from autograder.grading.registry import run_checks
-from autograder.messages import ids_in, msg
-from autograder.runner.inprocess import InProcessSubmission
+from mha_kit.catalog import modules
+from mha_kit.checks.core import CheckResult
+from mha_kit.checks.diagnosis import CATALOGUE, named_in
+from mha_kit.grading.registry import run_checks
+from mha_kit.messages import ids_in, msg
+from mha_kit.runner.inprocess import InProcessSubmission
 
 sys.path.insert(0, str(CORPUS))
 from mutants import MUTANTS, Mutant  # noqa: E402

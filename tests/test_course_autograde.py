@@ -34,8 +34,8 @@ from notebook_helpers import (
     verdicts,
 )
 
-from autograder.grading.registry import POINTS
-from autograder.release import run_nbgrader, with_interpreter_on_path
+from mha_kit.grading.registry import POINTS
+from mha_kit.release import run_nbgrader, with_interpreter_on_path
 
 NOTEBOOK = SOLUTION.stem
 # Each inserted after the setup cell of a complete submission.
@@ -176,7 +176,7 @@ def test_graded_submissions_are_left_alone_unless_forced(kit_course):
 def test_an_unreleased_assignment_is_a_usage_error(kit_course):
     copy, _ = kit_course
     env = with_interpreter_on_path(kernel_env())
-    run = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "nosuch"],
+    run = subprocess.run([sys.executable, "-m", "mha_kit.cli", "autograde", "nosuch"],
                          cwd=copy, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 2
     assert "has no assignment nosuch" in run.stderr

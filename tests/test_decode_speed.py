@@ -15,8 +15,8 @@ import pytest
 import torch
 from conftest import CORPUS
 
-from autograder.assignments.llm_attention.decode_config import decode_config
-from autograder.assignments.llm_attention.decode_speed import (
+from mha_kit.assignments.llm_attention.decode_config import decode_config
+from mha_kit.assignments.llm_attention.decode_speed import (
     DECODE_SPEED_CHECK,
     LESS_WORK_NEEDED,
     Run,
@@ -26,11 +26,11 @@ from autograder.assignments.llm_attention.decode_speed import (
     judge,
     recomputing_work,
 )
-from autograder.assignments.llm_attention.jobs import WorkCount
-from autograder.grading.batch import grade_submission
-from autograder.messages import ids_in
-from autograder.notebook import decoding_work
-from autograder.runner.inprocess import InProcessSubmission
+from mha_kit.assignments.llm_attention.jobs import WorkCount
+from mha_kit.grading.batch import grade_submission
+from mha_kit.messages import ids_in
+from mha_kit.notebook import decoding_work
+from mha_kit.runner.inprocess import InProcessSubmission
 
 sys.path.insert(0, str(CORPUS / "llm"))
 from decode_styles import _TOKENS_CACHE, REFERENCE, STYLES, source  # noqa: E402

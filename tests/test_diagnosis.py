@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder import oracle
-from autograder.assignments.mha import modules
-from autograder.checks import diagnosis
-from autograder.checks.core import TIGHT
-from autograder.checks.diagnosis import CATALOGUE, MHA_VARIANTS, Diagnosis, Knobs, named_in
-from autograder.checks.inputs import Attn, draw_inputs
-from autograder.messages import msg
-from autograder.runner.protocol import StudentCodeError
+from mha_kit import oracle
+from mha_kit.assignments.mha import modules
+from mha_kit.checks import diagnosis
+from mha_kit.checks.core import TIGHT
+from mha_kit.checks.diagnosis import CATALOGUE, MHA_VARIANTS, Diagnosis, Knobs, named_in
+from mha_kit.checks.inputs import Attn, draw_inputs
+from mha_kit.messages import msg
+from mha_kit.runner.protocol import StudentCodeError
 
 GEN = torch.Generator().manual_seed(0)
 

@@ -6,13 +6,13 @@ import json
 import pytest
 from conftest import CORPUS, ROOT, run_cli
 
-from autograder.grading import registry
-from autograder.grading.files import detect_assignment
-from autograder.grading.registry import run_check, run_checks, split_name
-from autograder.messages import msg
-from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.policy import Limits
-from autograder.runner.worker import WorkerSubmission
+from mha_kit.grading import registry
+from mha_kit.grading.files import detect_assignment
+from mha_kit.grading.registry import run_check, run_checks, split_name
+from mha_kit.messages import msg
+from mha_kit.runner.inprocess import InProcessSubmission
+from mha_kit.runner.policy import Limits
+from mha_kit.runner.worker import WorkerSubmission
 
 SEEDS = sorted((CORPUS / "extensions").glob("seed*.py"))
 EXTENSION_IDS = [c.id for c in registry.ASSIGNMENTS["mha_extensions"]]

@@ -12,18 +12,18 @@ import pytest
 import torch
 from conftest import TEMPLATE, messages_with
 
-from autograder.checks.core import Context, Picture
-from autograder.checks.diagnosis import CATALOGUE, OPENINGS, named_in
-from autograder.checks.feedback import (
+from mha_kit.checks.core import Context, Picture
+from mha_kit.checks.diagnosis import CATALOGUE, OPENINGS, named_in
+from mha_kit.checks.feedback import (
     describe_mismatch,
     describe_shape,
     draw_masks,
     explain_nonfinite,
 )
-from autograder.grading import pictures
-from autograder.grading.registry import run_check
-from autograder.messages import ids_in, msg, render
-from autograder.runner.inprocess import InProcessSubmission
+from mha_kit.grading import pictures
+from mha_kit.grading.registry import run_check
+from mha_kit.messages import ids_in, msg, render
+from mha_kit.runner.inprocess import InProcessSubmission
 
 matplotlib.use("Agg")
 
@@ -407,7 +407,7 @@ def test_k_dot_T_on_4d_tensors_is_explained_by_torchs_warning(tmp_path):
         "runner.warned_code", line=21, cell="",
         code="return torch.matmul(q, k.T) / math.sqrt(q.shape[-1])", warning=msg("warning.x_t"))
     assert "shape.transposed" not in ids_in(result.message)  # no "did you forget to transpose"
-    assert not [w for w in shown if "autograder" in w.filename]  # none blamed on the kit
+    assert not [w for w in shown if "mha_kit" in w.filename]  # none blamed on the kit
 
 
 def test_a_warning_in_a_notebook_names_the_cell_its_line_counts_from(tmp_path):

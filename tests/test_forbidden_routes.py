@@ -13,12 +13,12 @@ import pytest
 import torch
 from conftest import CORPUS
 
-from autograder import settings
-from autograder.grading.registry import run_checks
-from autograder.messages import ids_in
-from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.policy import forbidden_functions
-from autograder.runner.worker import WorkerSubmission
+from mha_kit import settings
+from mha_kit.grading.registry import run_checks
+from mha_kit.messages import ids_in
+from mha_kit.runner.inprocess import InProcessSubmission
+from mha_kit.runner.policy import forbidden_functions
+from mha_kit.runner.worker import WorkerSubmission
 
 sys.path.insert(0, str(CORPUS))
 from forbidden_routes import FAILS, ROUTES, TEMPLATE, Route  # noqa: E402

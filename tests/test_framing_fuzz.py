@@ -17,7 +17,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autograder.runner.framing import (
+from mha_kit.runner.framing import (
     HEADER,
     MAX_MESSAGE,
     MAX_PICKLE,

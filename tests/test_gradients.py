@@ -21,14 +21,14 @@ import torch
 from conftest import CORPUS, DETERMINISTIC, TEMPLATE, messages_with
 from test_messages import english_prose
 
-from autograder.checks.core import CheckResult
-from autograder.grading.registry import run_check, run_checks
-from autograder.messages import ids_in, msg, render
-from autograder.runner.backward import InPlace, _match, out_of_place
-from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.policy import Limits
-from autograder.runner.protocol import StudentCodeError
-from autograder.runner.worker import WorkerSubmission
+from mha_kit.checks.core import CheckResult
+from mha_kit.grading.registry import run_check, run_checks
+from mha_kit.messages import ids_in, msg, render
+from mha_kit.runner.backward import InPlace, _match, out_of_place
+from mha_kit.runner.inprocess import InProcessSubmission
+from mha_kit.runner.policy import Limits
+from mha_kit.runner.protocol import StudentCodeError
+from mha_kit.runner.worker import WorkerSubmission
 
 sys.path.insert(0, str(CORPUS))
 from training_mutants import DEVICES, IN_PLACE, TRAINING, Broken  # noqa: E402

@@ -15,8 +15,8 @@ import pytest
 from conftest import ROOT, run_cli
 from notebook_helpers import MHA_CHECK_IDS, SOLUTION, read, recorded_grades
 
-from autograder.grading.registry import POINTS
-from autograder.trusted_autograde import KERNEL_TROUBLE
+from mha_kit.grading.registry import POINTS
+from mha_kit.trusted_autograde import KERNEL_TROUBLE
 
 CASES = hostile_notebooks.cases()
 FULL_MARKS = sum(POINTS[i] for i in MHA_CHECK_IDS)
@@ -35,7 +35,7 @@ def gradebook_totals(course: Path) -> dict[str, float]:
 
 def written_outside(course: Path) -> list[Path]:
     """The files the cases tried to create outside their scratch folders, that exist."""
-    found = hostile_notebooks.targets(course, ROOT / "autograder", Path.home())
+    found = hostile_notebooks.targets(course, ROOT / "mha_kit", Path.home())
     found += [course / "autograded" / student / "mha" / "filler.bin"
               for student in hostile_notebooks.submissions(CASES)]
     return [path for path in found if path.exists()]

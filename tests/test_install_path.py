@@ -40,8 +40,13 @@ def test_setup_cell_installs_the_kit_in_a_fresh_environment(tmp_path, monkeypatc
     site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           check=True, capture_output=True, text=True).stdout.strip()
     Path(site, "preinstalled.pth").write_text(f"{preinstalled(tmp_path / 'preinstalled')}\n")
-    absent = subprocess.run([python, "-c", "import autograder"], cwd=tmp_path, capture_output=True)
+    absent = subprocess.run([python, "-c", "import mha_kit"], cwd=tmp_path, capture_output=True)
     assert absent.returncode != 0
+    # Another distribution's module of the kit's name (PyPI's `autograder` once took the kit's
+    # old one): the setup cell asks for the distribution mha-kit, so it installs the kit anyway.
+    foreign = tmp_path / "preinstalled" / "mha_kit"
+    foreign.mkdir()
+    (foreign / "__init__.py").write_text('"""Another distribution\'s module, not the kit."""\n')
 
     # A Jupyter kernel that runs in the fresh environment.
     spec = tmp_path / "jupyter" / "kernels" / "fresh"
@@ -54,7 +59,7 @@ def test_setup_cell_installs_the_kit_in_a_fresh_environment(tmp_path, monkeypatc
 
     # What the instructor publishes; a copy, so that pip's build leaves the checkout alone.
     kit = tmp_path / "kit"
-    shutil.copytree(ROOT / "autograder", kit / "autograder",
+    shutil.copytree(ROOT / "mha_kit", kit / "mha_kit",
                     ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, kit)
@@ -74,7 +79,7 @@ def test_setup_cell_installs_the_kit_in_a_fresh_environment(tmp_path, monkeypatc
 
     setup.source, count = SOURCE_LINE.subn(f'MHA_KIT_SOURCE = "{kit}"', setup.source)
     assert count == 1
-    probe = nbformat.v4.new_code_cell("import autograder\nprint(autograder.__file__)", id="probe")
+    probe = nbformat.v4.new_code_cell("import mha_kit\nprint(mha_kit.__file__)", id="probe")
     nb.cells.append(probe)
     execute(nb, tmp_path, kernel_name="fresh", timeout=600)
 

@@ -10,16 +10,16 @@ import pytest
 import torch
 from conftest import HOSTILE, TEMPLATE, TINY
 
-from autograder import settings
-from autograder.assignments.mha import speed_config
-from autograder.assignments.mha.baselines import SdpaReference, TorchMHA
-from autograder.assignments.mha.jobs import COMMIT_JOB, PREPARE_JOB, ROUND_JOB, START_JOB
-from autograder.grading.batch import grade_submission
-from autograder.grading.registry import run_check
-from autograder.messages import ids_in, msg
-from autograder.runner import policy
-from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.worker import WorkerSubmission
+from mha_kit import settings
+from mha_kit.assignments.mha import speed_config
+from mha_kit.assignments.mha.baselines import SdpaReference, TorchMHA
+from mha_kit.assignments.mha.jobs import COMMIT_JOB, PREPARE_JOB, ROUND_JOB, START_JOB
+from mha_kit.grading.batch import grade_submission
+from mha_kit.grading.registry import run_check
+from mha_kit.messages import ids_in, msg
+from mha_kit.runner import policy
+from mha_kit.runner.inprocess import InProcessSubmission
+from mha_kit.runner.worker import WorkerSubmission
 
 
 def test_the_graders_process_never_sees_the_students_code():

@@ -1,4 +1,4 @@
-"""Landlock and seccomp (autograder/runner/landlock.py), in a forked child confined as a worker
+"""Landlock and seccomp (mha_kit/runner/landlock.py), in a forked child confined as a worker
 is: it reads and writes only where it is let, makes no socket and signals nobody outside."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import settings
-from autograder.runner import landlock, sandbox
+from mha_kit import settings
+from mha_kit.runner import landlock, sandbox
 
 pytestmark = pytest.mark.skipif(landlock.problem() is not None,
                                 reason=f"no Landlock here: {landlock.problem()}")

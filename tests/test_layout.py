@@ -1,7 +1,7 @@
 """The package's layout: dependencies point one way, with no cycles, and modules stay small.
 
 Imports are read from the source, never by importing: plain imports (those inside functions
-included), names of kit code in strings ("autograder.assignments.mha.jobs:measure_speed"), and
+included), names of kit code in strings ("mha_kit.assignments.mha.jobs:measure_speed"), and
 an assignment's modules loaded through `catalog.modules("points")`.
 """
 
@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from autograder import catalog
-from autograder.cli import COMMANDS
-from autograder.contract import ENTRIES
-from autograder.grading.registry import SPECS
-from autograder.runner.inprocess import is_job
+from mha_kit import catalog
+from mha_kit.cli import COMMANDS
+from mha_kit.contract import ENTRIES
+from mha_kit.grading.registry import SPECS
+from mha_kit.runner.inprocess import is_job
 
-PACKAGE = ROOT / "autograder"
+PACKAGE = ROOT / "mha_kit"
 # Each layer may import its own and lower layers only: cli → grading → assignments → speed →
 # checks → runner/oracle → contract, messages, runtime, settings, catalog (and the assignments'
 # data modules).
@@ -43,7 +43,7 @@ LAYERS = {
 # (the Chinese ones apart where they make messages.py too long).
 ASSIGNMENT_DATA = ("contract", "messages", "messages_zh", "mistakes")
 MAX_LINES = 500
-KIT_NAME = re.compile(r"autograder(\.[A-Za-z_][A-Za-z0-9_]*)+(:[A-Za-z_][A-Za-z0-9_]*)?")
+KIT_NAME = re.compile(r"mha_kit(\.[A-Za-z_][A-Za-z0-9_]*)+(:[A-Za-z_][A-Za-z0-9_]*)?")
 
 
 def module_name(path: Path) -> str:
@@ -71,7 +71,7 @@ def imported_from(source: str, package: str, top_level: bool = False, strings: b
                 found.add(node.value.partition(":")[0])
         elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "modules"
               and node.args and isinstance(node.args[0], ast.Constant)):  # may be optional
-            found |= {f"autograder.assignments.{name}.{node.args[0].value}"
+            found |= {f"mha_kit.assignments.{name}.{node.args[0].value}"
                       for name in ASSIGNMENT_NAMES}
         elif isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
@@ -80,7 +80,7 @@ def imported_from(source: str, package: str, top_level: bool = False, strings: b
             base = base[:len(base) - node.level + 1] if node.level else []
             stem = ".".join(base + ([node.module] if node.module else []))
             found |= {f"{stem}.{alias.name}" for alias in node.names} | {stem}
-    return {name for name in found if name == "autograder" or name.startswith("autograder.")}
+    return {name for name in found if name == "mha_kit" or name.startswith("mha_kit.")}
 
 
 def walk(tree: ast.AST, top_level: bool) -> list[ast.AST]:
@@ -113,7 +113,7 @@ def graph(top_level: bool = False, sources: dict[str, str] | None = None, string
                                     top_level, strings):
             while target not in texts and "." in target:
                 target = target.rsplit(".", 1)[0]
-            if target != name and target != "autograder":
+            if target != name and target != "mha_kit":
                 targets.add(target)
         edges[name] = targets
     return edges
@@ -175,7 +175,7 @@ def across_assignments(edges: dict[str, set[str]]) -> list[str]:
 def loaded_by_check(edges: dict[str, set[str]]) -> set[str]:
     """What `mha-kit check` imports: the CLI and its command modules, and what their imports
     run (not what their functions import when called)."""
-    todo = ["autograder.cli", *(f"autograder.cli.{name}" for name in COMMANDS)]
+    todo = ["mha_kit.cli", *(f"mha_kit.cli.{name}" for name in COMMANDS)]
     seen: set[str] = set()
     while todo:
         module = todo.pop()
@@ -186,9 +186,9 @@ def loaded_by_check(edges: dict[str, set[str]]) -> set[str]:
 
 
 def test_the_walker_sees_imports_inside_functions_and_relative_ones():
-    source = "import os\ndef f():\n    from ..grading import registry\n    import autograder.cli\n"
-    assert imported_from(source, "autograder.speed") == {
-        "autograder.grading", "autograder.grading.registry", "autograder.cli"}
+    source = "import os\ndef f():\n    from ..grading import registry\n    import mha_kit.cli\n"
+    assert imported_from(source, "mha_kit.speed") == {
+        "mha_kit.grading", "mha_kit.grading.registry", "mha_kit.cli"}
 
 
 def test_the_cycle_finder_finds_a_cycle():
@@ -208,28 +208,28 @@ def test_every_module_is_in_a_layer_and_imports_point_down():
 
 
 @pytest.mark.parametrize(("source", "named"), [
-    ('JOB = "autograder.grading.registry:run_check"', "autograder.grading.registry"),
-    ('importlib.import_module("autograder.grading.batch")', "autograder.grading.batch"),
+    ('JOB = "mha_kit.grading.registry:run_check"', "mha_kit.grading.registry"),
+    ('importlib.import_module("mha_kit.grading.batch")', "mha_kit.grading.batch"),
 ])
 def test_a_string_naming_kit_code_above_is_an_upward_import(source: str, named: str):
-    planted = graph(sources={"autograder.runner.planted": source})
-    assert upward(planted) == [f"autograder.runner.planted -> {named}"]
+    planted = graph(sources={"mha_kit.runner.planted": source})
+    assert upward(planted) == [f"mha_kit.runner.planted -> {named}"]
 
 
 def test_only_an_assignments_jobs_run_beside_the_students_code():
-    assert is_job("autograder.assignments.mha.jobs:measure_speed")
-    assert not is_job("autograder.speed.timing:count_ops")
-    planted = graph(sources={"autograder.runner.planted":
-                             'run_job("autograder.assignments.mha.jobs:measure_speed")'})
-    assert upward(planted) == ["autograder.runner.planted -> autograder.assignments.mha.jobs"]
+    assert is_job("mha_kit.assignments.mha.jobs:measure_speed")
+    assert not is_job("mha_kit.speed.timing:count_ops")
+    planted = graph(sources={"mha_kit.runner.planted":
+                             'run_job("mha_kit.assignments.mha.jobs:measure_speed")'})
+    assert upward(planted) == ["mha_kit.runner.planted -> mha_kit.assignments.mha.jobs"]
 
 
 def knows_an_assignment(edges: dict[str, set[str]], texts: dict[str, str]) -> list[str]:
     """What the speed layer imports of any assignment (its data included), and the contract
     names and check ids its code names (as a string or a name)."""
     named = {*ENTRIES, *SPECS}
-    found = [f"{a} -> {b}" for a, targets in edges.items() if a.startswith("autograder.speed")
-             for b in targets if b.startswith("autograder.assignments")]
+    found = [f"{a} -> {b}" for a, targets in edges.items() if a.startswith("mha_kit.speed")
+             for b in targets if b.startswith("mha_kit.assignments")]
     for module, text in texts.items():
         for node in walk(ast.parse(text), top_level=False):
             word = (node.value if isinstance(node, ast.Constant) else
@@ -244,38 +244,38 @@ def test_the_speed_layer_knows_no_assignment():
     texts = {module_name(p): p.read_text(encoding="utf-8")
              for p in (PACKAGE / "speed").rglob("*.py")}
     assert knows_an_assignment(graph(), texts) == []
-    planted = {"autograder.speed.planted": "from ..assignments.mha import contract\n"
+    planted = {"mha_kit.speed.planted": "from ..assignments.mha import contract\n"
                                           'SPEED_CHECK = "speed_fused_vs_looped"\n'}
-    assert {"autograder.speed.planted -> autograder.assignments.mha.contract",
-            "autograder.speed.planted names speed_fused_vs_looped"} <= set(
+    assert {"mha_kit.speed.planted -> mha_kit.assignments.mha.contract",
+            "mha_kit.speed.planted names speed_fused_vs_looped"} <= set(
         knows_an_assignment(graph(sources=planted), planted))
 
 
 def test_no_assignment_imports_another():
     assert across_assignments(graph()) == []
     assert ASSIGNMENT_NAMES == list(catalog.names()) and "mha" in ASSIGNMENT_NAMES
-    planted = graph(sources={"autograder.assignments.shapes.planted":
+    planted = graph(sources={"mha_kit.assignments.shapes.planted":
                              "from ..mha import steps"})
-    assert "autograder.assignments.shapes.planted -> autograder.assignments.mha.steps" in \
+    assert "mha_kit.assignments.shapes.planted -> mha_kit.assignments.mha.steps" in \
         across_assignments(planted)
 
 
 def test_an_assignments_data_is_read_through_modules_by_the_lowest_layers():
     edges = graph()
-    assert {f"autograder.assignments.{name}.contract" for name in ASSIGNMENT_NAMES} <= \
-        edges["autograder.contract"]
-    assert {f"autograder.assignments.{name}.points" for name in ASSIGNMENT_NAMES} <= \
-        edges["autograder.grading.registry"]
-    planted = graph(sources={"autograder.messages.planted": 'modules("points")'})
-    assert "autograder.messages.planted -> autograder.assignments.mha.points" in upward(planted)
+    assert {f"mha_kit.assignments.{name}.contract" for name in ASSIGNMENT_NAMES} <= \
+        edges["mha_kit.contract"]
+    assert {f"mha_kit.assignments.{name}.points" for name in ASSIGNMENT_NAMES} <= \
+        edges["mha_kit.grading.registry"]
+    planted = graph(sources={"mha_kit.messages.planted": 'modules("points")'})
+    assert "mha_kit.messages.planted -> mha_kit.assignments.mha.points" in upward(planted)
 
 
 def test_mha_kit_check_does_not_load_the_calibration_code():
-    assert "autograder.assignments.mha.styles" not in loaded_by_check(graph(top_level=True))
+    assert "mha_kit.assignments.mha.styles" not in loaded_by_check(graph(top_level=True))
     planted = graph(top_level=True, sources={
-        "autograder.cli.check": (PACKAGE / "cli" / "check.py").read_text(encoding="utf-8")
+        "mha_kit.cli.check": (PACKAGE / "cli" / "check.py").read_text(encoding="utf-8")
         + "\nfrom ..assignments.mha import calibration\n"})
-    assert "autograder.assignments.mha.styles" in loaded_by_check(planted)
+    assert "mha_kit.assignments.mha.styles" in loaded_by_check(planted)
 
 
 def test_nothing_outside_the_cli_imports_it():
@@ -283,7 +283,7 @@ def test_nothing_outside_the_cli_imports_it():
                            ROOT / "gradescope" / "run_autograder")
                if "cli" not in p.relative_to(ROOT).parts]
     users = [str(p.relative_to(ROOT)) for p in outside
-             if any(name.startswith("autograder.cli") for name in imported(p))]
+             if any(name.startswith("mha_kit.cli") for name in imported(p))]
     assert users == []
 
 
@@ -296,7 +296,7 @@ def test_no_module_is_longer_than_the_limit():
 def test_reading_a_notebook_compiles_no_grammar_it_never_uses():
     """jsonschema's optional `rfc3987_syntax` (3 s of grammars at import) stays out of the kit's
     processes that read notebooks."""
-    probe = ("import sys, autograder.course_autograde, nbformat\n"
+    probe = ("import sys, mha_kit.course_autograde, nbformat\n"
              "print(sys.modules.get('rfc3987_syntax') is None)")
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=120)
@@ -306,7 +306,7 @@ def test_reading_a_notebook_compiles_no_grammar_it_never_uses():
 def test_the_lowest_layers_find_assignments_through_the_catalog():
     """Not through the assignments' package, whose folder holds the top layer's checks."""
     edges = graph()
-    users = [m for m in ("autograder.contract", "autograder.messages",
-                         "autograder.checks.diagnosis", "autograder.grading.registry")
-             if "autograder.assignments" in edges[m]]
-    assert users == [] and "autograder.catalog" in edges["autograder.contract"]
+    users = [m for m in ("mha_kit.contract", "mha_kit.messages",
+                         "mha_kit.checks.diagnosis", "mha_kit.grading.registry")
+             if "mha_kit.assignments" in edges[m]]
+    assert users == [] and "mha_kit.catalog" in edges["mha_kit.contract"]

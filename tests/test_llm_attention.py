@@ -27,14 +27,14 @@ from conftest import (
 )
 from test_messages import assert_chinese  # noqa: E402
 
-from autograder.assignments.llm_attention import oracle
-from autograder.assignments.llm_attention.jobs import MEMORY_JOB
-from autograder.assignments.llm_attention.mistakes import CATALOGUE
-from autograder.checks.core import CheckResult
-from autograder.checks.diagnosis import named_in
-from autograder.grading.registry import ASSIGNMENTS, run_checks
-from autograder.messages import ids_in, msg
-from autograder.runner.inprocess import InProcessSubmission
+from mha_kit.assignments.llm_attention import oracle
+from mha_kit.assignments.llm_attention.jobs import MEMORY_JOB
+from mha_kit.assignments.llm_attention.mistakes import CATALOGUE
+from mha_kit.checks.core import CheckResult
+from mha_kit.checks.diagnosis import named_in
+from mha_kit.grading.registry import ASSIGNMENTS, run_checks
+from mha_kit.messages import ids_in, msg
+from mha_kit.runner.inprocess import InProcessSubmission
 
 LLM = CORPUS / "llm"
 sys.path.insert(0, str(LLM))
@@ -307,7 +307,7 @@ def test_attention_oracle_repeats_heads_as_sdpa_with_enable_gqa():
 
 
 def test_a_decoding_step_is_the_matching_row_of_whole_sequence_attention():
-    from autograder.assignments.llm_attention.variants import gqa_steps
+    from mha_kit.assignments.llm_attention.variants import gqa_steps
     E, H, Hkv = 16, 4, 2
     params = {f"{n}.weight": torch.randn(E if n in ("q_proj", "out_proj") else Hkv * E // H, E,
                                          dtype=torch.float64) / 4
@@ -360,7 +360,7 @@ def _two_loop_flash(q, k, v, block: int, stop) -> torch.Tensor:
 def test_a_causal_key_range_cut_short_is_named(stop, Tq: int, Tk: int):
     """One key early, one block early, the diagonal block left out, as a two-loop
     FlashAttention writes them: a candidate of flash_causal_keys_cut reproduces each."""
-    from autograder.assignments.llm_attention.flash_variants import flash_candidates
+    from mha_kit.assignments.llm_attention.flash_variants import flash_candidates
     q, k, v = (torch.randn(1, 2, T, 4, dtype=torch.float64) for T in (Tq, Tk, Tk))
     got = _two_loop_flash(q, k, v, 4, stop)
     cut = [make()[0] for name, make in flash_candidates(q, k, v, True, 4)

@@ -8,10 +8,10 @@ import nbformat
 import pytest
 from conftest import ROOT, TEMPLATE
 
-from autograder.grading.registry import run_check
-from autograder.messages import msg
-from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.loading import (
+from mha_kit.grading.registry import run_check
+from mha_kit.messages import msg
+from mha_kit.runner.inprocess import InProcessSubmission
+from mha_kit.runner.loading import (
     PICTURE_TAG,
     SKIP_TAG,
     cell_name,
@@ -81,7 +81,7 @@ def test_the_worker_loads_the_shipped_notebooks_without_matplotlib():
     """Their pictures are tagged, and import matplotlib themselves: importing it and drawing
     were half a second of every `mha-kit check`."""
     script = ("import pathlib, sys\n"
-              "from autograder.runner.loading import load_source\n"
+              "from mha_kit.runner.loading import load_source\n"
               "notebooks = sorted(pathlib.Path('solutions').glob('*/*.ipynb'))\n"
               "assert notebooks\n"
               "assert all(load_source(path).problems == [] for path in notebooks)\n"

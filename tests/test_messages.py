@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from conftest import DETERMINISTIC, HOSTILE, KILL_REFUSED, STUBS
 
-from autograder.checks.core import CheckResult
-from autograder.grading.batch import grade_submission
-from autograder.grading.registry import run_checks
-from autograder.grading.report import format_table, gradescope_results
-from autograder.messages import (
+from mha_kit.checks.core import CheckResult
+from mha_kit.grading.batch import grade_submission
+from mha_kit.grading.registry import run_checks
+from mha_kit.grading.report import format_table, gradescope_results
+from mha_kit.messages import (
     LANG_VARIABLE,
     TEMPLATES,
     Message,
@@ -25,9 +25,9 @@ from autograder.messages import (
     msg,
     pad,
 )
-from autograder.release import stale_translations
-from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.policy import Limits
+from mha_kit.release import stale_translations
+from mha_kit.runner.inprocess import InProcessSubmission
+from mha_kit.runner.policy import Limits
 
 # --------------------------------------------------------------------------- English prose
 

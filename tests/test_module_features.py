@@ -14,8 +14,8 @@ import pytest
 from conftest import CORPUS, ROOT, assert_full_marks, run_cli
 from notebook_helpers import read, with_module_features
 
-from autograder.grading.batch import grade_submission
-from autograder.grading.registry import ASSIGNMENTS
+from mha_kit.grading.batch import grade_submission
+from mha_kit.grading.registry import ASSIGNMENTS
 
 sys.path.insert(0, str(CORPUS))
 from module_features import FEATURES, prelude  # noqa: E402

@@ -32,9 +32,9 @@ from notebook_helpers import (
     verdicts,
 )
 
-from autograder import settings
-from autograder.grading.registry import ASSIGNMENTS, POINTS, split_name
-from autograder.messages import msg
+from mha_kit import settings
+from mha_kit.grading.registry import ASSIGNMENTS, POINTS, split_name
+from mha_kit.messages import msg
 
 NOTEBOOK = SOLUTION.stem
 OTHERS = [name for name in COURSE_ASSIGNMENTS if name != "mha"]

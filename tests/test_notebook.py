@@ -20,9 +20,9 @@ from notebook_helpers import (
     verdicts,
 )
 
-from autograder.grading.registry import ASSIGNMENTS, POINTS, split_name
-from autograder.notebook import check
-from autograder.release import sync_points
+from mha_kit.grading.registry import ASSIGNMENTS, POINTS, split_name
+from mha_kit.notebook import check
+from mha_kit.release import sync_points
 
 NOTEBOOKS = sorted((ROOT / "solutions").glob("*/*.ipynb")) + sorted(
     (ROOT / "assignments").glob("*/*.ipynb")
@@ -147,7 +147,7 @@ def test_a_failed_check_shows_its_verdict_once_and_no_traceback_into_the_kit(tmp
     test = cells["split-heads-test"]
     (error,) = errors(test)
     assert error.ename == "AssertionError"
-    assert not [line for line in error.traceback if "autograder" in line], error.traceback
+    assert not [line for line in error.traceback if "mha_kit" in line], error.traceback
     assert len(error.traceback) == 1 and "earned 0 of 7 points" in error.traceback[0]
     printed = "".join(o.text for o in test.outputs if o.output_type == "stream")
     assert printed.count("✗ split_heads: 0/7") == 1
@@ -157,7 +157,7 @@ def test_a_failed_check_shows_its_verdict_once_and_no_traceback_into_the_kit(tmp
 
 
 def test_notebook_lines_wrap_at_words_and_keep_code_whole(monkeypatch):
-    from autograder.notebook import wrap
+    from mha_kit.notebook import wrap
 
     text = ("✗ causal_mask: 0/6 This matches the mask inverted, True taken as allowed: in "
             "causal_mask True marks a *blocked* pair (key j > query i): "

@@ -11,11 +11,11 @@ import pytest
 import torch
 from conftest import DETERMINISTIC, TEMPLATE
 
-from autograder.assignments.mha.contract import MODULES
-from autograder.catalog import Entry
-from autograder.grading.registry import run_checks
-from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.protocol import ModuleRun
+from mha_kit.assignments.mha.contract import MODULES
+from mha_kit.catalog import Entry
+from mha_kit.grading.registry import run_checks
+from mha_kit.runner.inprocess import InProcessSubmission
+from mha_kit.runner.protocol import ModuleRun
 
 LEFT_OUT = "left out"
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from autograder import oracle
+from mha_kit import oracle
 
 
 def _params(E, kdim, vdim, gen):

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from conftest import TEMPLATE, messages_with, run_cli, table_texts
 
-from autograder.checks.diagnosis import named_in
-from autograder.grading.batch import grade_submission
-from autograder.grading.registry import POINTS, run_checks
-from autograder.messages import ids_in, msg, render
-from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.policy import Limits
-from autograder.runner.student_code import CUT, ERROR_KEEP
-from autograder.runner.worker import _printed
+from mha_kit.checks.diagnosis import named_in
+from mha_kit.grading.batch import grade_submission
+from mha_kit.grading.registry import POINTS, run_checks
+from mha_kit.messages import ids_in, msg, render
+from mha_kit.runner.inprocess import InProcessSubmission
+from mha_kit.runner.policy import Limits
+from mha_kit.runner.student_code import CUT, ERROR_KEEP
+from mha_kit.runner.worker import _printed
 
 # As a real tutorial writes it: the output projection built inside forward, on every call.
 LINEAR_IN_FORWARD = ("        out = self.out_proj(merge_heads(torch.matmul(weights, v)))",

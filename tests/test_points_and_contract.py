@@ -8,9 +8,9 @@ import re
 
 from conftest import ROOT
 
-from autograder import catalog, contract
-from autograder.grading import registry
-from autograder.release import LISTING_ROW, LISTINGS
+from mha_kit import catalog, contract
+from mha_kit.grading import registry
+from mha_kit.release import LISTING_ROW, LISTINGS
 
 
 def test_each_check_earns_points():

@@ -13,13 +13,13 @@ import pytest
 import torch
 from conftest import ROOT, SPEED
 
-from autograder.assignments.llm_attention.decode_config import GRADED
-from autograder.assignments.llm_attention.decode_speed import LESS_WORK_NEEDED
-from autograder.assignments.llm_attention.flash import FLASH_CASES, MEMORY_SHAPE
-from autograder.assignments.mha.speed import MAX_RUNS, NEAR, SPEEDUP_NEEDED
-from autograder.grading.registry import POINTS
-from autograder.messages import TEMPLATES
-from autograder.speed.verdict import BUDGET_S
+from mha_kit.assignments.llm_attention.decode_config import GRADED
+from mha_kit.assignments.llm_attention.decode_speed import LESS_WORK_NEEDED
+from mha_kit.assignments.llm_attention.flash import FLASH_CASES, MEMORY_SHAPE
+from mha_kit.assignments.mha.speed import MAX_RUNS, NEAR, SPEEDUP_NEEDED
+from mha_kit.grading.registry import POINTS
+from mha_kit.messages import TEMPLATES
+from mha_kit.speed.verdict import BUDGET_S
 
 LLM = "solutions/llm_attention/llm_attention.ipynb"
 LLM_ZH = "solutions/llm_attention_zh/llm_attention_zh.ipynb"

@@ -8,16 +8,16 @@ import pytest
 import torch
 from conftest import table_entries
 
-from autograder.checks.core import CheckResult
-from autograder.checks.diagnosis import mistake_of
-from autograder.checks.feedback import describe_mask
-from autograder.grading.report import (
+from mha_kit.checks.core import CheckResult
+from mha_kit.checks.diagnosis import mistake_of
+from mha_kit.checks.feedback import describe_mask
+from mha_kit.grading.report import (
     MIN_MESSAGE_COLUMNS,
     NARROW_INDENT,
     format_table,
     gradescope_results,
 )
-from autograder.messages import LANG_VARIABLE, Message, display_width, msg, render
+from mha_kit.messages import LANG_VARIABLE, Message, display_width, msg, render
 
 
 def failing() -> tuple[list[CheckResult], list[Message]]:

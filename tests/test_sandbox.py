@@ -1,4 +1,4 @@
-"""The sandbox (autograder/runner/sandbox.py): student code writes only to its own folder and
+"""The sandbox (mha_kit/runner/sandbox.py): student code writes only to its own folder and
 connects nowhere, in the worker and in the kernel nbgrader runs, with each layer alone
 (Landlock, bubblewrap); without any, grading still works and says what is not protected."""
 
@@ -22,14 +22,14 @@ import nbformat
 import pytest
 from conftest import HOSTILE, ROOT, STUBS, TEMPLATE, check_here, run_cli
 
-from autograder import settings
-from autograder.grading.batch import grade_submission
-from autograder.grading.registry import ASSIGNMENTS, POINTS, WAITING_MESSAGES, run_check
-from autograder.messages import ids_in, msg, render
-from autograder.runner import landlock, sandbox, zygote
-from autograder.runner.policy import Limits
-from autograder.runner.worker import WorkerSubmission
-from autograder.sandboxed_kernel import (
+from mha_kit import settings
+from mha_kit.grading.batch import grade_submission
+from mha_kit.grading.registry import ASSIGNMENTS, POINTS, WAITING_MESSAGES, run_check
+from mha_kit.messages import ids_in, msg, render
+from mha_kit.runner import landlock, sandbox, zygote
+from mha_kit.runner.policy import Limits
+from mha_kit.runner.worker import WorkerSubmission
+from mha_kit.sandboxed_kernel import (
     SandboxedExecute,
     SandboxedKernelManager,
     SandboxedStudentCells,
@@ -91,7 +91,7 @@ def course_dir():
 def outside(course_dir):
     """Files student code must not write: in the kit's package, the grader's home, the
     course folder (the grade book, another student's folder), and /tmp; removed after."""
-    paths = [ROOT / "autograder" / MARK, Path.home() / MARK, course_dir / "gradebook.db",
+    paths = [ROOT / "mha_kit" / MARK, Path.home() / MARK, course_dir / "gradebook.db",
              course_dir / "submitted" / "bob" / "mha" / MARK, Path(tempfile.gettempdir()) / MARK]
     yield paths
     for path in paths:
@@ -270,7 +270,7 @@ def test_a_root_grader_without_ptrace_counts_what_a_worker_of_another_account_ho
         assert holder.stdout.readline() == "held\n"
         watch = ("import sys, time\n"
                  "from pathlib import Path\n"
-                 "from autograder.runner.disk import DiskWatch\n"
+                 "from mha_kit.runner.disk import DiskWatch\n"
                  "for account in (None, (65534, 65534)):\n"
                  "    watch = DiskWatch(Path(sys.argv[1]), int(sys.argv[2]), 2**25, account)\n"
                  "    time.sleep(0.5)\n"
@@ -513,7 +513,7 @@ def test_a_kit_in_tmp_stays_visible_read_only(tmp_path, monkeypatch):
 
 @needs_bwrap
 def test_the_graders_working_folder_and_the_temporary_folder_stay_hidden(tmp_path, monkeypatch):
-    """`python -m autograder.cli` run in a course folder in /tmp puts that folder on the import
+    """`python -m mha_kit.cli` run in a course folder in /tmp puts that folder on the import
     path, and PYTHONPATH may name /tmp: neither is kept visible, so a course's files and the
     submissions other graders hold in the temporary folder stay out of reach."""
     (tmp_path / "gradebook.db").write_text("grades")
@@ -553,17 +553,17 @@ def test_a_zygote_that_cannot_start_says_why(monkeypatch):
 
 def _seen_in_sandbox(tmp_path: Path, layer: str, import_path: Path, secret: Path,
                      writable: Path | None = None) -> list[str]:
-    """Where `autograder` is imported from (resolved: Landlock's kernel imports it through a
+    """Where `mha_kit` is imported from (resolved: Landlock's kernel imports it through a
     link) in the sandbox's `layer` and whether `secret` can be read there, as a grader whose
     import path starts with `import_path` sandboxes a Python as it does a kernel (with the
     folder `writable`, as a kernel has its notebook's folder)."""
     binds = f"[({str(writable)!r}, {str(writable)!r})]" if writable else "[]"
-    inside = ("import autograder, os, sys\n"
+    inside = ("import mha_kit, os, sys\n"
               "try:\n    seen = bool(open(sys.argv[1]).read())\n"
               "except OSError:\n    seen = False\n"
-              "print(os.path.realpath(autograder.__file__), seen)")
+              "print(os.path.realpath(mha_kit.__file__), seen)")
     outside = ("import pathlib, subprocess, sys, tempfile\n"
-               "from autograder.runner import sandbox\n"
+               "from mha_kit.runner import sandbox\n"
                "scratch = pathlib.Path(tempfile.mkdtemp())  # the kernel's, with the kit's link\n"
                f"binds = [(scratch, scratch), *(tuple(map(pathlib.Path, b)) for b in {binds})]\n"
                f"argv = sandbox.confined([sys.executable, '-c', {inside!r}, {str(secret)!r}],\n"
@@ -600,12 +600,12 @@ def test_a_course_on_the_import_path_is_hidden_from_its_kernels(tmp_path, layer)
 
 @pytest.mark.parametrize("layer", [*EACH_LAYER, BOTH])
 def test_of_a_kit_checkout_in_tmp_only_its_package_is_visible(tmp_path, layer):
-    """The checkout is the course folder too: the sandbox shows its `autograder` package, never
+    """The checkout is the course folder too: the sandbox shows its `mha_kit` package, never
     gradebook.db or the submissions beside it."""
     checkout = tmp_path / "course"
-    shutil.copytree(ROOT / "autograder", checkout / "autograder",
+    shutil.copytree(ROOT / "mha_kit", checkout / "mha_kit",
                     ignore=shutil.ignore_patterns("__pycache__"))
     secret = _course_with_a_secret(checkout)
     imported, seen = _seen_in_sandbox(tmp_path, layer, checkout, secret)
-    assert imported == str(checkout / "autograder" / "__init__.py")
+    assert imported == str(checkout / "mha_kit" / "__init__.py")
     assert seen == "False"

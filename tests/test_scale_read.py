@@ -9,18 +9,18 @@ import pytest
 import torch
 from conftest import TEMPLATE, messages_with
 
-from autograder.checks.core import tolerance
-from autograder.checks.diagnosis import named_in
-from autograder.checks.scale import (
+from mha_kit.checks.core import tolerance
+from mha_kit.checks.diagnosis import named_in
+from mha_kit.checks.scale import (
     ScaleReading,
     scale_of_scores,
     scale_of_weights,
     scale_reading,
     scale_sentence,
 )
-from autograder.grading.registry import run_checks
-from autograder.messages import ids_in, msg
-from autograder.runner.inprocess import InProcessSubmission
+from mha_kit.grading.registry import run_checks
+from mha_kit.messages import ids_in, msg
+from mha_kit.runner.inprocess import InProcessSubmission
 
 B, H, T, D = 2, 4, 5, 8
 E = H * D

@@ -14,7 +14,7 @@ from conftest import CORPUS, ROOT
 SCRIPTS = sorted((ROOT / "scripts").glob("*.py"))
 # Where the scripts' own imports come from, besides the kit: the tests' helpers and corpora.
 HELPERS = (ROOT / "tests", CORPUS, CORPUS / "llm", CORPUS / "triton")
-OURS = ("autograder", *(p.stem for folder in HELPERS for p in folder.glob("*.py")))
+OURS = ("mha_kit", *(p.stem for folder in HELPERS for p in folder.glob("*.py")))
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)

@@ -1,4 +1,4 @@
-"""The kit's settings (autograder/settings.py): one module reads them, each has a type, a
+"""The kit's settings (mha_kit/settings.py): one module reads them, each has a type, a
 default and a help text, nbgrader_config.py can set every one, and docs/settings.md is made
 from them."""
 
@@ -11,12 +11,12 @@ import pytest
 from conftest import ROOT, run_cli
 from traitlets.config import Config
 
-from autograder import settings
-from autograder.course_settings import MhaKit, configured
-from autograder.runner.policy import Limits
+from mha_kit import settings
+from mha_kit.course_settings import MhaKit, configured
+from mha_kit.runner.policy import Limits
 
-SETTINGS = ROOT / "autograder" / "settings.py"
-KIT_CODE = [p for p in (*(ROOT / "autograder").rglob("*.py"),
+SETTINGS = ROOT / "mha_kit" / "settings.py"
+KIT_CODE = [p for p in (*(ROOT / "mha_kit").rglob("*.py"),
                         ROOT / "gradescope" / "run_autograder") if p != SETTINGS]
 
 
@@ -30,7 +30,7 @@ def test_only_the_settings_module_names_a_kit_variable_or_reads_the_environment_
 
 
 def test_docs_hold_the_table_the_settings_make():
-    """Regenerate with `python -m autograder.settings` (the table between the markers)."""
+    """Regenerate with `python -m mha_kit.settings` (the table between the markers)."""
     docs = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
     assert settings.table() in docs
 
@@ -92,7 +92,7 @@ def test_nbgrader_config_sets_every_setting_with_its_type():
 
 def test_a_submission_that_says_no_assignment_is_graded_as_the_setting_says(tmp_path,
                                                                            monkeypatch):
-    from autograder.grading.files import detect_assignment
+    from mha_kit.grading.files import detect_assignment
 
     silent = tmp_path / "silent.py"
     silent.write_text("import torch\n")
@@ -113,7 +113,7 @@ def test_an_editions_language_falls_back_where_no_lang_is_given(monkeypatch):
 def _grader_settings(_: str) -> tuple[str, bool | None]:
     """In a batch's grader process: its `sandbox` setting, and whether its zygote (started as
     the process started) runs under bubblewrap (None: no zygote)."""
-    from autograder.runner import zygote
+    from mha_kit.runner import zygote
 
     started = zygote._zygote
     return settings.current().sandbox, None if started is None else started.sandboxed
@@ -125,9 +125,9 @@ def test_the_courses_settings_apply_before_the_graders_and_their_zygotes_start(t
     process's zygote is wrapped, as it decides the kernels' (no submission needs grading)."""
     from nbgrader.api import Gradebook
 
-    from autograder.course_autograde import CourseAutograde
-    from autograder.grading.batch import in_parallel
-    from autograder.release import with_interpreter_on_path
+    from mha_kit.course_autograde import CourseAutograde
+    from mha_kit.grading.batch import in_parallel
+    from mha_kit.release import with_interpreter_on_path
 
     (tmp_path / "nbgrader_config.py").write_text(
         (ROOT / "nbgrader_config.py").read_text() + "\nc.MhaKit.sandbox = 'landlock'\n")

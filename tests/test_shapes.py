@@ -4,12 +4,12 @@ import nbformat
 import pytest
 from conftest import ROOT, messages_with
 
-from autograder.assignments.shapes import checks as shapes
-from autograder.grading import registry
-from autograder.grading.registry import run_checks
-from autograder.messages import ids_in, msg
-from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.worker import WorkerSubmission
+from mha_kit.assignments.shapes import checks as shapes
+from mha_kit.grading import registry
+from mha_kit.grading.registry import run_checks
+from mha_kit.messages import ids_in, msg
+from mha_kit.runner.inprocess import InProcessSubmission
+from mha_kit.runner.worker import WorkerSubmission
 
 SOLUTION = ROOT / "solutions" / "shapes" / "shapes_warmup.ipynb"
 SHAPES_IDS = [c.id for c in registry.ASSIGNMENTS["shapes"]]

@@ -12,19 +12,19 @@ import torch
 from conftest import TINY, measured, score_once
 from test_timing import KIT_TIMES, fake_timer
 
-from autograder.assignments.mha import calibration
-from autograder.assignments.mha import jobs as mha_jobs
-from autograder.assignments.mha import speed as mha_speed
-from autograder.assignments.mha.speed import NEAR, SPEEDUP_NEEDED, Verdict
-from autograder.assignments.mha.speed_config import speed_input, speed_params
-from autograder.assignments.mha.styleset import PARTIAL_LOOPS, RELIABILITY, STYLES, kind, must_earn
-from autograder.checks.core import CheckFailed, Context
-from autograder.grading.registry import run_check
-from autograder.messages import ids_in, msg
-from autograder.oracle import causal_mask, multi_head_attention, torch_mha
-from autograder.runner.inprocess import InProcessSubmission
-from autograder.speed import calibration as speed_calibration
-from autograder.speed import verdict as speed_verdict
+from mha_kit.assignments.mha import calibration
+from mha_kit.assignments.mha import jobs as mha_jobs
+from mha_kit.assignments.mha import speed as mha_speed
+from mha_kit.assignments.mha.speed import NEAR, SPEEDUP_NEEDED, Verdict
+from mha_kit.assignments.mha.speed_config import speed_input, speed_params
+from mha_kit.assignments.mha.styleset import PARTIAL_LOOPS, RELIABILITY, STYLES, kind, must_earn
+from mha_kit.checks.core import CheckFailed, Context
+from mha_kit.grading.registry import run_check
+from mha_kit.messages import ids_in, msg
+from mha_kit.oracle import causal_mask, multi_head_attention, torch_mha
+from mha_kit.runner.inprocess import InProcessSubmission
+from mha_kit.speed import calibration as speed_calibration
+from mha_kit.speed import verdict as speed_verdict
 
 MEDIANS = {"student": 1e-3, "looped": 3e-3, "fused": 1e-3}
 

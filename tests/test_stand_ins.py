@@ -9,11 +9,11 @@ import pytest
 import torch
 from conftest import TEMPLATE, messages_with
 
-from autograder.grading.batch import loaded_worker
-from autograder.grading.registry import ASSIGNMENTS, SPECS, STAND_INS, own_checks, run_checks
-from autograder.messages import msg
-from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.protocol import StandIns
+from mha_kit.grading.batch import loaded_worker
+from mha_kit.grading.registry import ASSIGNMENTS, SPECS, STAND_INS, own_checks, run_checks
+from mha_kit.messages import msg
+from mha_kit.runner.inprocess import InProcessSubmission
+from mha_kit.runner.protocol import StandIns
 
 WITH_STAND_INS = sorted({name for name, table in ASSIGNMENTS.items()
                          for spec in table if spec.stand_ins})

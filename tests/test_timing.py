@@ -13,27 +13,27 @@ from conftest import SPEED, STUBS, TEMPLATE, TINY, measured, score_once
 from torch import nn
 from torch.overrides import _get_current_function_mode_stack
 
-from autograder import settings
-from autograder.assignments.mha import jobs as mha_jobs
-from autograder.assignments.mha import speed as mha_speed
-from autograder.assignments.mha import speed_config
-from autograder.assignments.mha.baselines import (
+from mha_kit import settings
+from mha_kit.assignments.mha import jobs as mha_jobs
+from mha_kit.assignments.mha import speed as mha_speed
+from mha_kit.assignments.mha import speed_config
+from mha_kit.assignments.mha.baselines import (
     BENCH_ROWS,
     FusedReference,
     HeadLoopReference,
     LoopedReference,
     as_student_class,
 )
-from autograder.assignments.mha.modules import LONGEST_TIMED_T
-from autograder.checks.core import CheckResult, Context
-from autograder.grading.batch import grade_submission
-from autograder.grading.registry import POINTS, WAITING_MESSAGES, run_check
-from autograder.messages import Message, ids_in, msg
-from autograder.oracle import causal_mask, multi_head_attention, torch_mha
-from autograder.runner.inprocess import InProcessSubmission
-from autograder.runner.loading import load_source
-from autograder.speed import timing as speed_timing
-from autograder.speed import verdict as speed_verdict
+from mha_kit.assignments.mha.modules import LONGEST_TIMED_T
+from mha_kit.checks.core import CheckResult, Context
+from mha_kit.grading.batch import grade_submission
+from mha_kit.grading.registry import POINTS, WAITING_MESSAGES, run_check
+from mha_kit.messages import Message, ids_in, msg
+from mha_kit.oracle import causal_mask, multi_head_attention, torch_mha
+from mha_kit.runner.inprocess import InProcessSubmission
+from mha_kit.runner.loading import load_source
+from mha_kit.speed import timing as speed_timing
+from mha_kit.speed import verdict as speed_verdict
 
 
 def fake_timer(per_call: dict[type, float], student: float):

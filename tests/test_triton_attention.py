@@ -30,11 +30,11 @@ from test_messages import assert_chinese
 
 pytest.importorskip("triton")  # the dev extra installs it; without it there is nothing to grade
 
-from autograder import (
+from mha_kit import (
     runtime,  # noqa: E402
     settings,  # noqa: E402
 )
-from autograder.assignments.triton_attention import (  # noqa: E402,E501
+from mha_kit.assignments.triton_attention import (  # noqa: E402,E501
     calibration,
     forward,
     jobs,
@@ -42,17 +42,17 @@ from autograder.assignments.triton_attention import (  # noqa: E402,E501
     speed,
     variants,
 )
-from autograder.assignments.triton_attention.forward import Flash  # noqa: E402
-from autograder.assignments.triton_attention.mistakes import CATALOGUE  # noqa: E402
-from autograder.checks.core import CheckResult, Context  # noqa: E402
-from autograder.grading.registry import ASSIGNMENTS, run_checks  # noqa: E402
-from autograder.messages import ids_in, msg  # noqa: E402
-from autograder.runner import sandbox  # noqa: E402
-from autograder.runner.inprocess import InProcessSubmission  # noqa: E402
-from autograder.runner.loading import load_source  # noqa: E402
-from autograder.runner.worker import WorkerSubmission, worker_environment  # noqa: E402
-from autograder.runner.zygote import worker_env  # noqa: E402
-from autograder.runtime import triton_as_configured, triton_environment  # noqa: E402
+from mha_kit.assignments.triton_attention.forward import Flash  # noqa: E402
+from mha_kit.assignments.triton_attention.mistakes import CATALOGUE  # noqa: E402
+from mha_kit.checks.core import CheckResult, Context  # noqa: E402
+from mha_kit.grading.registry import ASSIGNMENTS, run_checks  # noqa: E402
+from mha_kit.messages import ids_in, msg  # noqa: E402
+from mha_kit.runner import sandbox  # noqa: E402
+from mha_kit.runner.inprocess import InProcessSubmission  # noqa: E402
+from mha_kit.runner.loading import load_source  # noqa: E402
+from mha_kit.runner.worker import WorkerSubmission, worker_environment  # noqa: E402
+from mha_kit.runner.zygote import worker_env  # noqa: E402
+from mha_kit.runtime import triton_as_configured, triton_environment  # noqa: E402
 
 TRITON = CORPUS / "triton"
 sys.path.insert(0, str(TRITON))
@@ -336,7 +336,7 @@ def test_triton_is_imported_again_under_the_other_switch():
     imported again, so that the student's kernels and the library agree. In a fresh Python:
     kernels loaded here keep the Triton they were made with alive until exit."""
     code = ("import os, runpy, sys\n"
-            f"configured = runpy.run_path({str(ROOT / 'autograder' / 'runtime.py')!r})"
+            f"configured = runpy.run_path({str(ROOT / 'mha_kit' / 'runtime.py')!r})"
             "['triton_as_configured']\n"
             "kinds = []\n"
             "for switch in ('0', '1', '0'):\n"

@@ -18,14 +18,14 @@ from conftest import ROOT, SPEED
 from nbgrader.utils import determine_grade
 from notebook_helpers import RELEASE, read, solved
 
-from autograder.checks.core import HIDDEN_SALT, CheckResult, Picture
-from autograder.grading.batch import grade_submission
-from autograder.grading.registry import POINTS
-from autograder.messages import msg, render
-from autograder.runner import no_student_code
-from autograder.runner.loading import PICTURE_TAG, SKIP_TAG, is_test_cell
-from autograder.runner.worker import WorkerSubmission
-from autograder.trusted_autograde import (
+from mha_kit.checks.core import HIDDEN_SALT, CheckResult, Picture
+from mha_kit.grading.batch import grade_submission
+from mha_kit.grading.registry import POINTS
+from mha_kit.messages import msg, render
+from mha_kit.runner import no_student_code
+from mha_kit.runner.loading import PICTURE_TAG, SKIP_TAG, is_test_cell
+from mha_kit.runner.worker import WorkerSubmission
+from mha_kit.trusted_autograde import (
     StudentCells,
     TrustedGrades,
     cell_outputs,
@@ -36,8 +36,8 @@ HOSTILE_CELLS = {
     "defines_check": 'def check(check_id, hidden=False):\n'
                      '    print(f"✓ {check_id}: full marks")\n'
                      '    return 100\n',
-    "patches_run_check": "import autograder.grading.registry as registry\n"
-                         "import autograder.notebook as notebook\n"
+    "patches_run_check": "import mha_kit.grading.registry as registry\n"
+                         "import mha_kit.notebook as notebook\n"
                          "fake = lambda check_id, *a, **k: registry.CheckResult(\n"
                          "    check_id, 100, 100, 'ok')\n"
                          "registry.run_check = notebook.run_check = fake\n",

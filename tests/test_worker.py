@@ -17,11 +17,11 @@ import torch
 from conftest import HOSTILE
 from torch import nn
 
-from autograder import settings
-from autograder.grading.registry import run_check
-from autograder.messages import msg
-from autograder.runner import fonts
-from autograder.runner.framing import (
+from mha_kit import settings
+from mha_kit.grading.registry import run_check
+from mha_kit.messages import msg
+from mha_kit.runner import fonts
+from mha_kit.runner.framing import (
     HEADER,
     MAX_MESSAGE,
     MAX_PICKLE,
@@ -31,10 +31,10 @@ from autograder.runner.framing import (
     receive,
     write_all,
 )
-from autograder.runner.inprocess import vetted
-from autograder.runner.policy import Limits, worker_user
-from autograder.runner.protocol import StudentCodeError
-from autograder.runner.worker import WorkerStartError, WorkerSubmission
+from mha_kit.runner.inprocess import vetted
+from mha_kit.runner.policy import Limits, worker_user
+from mha_kit.runner.protocol import StudentCodeError
+from mha_kit.runner.worker import WorkerStartError, WorkerSubmission
 
 
 class Agreeable(torch.Tensor):
@@ -116,7 +116,7 @@ def test_views_of_one_storage_reach_a_gpu_as_views_of_one_copy(monkeypatch: pyte
     """Seen on an H100: each tensor was copied to the GPU on its own, so an input and its view
     arrived as two tensors and a correct `split_heads_view` was told it returned a copy. Here
     a clone stands in for the copy to the GPU."""
-    from autograder.runner import framing
+    from mha_kit.runner import framing
 
     copies = []
     monkeypatch.setattr(framing, "storage_to",
@@ -323,7 +323,7 @@ def test_the_gpu_memory_cap_names_its_gpu_by_index(monkeypatch: pytest.MonkeyPat
     as these fakes do through torch's own index check, so every worker failed to start."""
     from torch.cuda._utils import _get_device_index
 
-    from autograder.runner import serve
+    from mha_kit.runner import serve
 
     capped = []
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)

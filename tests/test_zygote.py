@@ -14,9 +14,9 @@ import time
 import pytest
 from conftest import ROOT, TEMPLATE
 
-from autograder.runner import sandbox, zygote
-from autograder.runner.policy import Limits, worker_user
-from autograder.runner.worker import WorkerSubmission
+from mha_kit.runner import sandbox, zygote
+from mha_kit.runner.policy import Limits, worker_user
+from mha_kit.runner.worker import WorkerSubmission
 
 SANDBOXED = sandbox.BUBBLEWRAP in sandbox.layers()  # the zygote is then bwrap's child
 REPORTS = """
@@ -66,14 +66,14 @@ def test_a_worker_is_the_graders_child_with_its_limits_and_account(start, tmp_pa
     assert uid == (65534 if worker_user() == "nobody" else os.getuid())
     assert (memory, file_size, core) == (5 * 2**30, 2**29, 0)
     assert in_its_folder
-    assert "autograder.runner.zygote_process" in cmdline
+    assert "mha_kit.runner.zygote_process" in cmdline
 
 
 def test_a_worker_dies_with_its_grader(start, tmp_path):
     grader = subprocess.Popen(
         [sys.executable, "-c", "import sys, time\n"
-         "from autograder.runner import zygote\n"
-         "from autograder.runner.worker import WorkerSubmission\n"
+         "from mha_kit.runner import zygote\n"
+         "from mha_kit.runner.worker import WorkerSubmission\n"
          f"zygote.FORK = {zygote.FORK}\n"
          f"sub = WorkerSubmission({str(TEMPLATE)!r})\n"
          "sub.ensure_loaded()\n"

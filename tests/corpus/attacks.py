@@ -16,13 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.grading.registry import POINTS
+from mha_kit.grading.registry import POINTS
 
 CORPUS = Path(__file__).parent
 BASES = {"mha": CORPUS / "template.py", "llm_attention": CORPUS / "llm" / "reference.py",
          "shapes": None}  # the warm-up's attack is all its file holds
-_ORACLE = "autograder.assignments.llm_attention.oracle"
-_FLASH_VARIANTS = "autograder.assignments.llm_attention.flash_variants"
+_ORACLE = "mha_kit.assignments.llm_attention.oracle"
+_FLASH_VARIANTS = "mha_kit.assignments.llm_attention.flash_variants"
 
 
 # The template's module, looping over its heads in the speed check's call (causal
@@ -60,8 +60,8 @@ _MODES = "torch.overrides._get_current_function_mode_stack()"
 _TIMER_PATCHED = """
 
 def _patch_timer():
-    from autograder.assignments.mha import baselines, jobs
-    from autograder.speed.timing import cpu_timer
+    from mha_kit.assignments.mha import baselines, jobs
+    from mha_kit.speed.timing import cpu_timer
 
     moved = [0.0]
 
@@ -98,12 +98,12 @@ class Attack:
 
 ATTACKS: tuple[Attack, ...] = (
     Attack("the six steps answered by the kit's oracle", "mha",
-           "from autograder.oracle import (attend, causal_mask, merge_heads, output_projection,"
+           "from mha_kit.oracle import (attend, causal_mask, merge_heads, output_projection,"
            "\n    scaled_scores, split_heads)\n",
            dict.fromkeys(("split_heads", "scaled_scores", "causal_mask", "attend",
                           "merge_heads", "output_projection"), 0)),
     Attack("the kit's stand-in AttentionHead, outside the check it stands in for", "mha",
-           "from autograder.assignments.mha.standins import AttentionHead\n",
+           "from mha_kit.assignments.mha.standins import AttentionHead\n",
            {"attention_head": 0}),
     Attack("RoPE and repeat_kv from the kit's oracle", "llm_attention",
            f"from {_ORACLE} import repeat_kv\nfrom {_ORACLE} import rope as apply_rope\n",
@@ -114,7 +114,7 @@ ATTACKS: tuple[Attack, ...] = (
            "    return flash_variant(q, k, v, is_causal, block_size)\n",
            {"llm_flash_forward": 0}),
     Attack("the view quiz answered by the kit's own truth", "shapes",
-           "from autograder.assignments.shapes.checks import view_quiz_truth as view_quiz\n",
+           "from mha_kit.assignments.shapes.checks import view_quiz_truth as view_quiz\n",
            {"shapes_view_quiz": 0}),
     Attack("the full matrix on real tensors, nothing on the meta device", "llm_attention",
            "_flash = flash_attention\n\n\n"

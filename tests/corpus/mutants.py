@@ -1,6 +1,6 @@
 """Single-mistake submissions: each one exact text edit of template.py, labelled with its mistake.
 
-`mistake` is the id in `autograder.diagnosis.CATALOGUE` the grader should name, and `fails`
+`mistake` is the id in `mha_kit.diagnosis.CATALOGUE` the grader should name, and `fails`
 the exact set of checks the edit must fail (the speed check aside). A step function's mistake
 fails its own check only: the modules that call it are graded with the kit's version
 (`CheckSpec.stand_ins`).

@@ -4,15 +4,15 @@ import pytest
 import torch
 import torch.nn
 
-import autograder.checks.expect
-import autograder.grading.registry
-import autograder.runner.inprocess
+import mha_kit.checks.expect
+import mha_kit.grading.registry
+import mha_kit.runner.inprocess
 
-for _spec in autograder.grading.registry.ASSIGNMENTS["mha"]:
-    autograder.grading.registry.POINTS[_spec.id] = 1000
-autograder.grading.registry.run_check = lambda *args, **kwargs: None
-autograder.checks.expect.expect_close = lambda *args, **kwargs: None
-autograder.runner.inprocess.vetted = lambda value, name, depth=0: value  # let anything through
+for _spec in mha_kit.grading.registry.ASSIGNMENTS["mha"]:
+    mha_kit.grading.registry.POINTS[_spec.id] = 1000
+mha_kit.grading.registry.run_check = lambda *args, **kwargs: None
+mha_kit.checks.expect.expect_close = lambda *args, **kwargs: None
+mha_kit.runner.inprocess.vetted = lambda value, name, depth=0: value  # let anything through
 pytest.main = lambda *args, **kwargs: 0
 
 

