@@ -225,3 +225,19 @@ def test_lists_and_parts_are_joined_in_each_language():
         msg("shape.size", dim="T", got=3, expected=4)] * 2)
     assert sizes.render("en").endswith("T is 3 instead of 4; T is 3 instead of 4")
     assert sizes.render("zh").endswith("T 是 3，应当是 4；T 是 3，应当是 4")
+
+
+def test_the_shared_catalogue_holds_only_what_shared_code_or_several_assignments_say():
+    """A sentence one assignment alone says is that assignment's (its messages.py): the shared
+    catalogue's speed sentences are the timing verdict's, or said by two assignments or more."""
+    from mha_kit.messages import en
+
+    kit = Path(__file__).resolve().parents[1] / "mha_kit"
+    catalogues = ("messages.py", "messages_zh.py")
+    sources = {path: path.read_text(encoding="utf-8") for path in kit.rglob("*.py")
+               if "messages" not in path.parts and path.name not in catalogues}
+    for message_id in (i for i in en.TEMPLATES if i.startswith("speed.")):
+        users = {path.relative_to(kit).parts[:2] for path, text in sources.items()
+                 if f'"{message_id}"' in text}
+        shared = any(part[0] != "assignments" for part in users)
+        assert shared or len(users) >= 2, (message_id, sorted(users))

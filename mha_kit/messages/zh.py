@@ -13,28 +13,10 @@ TEMPLATES: dict[str, str] = {
     "join.comma": "{first}，{second}",
 
     # The speed check and what it waits for
-    "speed.measured": "实测：速度是本套件逐头循环实现的 {speedup:.1f} 倍{runs}（每次调用："
-                      "你的 {student:.2f} ms，逐头循环 {looped:.2f} ms，"
-                      "本套件的融合实现 {fused:.2f} ms；设备：{device}{config}）",
     "speed.graded_config": "",
     "speed.test_config": "，使用本套件的测试配置 `{variable}={name}`",
     "speed.one_run": "",
     "speed.median_of": "，取 {runs} 次测量的中位数",
-    "speed.passed": "{measured}；要求：至少 {needed:g} 倍",
-    "speed.too_slow": "{measured}；要求：至少 {needed:g} 倍才能得到速度分，"
-                      "速度分全有或全无。怎么改：每一步对所有的头只做一次，"
-                      "并找出逐头重复的 Python 操作（在推导式里逐头切片会累积起来；"
-                      "`view` 和 `transpose` 各调用一次就能拆分、合并所有的头）",
-    "speed.loops": "注意力的一部分在逐头循环：`{op}` 每个头调用一次"
-                   "（{heads} 个头时一次 forward 调用 {count} 次，"
-                   "{half} 个头时 {half_count} 次）。无论多快，这都不得速度分；"
-                   "{measured}。怎么改：对所有的头只调用一次，"
-                   "作用在形状为 (B, H, ...) 的张量上",
-    "speed.per_head": "{result}。逐头的 Python 操作：{heads} 个头时一次 forward "
-                      "调用了 {count} 次 `{op}`。它只搬移数据，所以是允许的："
-                      "只要整个模块的速度仍至少是逐头循环的 {needed:g} 倍，就能得分；"
-                      "用 `view` 和 `transpose` 拆分、合并各头则不需要循环",
-    "speed.malformed_ops": "计时运行发回的运算次数格式不对",
     "speed.not_scored": "速度未计分：{reason}",
     "speed.not_scored_spot": "速度未计分：{reason}（forward 是不是缓存了结果或跳过了计算？）",
     "speed.no_measurement": "计时运行没有发回测量结果",
@@ -42,10 +24,6 @@ TEMPLATES: dict[str, str] = {
     "speed.malformed_times": "计时运行发回的时间格式不对",
     "speed.no_outputs": "计时运行没有发回输出",
     "speed.wrong_output": "第 {round} 轮计时中第 {call} 次调用的输出不对",
-    "speed.output_changed": "第 {round} 轮计时中第 {call} 次调用的输出，与评分程序选定"
-                             "要检查哪些输出之前计时运行（以摘要）承诺的输出不同",
-    "speed.wrong_counted": "统计 torch 调用次数的那次 forward（{heads} 个头）没有返回正确答案："
-                           "统计的必须是算出正确答案的调用（forward 在被统计时是不是做了别的事？）",
     "speed.over_wall": "报告的时间加起来超过了测量实际花费的 {wall:.2f} 秒",
     "speed.busy_beside": "在另一个进程里为本套件的基准计时时，你的代码所在的进程占用了 CPU 时间"
                          "（相当于那一轮的 {share:.0f}%）：那时你的代码不能运行",
