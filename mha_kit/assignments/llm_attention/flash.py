@@ -118,7 +118,7 @@ def check_flash_forward(sub, ctx: Context) -> float:
         call = attempt(lambda: sub.call_backward(
             FLASH, (q, k, v), {"is_causal": c.causal, "block_size": c.block}, backward)
             if backward else sub.call(FLASH, q, k, v, is_causal=c.causal, block_size=c.block),
-            c.label(), mistakes)
+            c.label(), [*mistakes, flash_variants.size_mismatch("flash_size_mismatch")])
         expect_unchanged(FLASH, call, {"q": q, "k": k, "v": v}, c.label())
         out, lse = _pair(FLASH, call.value, c.label())
         expect_close(msg("llm.flash_out", name=FLASH), out, want_out.to(c.dtype), c.label(),
