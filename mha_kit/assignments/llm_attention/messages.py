@@ -449,9 +449,9 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "mistake.flash_size_mismatch": (
             "This matches a maximum or a sum over the wrong axis, or one without "
             "keepdim=True, the likely causes of a size mismatch in flash_attention's loop: "
-            "take each block's over the keys, amax(dim=-1, keepdim=True) and sum(dim=-1, "
-            "keepdim=True), so that the running m and ℓ stay (B, H, Tq, 1) and broadcast "
-            "against the scores (B, H, Tq, b) and the accumulator (B, H, Tq, D)."),
+            "take each block's maximum and sum over the keys, amax(dim=-1, keepdim=True) and "
+            "sum(dim=-1, keepdim=True), so that the running m and ℓ stay (B, H, Tq, 1) and "
+            "broadcast against the scores (B, H, Tq, b) and the accumulator (B, H, Tq, D)."),
         "mistake.flash_backward_size_mismatch": (
             "This matches one of the likely causes of a size mismatch in the backward: δ = "
             "rowsum(dO ∘ O) summed over another axis than the features, or without keepdim "
