@@ -266,6 +266,57 @@ def test_the_memory_watch_sees_a_full_matrix_and_passes_a_tiled_loop(folder: Pat
     assert sizes["full"] == 2 * 4096 * 4096
 
 
+def test_a_module_laid_out_as_a_mistake_meets_the_same_error_across_the_pipe():
+    """Weights that do not fit a module whose k_proj and v_proj are embed_dim wide: only the
+    layout of that mistake meets the very same kit error, also once the message has crossed
+    the worker's pipe (where a shape is text); a k_proj of another width meets none."""
+    from mha_kit.assignments.llm_attention.gqa import GQA_CASES, _weights
+    from mha_kit.assignments.llm_attention.jobs import MODULE
+    from mha_kit.assignments.llm_attention.variants import projection_candidates
+    from mha_kit.checks.core import TIGHT
+    from mha_kit.checks.diagnosis import Diagnosis
+    from mha_kit.messages import Message
+    from mha_kit.runner.inprocess import load_weights
+    from mha_kit.runner.protocol import StudentCodeError
+
+    c = GQA_CASES[0]
+    params = _weights(c.params(torch.Generator().manual_seed(0), "cpu"))
+    candidates = projection_candidates(params, MODULE, c.E, c.H, c.Hkv)
+
+    def error_of(k_rows: int) -> StudentCodeError:
+        student = torch.nn.Module()
+        for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            rows = k_rows if name in ("k_proj", "v_proj") else c.E
+            student.add_module(name, torch.nn.Linear(c.E, rows, bias=False))
+        with pytest.raises(StudentCodeError) as raised, torch.no_grad():
+            load_weights(student, MODULE, params)
+        return raised.value
+
+    err = error_of(c.E)
+    piped = StudentCodeError(err.kind, Message.from_data(err.message.to_data()))
+    for got in (err, piped):
+        assert Diagnosis(got, candidates, TIGHT).matches == ("gqa_kv_proj_width",)
+    assert Diagnosis(error_of(c.E - 1), candidates, TIGHT).matches == ()
+
+
+@pytest.mark.parametrize("error, named", [
+    ("The size of tensor a (8) must match the size of tensor b (4) at non-singleton "
+     "dimension 3", True),
+    ("Expected size for first two dimensions of batch2 tensor to be: [4, 9] but got: [4, 4].",
+     True),
+    ("expected m1 and m2 to have the same dtype, but got: float != double", False)])
+def test_a_size_mismatch_in_flash_attention_names_its_likely_causes(error: str, named: bool):
+    from mha_kit.assignments.llm_attention.flash_variants import size_mismatch
+    from mha_kit.checks.core import TIGHT
+    from mha_kit.checks.diagnosis import Diagnosis
+    from mha_kit.runner.protocol import StudentCodeError
+
+    err = StudentCodeError("raised", msg("runner.raised_text", name="flash_attention",
+                                         type="RuntimeError", line="", error=error))
+    found = Diagnosis(err, [size_mismatch("flash_size_mismatch")], TIGHT)
+    assert found.matches == (("flash_size_mismatch",) if named else ())
+
+
 # --------------------------------------------------------------------------- the oracle
 
 

@@ -120,10 +120,26 @@ def named_in(message: Message | str) -> list[str]:
 # --------------------------------------------------------------------------- matching
 
 
+@dataclass(frozen=True)
+class RaisesKind:
+    """What a mistake known by the kind of error it raises gives, rather than a recomputed
+    value: it reproduces any error of the student's code whose text holds one of `texts`
+    (torch's words for tensors whose sizes do not fit, say). Its sentence names the likely
+    causes of that error in one function."""
+
+    texts: tuple[str, ...]
+
+
 def _reproduces(got: Any, value: Any, tol: dict, same_dtype: bool = False) -> bool:
     if isinstance(got, tuple):  # both parts of an answer, (weights, out) say
         return (isinstance(value, tuple) and len(value) == len(got)
                 and all(_reproduces(g, v, tol, same_dtype) for g, v in zip(got, value)))
+    if isinstance(got, StudentCodeError) and isinstance(value, RaisesKind):
+        return any(words in text for words in value.texts for text in texts_in(got.message))
+    if isinstance(got, StudentCodeError) and isinstance(value, StudentCodeError):
+        # the kit's own error about a module laid out as the mistake lays it out (weights
+        # that do not fit it): the same, as data (a shape is text once it crossed a pipe)
+        return value.kind == got.kind and value.message.to_data() == got.message.to_data()
     if isinstance(got, StudentCodeError):  # the student's code raised: the same error?
         first_line = str(value).strip().splitlines()[0] if isinstance(value, Exception) else ""
         return bool(first_line) and any(first_line in text for text in texts_in(got.message))

@@ -74,7 +74,7 @@ def expect_gradients(name: str, call: Call, backward: Backward | None,
         raised = StudentCodeError("raised", call.backward_failure)
         raise CheckFailed(call.backward_failure, case=case, diagnosis=Diagnosis(
             raised, [m for wrt in backward.inputs.values() for m in mistakes(wrt)], tol)
-            if mistakes else None)
+            if mistakes else None, exc_type=call.backward_failure.params.get("type"))
     if call.grads is None:  # the outputs were right, yet no backward ran: say so
         raise CheckFailed(msg("grad.missing", name=name), case=case)
     compared = []

@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from ...checks.core import CheckFailed, Context
+from ...checks.core import TIGHT, CheckFailed, Context
+from ...checks.diagnosis import Diagnosis
 from ...checks.expect import attempt, expect_close, expect_unchanged
 from ...checks.gradients import backward_for, call_with, expect_gradients, expect_on_meta, moved
 from ...checks.inputs import randn
@@ -118,7 +119,7 @@ def check_flash_forward(sub, ctx: Context) -> float:
         call = attempt(lambda: sub.call_backward(
             FLASH, (q, k, v), {"is_causal": c.causal, "block_size": c.block}, backward)
             if backward else sub.call(FLASH, q, k, v, is_causal=c.causal, block_size=c.block),
-            c.label(), mistakes)
+            c.label(), [*mistakes, flash_variants.size_mismatch("flash_size_mismatch")])
         expect_unchanged(FLASH, call, {"q": q, "k": k, "v": v}, c.label())
         out, lse = _pair(FLASH, call.value, c.label())
         expect_close(msg("llm.flash_out", name=FLASH), out, want_out.to(c.dtype), c.label(),
@@ -162,6 +163,10 @@ def _measure(sub, name: str, causal: bool, backward: bool,
                              q_shape=shape, k_shape=shape, is_causal=causal,
                              block_size=s["block"], backward=backward, inputs=inputs)
     except StudentCodeError as err:
+        if err.kind == "raised" and name == FLASH:  # its error, with a size mismatch's causes
+            raise CheckFailed(err.message, diagnosis=Diagnosis(err, [
+                flash_variants.size_mismatch("flash_size_mismatch")], TIGHT),
+                exc_type=err.exc_type) from None
         if err.kind != "timeout":
             raise
         raise CheckFailed(msg("llm.memory_too_slow", name=name, T=s["T"], block=s["block"],

@@ -10,10 +10,22 @@ from collections.abc import Callable
 
 import torch
 
+from ...checks.diagnosis import RaisesKind
 from . import oracle
 
 Tensor = torch.Tensor
 NEG_INF = float("-inf")
+# torch's words for tensors whose sizes do not fit: elementwise (broadcasting) and batched
+# matmul. Inside FlashAttention's loops, a reduction over the wrong axis or a product of the
+# wrong operands: their likely causes are named (`size_mismatch`), not recomputed.
+SIZE_MISMATCH = RaisesKind(("must match the size of tensor", "broadcast",
+                            "Expected size for first two dimensions of batch2 tensor"))
+
+
+def size_mismatch(mistake_id: str) -> tuple[str, Callable[[], RaisesKind]]:
+    """The candidate that names the likely causes of a size mismatch (`mistake_id`: of the
+    forward, or of the backward), after every recomputed one."""
+    return mistake_id, lambda: SIZE_MISMATCH
 
 
 def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, *,
@@ -220,7 +232,7 @@ def flash_gradients(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: b
 def flash_gradient_candidates(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: bool,
                               block: int) -> Callable[[str], list]:
     """For the gradient of each input ("q", "k", "v"), each backward mistake's, in the
-    inputs' dtype."""
+    inputs' dtype; and, for an error of the backward, the likely causes of a size mismatch."""
     bugs = [("flash_backward_no_delta", {"delta": False}),
             ("flash_backward_unscaled", {"scale_dq": False}),
             ("flash_backward_unscaled", {"scale_dk": False}),
@@ -237,9 +249,9 @@ def flash_gradient_candidates(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is
         bugs.append(("flash_backward_not_causal", {"masked": False}))
 
     def of(wrt: str) -> list:
-        return [(mistake_id, lambda bug=bug: flash_gradients(
+        return [*((mistake_id, lambda bug=bug: flash_gradients(
             q, k, v, d_out, is_causal, block, **bug)[wrt].to(q.dtype))
-            for mistake_id, bug in bugs]
+            for mistake_id, bug in bugs), size_mismatch("flash_backward_size_mismatch")]
 
     return of
 

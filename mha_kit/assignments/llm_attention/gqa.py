@@ -6,19 +6,21 @@ step's output must equal the matching rows of that whole-sequence attention.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ...checks.core import CheckFailed, Context
+from ...checks.core import TIGHT, CheckFailed, Context
+from ...checks.diagnosis import Diagnosis
 from ...checks.expect import attempt, expect_close, expect_tensor, expect_unchanged
 from ...checks.gradients import backward_for, expect_gradients, expect_on_meta, loaded, moved
 from ...checks.inputs import randn, strided
 from ...checks.search import run_cases
 from ...messages import Message, joined, msg
 from ...runner.inprocess import vetted
-from ...runner.protocol import ModuleRun
+from ...runner.protocol import Call, ModuleRun, StudentCodeError
 from . import oracle, variants
 from .jobs import DECODE_JOB, MODULE
 from .pieces import ROPE_TOL
@@ -89,9 +91,9 @@ def check_gqa(sub, ctx: Context) -> float:
         cast = {k: None if v is None else v.to(c.dtype) for k, v in params.items()}
         mistakes = variants.gqa_candidates(_weights(params), x.double(), c.H, c.Hkv,
                                            c.rope_base)
-        call = attempt(lambda: sub.run_module(ModuleRun(
-            MODULE, c.init(), {}, cast, (x,), dtype=c.dtype, backward=backward)), c.label(),
-            mistakes)  # the query heads of a group summed raise: the shapes do not fit
+        call = attempt(lambda: _laid_out(lambda: sub.run_module(ModuleRun(
+            MODULE, c.init(), {}, cast, (x,), dtype=c.dtype, backward=backward)), c, params),
+            c.label(), mistakes)  # the query heads of a group summed raise: the shapes do not fit
         expect_unchanged(f"{MODULE}.forward", call, {"x": x}, c.label())
         expect_close(msg("what.output", name=MODULE), call.value, want.to(c.dtype), c.label(),
                      ROPE_TOL, dims=("B", "T", "E"), mistakes=mistakes)
@@ -105,6 +107,22 @@ def check_gqa(sub, ctx: Context) -> float:
     expect_on_meta(ctx, MODULE, lambda device: sub.run_module(ModuleRun(
         MODULE, c.init(), {}, moved(params, device), (moved(x, device),))), c.label())
     return 1.0
+
+
+def _laid_out(run: Callable[[], Call], c: Gqa, params: dict[str, Tensor | None]) -> Call:
+    """`run()`; weights that do not fit the module name the projections' widths of a known
+    mistake that meets the very same error (`variants.projection_candidates`), if one does."""
+    try:
+        return run()
+    except StudentCodeError as err:
+        if err.kind != "bad_module":
+            raise
+        found = Diagnosis(err, variants.projection_candidates(_weights(params), MODULE, c.E,
+                                                                c.H, c.Hkv), TIGHT)
+        if found.mistake is None:
+            raise
+        raise CheckFailed(err.message, diagnosis=found, case=c.label(),
+                          exc_type=err.kind) from None
 
 
 def _gradients(c: Gqa, params: dict[str, Tensor | None], x: Tensor,
@@ -164,7 +182,7 @@ def check_kv_cache(sub, ctx: Context) -> float:
         expected_lengths = [sum(d.chunks[:n + 1]) for n in range(len(d.chunks))]
         if lengths != expected_lengths:
             raise CheckFailed(msg("llm.cache_length", got=lengths, expected=expected_lengths),
-                              case=d.label())
+                              case=d.label(), diagnosis=_lengths_diagnosed(lengths, d))
         for n, step in enumerate(steps):
             expect_tensor(msg("llm.step_output", name=MODULE, step=n + 1), step,
                           want[:, sum(d.chunks[:n]):sum(d.chunks[:n + 1])], d.label())
@@ -177,19 +195,30 @@ def check_kv_cache(sub, ctx: Context) -> float:
         if c.H != c.Hkv and c.H in heads:
             raise CheckFailed(msg("llm.cache_heads", name=MODULE, got=c.H, Hkv=c.Hkv,
                                   n_rep=c.H // c.Hkv), case=d.label())
-        _expect_held(held, _weights(params), x.double(), c, d.label())
+        _expect_held(held, _weights(params), x.double(), d)
 
     run_cases(one_case, DECODING_CASES)
     return 1.0
 
 
+def _lengths_diagnosed(lengths: list[Any], d: Decoding) -> Diagnosis | None:
+    """The known mistakes that give these lengths, when each is a number."""
+    if not all(type(n) is int and abs(n) < 2 ** 62 for n in lengths):
+        return None
+    c = d.model
+    return Diagnosis(torch.tensor(lengths), variants.cache_length_candidates(
+        c.B, c.H, c.Hkv, c.E // c.H, d.chunks), TIGHT)
+
+
 def _expect_held(held: tuple[Tensor, Tensor] | str | None, weights: dict[str, Tensor],
-                 x: Tensor, c: Gqa, case: Message | str) -> None:
+                 x: Tensor, d: Decoding) -> None:
     """Red team n10: right outputs from a "cache" that keeps the tokens and recomputes every
     key and value. What the module's last `cache.update` gave back must be every key and value
     so far: a key rotated by RoPE (as the notebook asks) or as projected (rotated again at
     every step, still saved work); Hkv heads, or H after `repeat_kv`; a static buffer may
-    hold more positions than those written."""
+    hold more positions than those written. The calls' tokens in another order name the
+    mistake that gives it."""
+    c, case = d.model, d.label()
     if held is None:
         raise CheckFailed(msg("llm.cache_not_updated", name=MODULE), case=case)
     if isinstance(held, str):
@@ -206,7 +235,8 @@ def _expect_held(held: tuple[Tensor, Tensor] | str | None, weights: dict[str, Te
         if not any(got.shape == other.shape and torch.allclose(got.double(), other, **ROPE_TOL)
                    for other in wants[1:]):
             expect_close(what, got, wants[0].to(c.dtype), case, ROPE_TOL,
-                         dims=("B", "Hkv", "L", "D"))
+                         dims=("B", "Hkv", "L", "D"), mistakes=variants.held_candidates(
+                             wants[0].to(c.dtype), d.chunks))
 
 
 def _decoded(got: Any, count: int) -> tuple[list[Any], list[Any], list[Any], Any,

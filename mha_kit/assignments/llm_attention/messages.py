@@ -172,8 +172,10 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "This matches attending before the cache is updated: the new tokens do not see "
             "themselves. Call cache.update(k, v) first and attend over what it returns."),
         "mistake.cache_chunk_not_causal": (
-            "This matches no mask within a call of several tokens: each sees the ones after "
-            "it. Block keys j > len(cache) + i for query i."),
+            "This matches no mask within a call of several tokens, or a mask whose offset is "
+            "len(cache) read after cache.update (every query then shifted by the call's "
+            "tokens): each sees the ones after it. Read start = len(cache) before the update "
+            "and block keys j > start + i for query i."),
         "mistake.window_one_too_many": (
             "This matches a window of window + 1 keys: query i sees j with i - window < j <= i, "
             "itself and the window - 1 keys before it."),
@@ -419,6 +421,43 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "mistake.flash_dq_dk_swapped": (
             "This matches the gradients of q and k returned in each other's place: backward "
             "returns them in the order of forward's arguments, (dq, dk, dv, ...)."),
+        "mistake.gqa_kv_proj_width": (
+            "This matches k_proj and v_proj sized embed_dim → embed_dim, as in multi-head "
+            "attention, or a head_dim of embed_dim // num_kv_heads: each gives num_kv_heads · "
+            "head_dim features, with head_dim = embed_dim // num_heads, the size of a query "
+            "head."),
+        "mistake.gqa_q_proj_width": (
+            "This matches q_proj sized with the wrong head count: a head_dim of embed_dim // "
+            "num_kv_heads, or num_kv_heads heads as k_proj has. q_proj gives num_heads · "
+            "head_dim = embed_dim features, with head_dim = embed_dim // num_heads."),
+        "mistake.cache_prepends": (
+            "This matches an update that puts the new keys and values before the cached ones, "
+            "torch.cat([k, self.k], dim=2): the cache keeps the tokens in order, oldest "
+            "first, so that key j is token j for the causal mask. Append after them: "
+            "torch.cat([self.k, k], dim=2)."),
+        "mistake.cache_len_wrong_dim": (
+            "This matches __len__ reading another dim of the cached keys (B, Hkv, L, D) than "
+            "L: len() of a tensor is its first dim, the batch, and shape[1] the heads. Return "
+            "self.k.shape[2], the tokens so far (0 before the first update)."),
+        "mistake.cache_update_replaces": (
+            "This matches an update that replaces the stored keys and values with the new "
+            "ones: len(cache) is then the last call's tokens. Append along the tokens: "
+            "self.k = torch.cat([self.k, k], dim=2)."),
+        "mistake.cache_len_counts_calls": (
+            "This matches __len__ counting the calls to update (the chunks kept in a list), "
+            "not the tokens: add up each chunk's tokens, k.shape[2]."),
+        "mistake.flash_size_mismatch": (
+            "This matches a maximum or a sum over the wrong axis, or one without "
+            "keepdim=True, the likely causes of a size mismatch in flash_attention's loop: "
+            "take each block's maximum and sum over the keys, amax(dim=-1, keepdim=True) and "
+            "sum(dim=-1, keepdim=True), so that the running m and ℓ stay (B, H, Tq, 1) and "
+            "broadcast against the scores (B, H, Tq, b) and the accumulator (B, H, Tq, D)."),
+        "mistake.flash_backward_size_mismatch": (
+            "This matches one of the likely causes of a size mismatch in the backward: δ = "
+            "rowsum(dO ∘ O) summed over another axis than the features, or without keepdim "
+            "(it is (B, H, Tq, 1): sum(dim=-1, keepdim=True)); dV = Pᵀ · dO, (B, H, b, D), "
+            "not a product with v; dQ += dS · k_block and dK = dSᵀ · q, each from dS and "
+            "the other input."),
     },
     "zh": ZH,
 }

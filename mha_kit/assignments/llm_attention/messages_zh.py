@@ -145,8 +145,10 @@ ZH: dict[str, str] = {
         "这与“先做注意力、后更新缓存”的结果一致：新词元看不到自己。请先调用 cache.update(k, v"
         ")，再对它返回的键和值做注意力。"),
     "mistake.cache_chunk_not_causal": (
-        "这与“一次调用多个词元时不加掩码”的结果一致：每个词元都看到了它后面的词元。对第 i 个"
-        "查询，请屏蔽 j > len(cache) + i 的键。"),
+        "这与“一次调用多个词元时不加掩码，或掩码的偏移取自 cache.update 之后读出的 "
+        "len(cache)（每个查询因此都后移了本次调用的词元数）”的结果一致：每个词元都看到了它"
+        "后面的词元。请在 update 之前读出 start = len(cache)，对第 i 个查询屏蔽 j > start + i "
+        "的键。"),
     "mistake.window_one_too_many": (
         "这与“窗口多了一个键”的结果一致：查询 i 看到满足 i - window < j <= i 的 j，即它自己和"
         "它之前的 window - 1 个键。"),
@@ -370,4 +372,36 @@ ZH: dict[str, str] = {
     "mistake.flash_dq_dk_swapped": (
         "这与“q 和 k 的梯度互换位置返回”的结果一致：backward 按 forward 参数的顺序返回它们，"
         "(dq, dk, dv, ...)。"),
+    "mistake.gqa_kv_proj_width": (
+        "这与“k_proj 和 v_proj 按多头注意力那样设为 embed_dim → embed_dim，或 head_dim 取 "
+        "embed_dim // num_kv_heads”的结果一致：它们各输出 num_kv_heads · head_dim 个特征，"
+        "其中 head_dim = embed_dim // num_heads，即一个查询头的大小。"),
+    "mistake.gqa_q_proj_width": (
+        "这与“q_proj 按错误的头数设定大小：head_dim 取 embed_dim // num_kv_heads，或像 "
+        "k_proj 那样只有 num_kv_heads 个头”的结果一致：q_proj 输出 num_heads · head_dim = "
+        "embed_dim 个特征，其中 head_dim = embed_dim // num_heads。"),
+    "mistake.cache_prepends": (
+        "这与“update 把新的键和值放在已缓存的之前，即 torch.cat([k, self.k], dim=2)”的结果"
+        "一致：缓存按顺序保存词元，最早的在前，这样第 j 个键才是第 j 个词元，因果掩码才对得上。"
+        "请追加在后面：torch.cat([self.k, k], dim=2)。"),
+    "mistake.cache_len_wrong_dim": (
+        "这与“__len__ 读取了缓存键 (B, Hkv, L, D) 中 L 以外的某一维”的结果一致：张量的 len() "
+        "是它的第 0 维，即批大小，shape[1] 是头数。请返回 self.k.shape[2]，即至今的词元数"
+        "（第一次 update 之前为 0）。"),
+    "mistake.cache_update_replaces": (
+        "这与“update 用新的键和值替换了已存的键和值”的结果一致：这样 len(cache) 只是最后一次"
+        "调用的词元数。请沿词元维追加：self.k = torch.cat([self.k, k], dim=2)。"),
+    "mistake.cache_len_counts_calls": (
+        "这与“__len__ 统计的是 update 的调用次数（列表里存的块数），而不是词元数”的结果一致："
+        "请把每块的词元数 k.shape[2] 加起来。"),
+    "mistake.flash_size_mismatch": (
+        "这与“沿错误的轴求最大值或求和，或者没有 keepdim=True”的结果一致，这是 "
+        "flash_attention 循环中尺寸不匹配的常见原因：每块的最大值和求和都应沿键的维度，即 "
+        "amax(dim=-1, keepdim=True) 与 sum(dim=-1, keepdim=True)，这样运行中的 m 和 ℓ 保持 "
+        "(B, H, Tq, 1)，才能与分数 (B, H, Tq, b) 和累加器 (B, H, Tq, D) 广播。"),
+    "mistake.flash_backward_size_mismatch": (
+        "这与“反向传播中尺寸不匹配的常见原因”的结果一致：δ = rowsum(dO ∘ O) 应沿特征维求和"
+        "并保留该维，形状 (B, H, Tq, 1)，即 sum(dim=-1, keepdim=True)；dV = Pᵀ · dO，形状 "
+        "(B, H, b, D)，不是与 v 相乘；dQ += dS · k_block、dK = dSᵀ · q，都由 dS 和另一个输入"
+        "算出。"),
 }

@@ -14,11 +14,12 @@ CATALOGUE: tuple[str, ...] = (
     "gqa_softmax_over_queries", "gqa_rope_default_base", "gqa_rope_queries_only",
     "gqa_diagonal_blocked", "gqa_n_rep_kv_heads", "kv_repeat_tokens", "kv_repeat_batch",
     "kv_view_after_expand", "kv_repeat_axis_after_tokens", "gqa_split_interleaved",
-    "gqa_no_out_proj",
+    "gqa_no_out_proj", "gqa_kv_proj_width", "gqa_q_proj_width",
     # the KV cache
     "cache_positions_restart", "cache_mask_top_left", "cache_attend_before_update",
     "cache_chunk_not_causal", "cache_causal_only_several", "cache_keys_rotated_after",
-    "cache_returns_new_only", "cache_cat_heads", "cache_square_mask",
+    "cache_returns_new_only", "cache_cat_heads", "cache_square_mask", "cache_prepends",
+    "cache_len_wrong_dim", "cache_update_replaces", "cache_len_counts_calls",
     # the sliding window
     "window_one_too_many", "window_one_too_few", "window_two_sided", "window_inverted",
     "window_not_causal", "window_self_excluded", "window_transposed",
@@ -29,10 +30,11 @@ CATALOGUE: tuple[str, ...] = (
     "flash_causal_keys_cut", "flash_softmax_per_block_averaged", "flash_not_scaled",
     "flash_last_block_skipped", "flash_max_from_zero", "flash_default_dtype",
     "flash_lse_keepdim", "flash_correction_inverted", "flash_max_not_kept",
-    "flash_output_float32", "flash_causal_keys_from_zero",
+    "flash_output_float32", "flash_causal_keys_from_zero", "flash_size_mismatch",
     # FlashAttention's backward
     "flash_backward_no_delta", "flash_backward_unscaled", "flash_forward_failing",
     "flash_dv_from_output", "flash_delta_per_block", "flash_p_softmax_per_block",
     "flash_dk_not_transposed", "flash_backward_not_causal", "flash_dq_overwritten",
     "flash_backward_lse_broadcast", "flash_dp_from_keys", "flash_dq_dk_swapped",
+    "flash_backward_size_mismatch",
 )

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
+from ...runner.inprocess import load_weights
 from . import oracle
 
 Tensor = torch.Tensor
@@ -145,7 +147,7 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
               only_several: bool = False, before_update: str = "", rotated_after: bool = False,
               scale_by: str = "D", split: str = "", split_of: str = "qkv", merge: str = "",
               softmax_dim: int = -1, diagonal: bool = False, fill: float = NEG_INF,
-              n_rep: int | None = None, only_new: bool = False,
+              n_rep: int | None = None, only_new: bool = False, prepended: bool = False,
               out_proj: bool = True) -> list[Tensor]:
     """Grouped-query attention over `chunks` (B, t, E) fed one after the other through a
     cache, in float64, with one thing done wrong:
@@ -165,8 +167,9 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
       another dim, the blocked ones filled with 0 (`fill`);
     - the cache: positions restarting at 0 in each chunk, attending before the chunk's keys
       are in it (`before_update`: "after_prefill", or "always": the prefill sees no key),
-      over the chunk's keys only (an update that returns what it was given), or the keys
-      cached before RoPE and rotated after, at the chunk's positions."""
+      over the chunk's keys only (an update that returns what it was given), each call's
+      keys put before those cached (`prepended`: torch.cat([k, self.k])), or the keys cached
+      before RoPE and rotated after, at the chunk's positions."""
     keys: list[Tensor] = []
     values: list[Tensor] = []
     outputs, start = [], 0
@@ -195,6 +198,8 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
         blind = before_update == "always" or bool(before_update and keys)
         seen_k, seen_v = ((list(keys), list(values)) if blind
                           else ([k], [v]) if only_new else (keys + [k], values + [v]))
+        if prepended:  # the newest call's keys first, the prefill's last
+            seen_k, seen_v = seen_k[::-1], seen_v[::-1]
         keys.append(k)
         values.append(v)
         if not seen_k:  # no key at all: the weights are empty, their product with v zero
@@ -288,10 +293,57 @@ def cache_candidates(params: dict[str, Tensor], chunks: list[Tensor], num_heads:
              ("cache_chunk_not_causal", lambda: variant(causal=False)),
              ("cache_causal_only_several", lambda: variant(only_several=True)),
              ("cache_returns_new_only", lambda: variant(only_new=True)),
-             ("cache_returns_new_only", lambda: variant(only_new=True, top_left=True))]
+             ("cache_returns_new_only", lambda: variant(only_new=True, top_left=True)),
+             ("cache_prepends", lambda: variant(prepended=True))]
     if rope_base is not None:
         found.append(("cache_keys_rotated_after", lambda: variant(rotated_after=True)))
     return found
+
+
+def held_candidates(keys: Tensor, chunks: tuple[int, ...]) -> list:
+    """What cache.update gives back (the keys or the values of every token, `keys`, along
+    dim 2) by each mistake: the calls' tokens newest first (each call's put before those
+    cached)."""
+    return [("cache_prepends", lambda: torch.cat(keys.split(list(chunks), dim=2)[::-1], dim=2))]
+
+
+def cache_length_candidates(B: int, H: int, Hkv: int, D: int, chunks: tuple[int, ...]) -> list:
+    """len(cache) after each call, as each mistake gives it: another dim of the keys (B, Hkv,
+    L, D) than L (len() of a tensor is its first, the batch; the heads, Hkv, or H after
+    repeat_kv; the head size), an update that replaces what was stored (each call's tokens
+    only), or the calls counted (len() of a list of chunks)."""
+    calls = len(chunks)
+    return [*(("cache_len_wrong_dim", lambda n=n: torch.tensor([n] * calls))
+              for n in (B, Hkv, H, D)),
+            ("cache_update_replaces", lambda: torch.tensor(chunks)),
+            ("cache_len_counts_calls", lambda: torch.arange(1, calls + 1))]
+
+
+def projection_candidates(params: dict[str, Tensor], owner: str, E: int, H: int,
+                          Hkv: int) -> list:
+    """The grader's weights loaded into modules whose projections have the widths of a
+    mistake: the kit's error where one does not fit (`load_weights`), the very error a
+    student's module so laid out meets. k_proj and v_proj of embed_dim features, as in
+    multi-head attention (or from a head_dim of embed_dim // num_kv_heads, which gives as
+    many); every projection from that head_dim (q_proj then the first too wide); q_proj of
+    num_kv_heads heads, as k_proj."""
+    D, wide = E // H, E // Hkv
+    layouts = (("gqa_kv_proj_width", E, E), ("gqa_q_proj_width", H * wide, Hkv * wide),
+               ("gqa_q_proj_width", Hkv * D, Hkv * D))
+    return [(mistake_id, lambda q=q, kv=kv: _load_into_layout(params, owner, E, q, kv))
+            for mistake_id, q, kv in layouts]
+
+
+def _load_into_layout(params: dict[str, Tensor], owner: str, E: int, q_rows: int,
+                      kv_rows: int) -> None:
+    """`load_weights` into a module on meta with q_proj (q_rows, E), k_proj and v_proj
+    (kv_rows, E), out_proj (E, q_rows), none with a bias."""
+    module = nn.Module()
+    for name, (rows, cols) in {"q_proj": (q_rows, E), "k_proj": (kv_rows, E),
+                               "v_proj": (kv_rows, E), "out_proj": (E, q_rows)}.items():
+        module.add_module(name, nn.Linear(cols, rows, bias=False, device="meta"))
+    with torch.no_grad():
+        load_weights(module, owner, params)
 
 
 # --------------------------------------------------------------------------- sliding window

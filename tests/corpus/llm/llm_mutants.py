@@ -463,4 +463,41 @@ MUTANTS: tuple[Mutant, ...] = (
          "return grad_q, torch.cat(grad_k, dim=2), torch.cat(grad_v, dim=2), None, None",
          "return torch.cat(grad_k, dim=2), grad_q, torch.cat(grad_v, dim=2), None, None",
          BACKWARD, "flash_dq_dk_swapped"),
+    # issue 42: the kinds of mistake that got a bare shape, length, order or error
+    Mutant("k_proj and v_proj sized embed_dim -> embed_dim", tuple(
+        (f"self.{t}_proj = nn.Linear(embed_dim, num_kv_heads * self.head_dim, bias=False)",
+         f"self.{t}_proj = nn.Linear(embed_dim, embed_dim, bias=False)") for t in "kv"),
+        GQA, frozenset({"gqa_kv_proj_width"})),
+    Mutant("head_dim from the key/value heads, q_proj sized by it", (
+        ("self.head_dim = embed_dim // num_heads", "self.head_dim = embed_dim // num_kv_heads"),
+        ("self.q_proj = nn.Linear(embed_dim, embed_dim, bias=False)",
+         "self.q_proj = nn.Linear(embed_dim, num_heads * self.head_dim, bias=False)")),
+        GQA, frozenset({"gqa_q_proj_width"})),
+    _one("len(cache) is len() of the keys, the batch",
+         "return 0 if self.k is None else self.k.shape[2]",
+         "return 0 if self.k is None else len(self.k)", CACHE, "cache_len_wrong_dim"),
+    Mutant("the cache keeps only the last call's keys and values", tuple(
+        (f"self.{t} = {t} if self.{t} is None else torch.cat([self.{t}, {t}], dim=2)",
+         f"self.{t} = {t}") for t in "kv"), CACHE, frozenset({"cache_update_replaces"})),
+    Mutant("len(cache) counts the calls to update", (
+        ("    def __init__(self):\n        self.k = None\n        self.v = None\n",
+         "    def __init__(self):\n        self.k = None\n        self.v = None\n"
+         "        self.chunks = []  # the keys of each call\n"),
+        ("        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)",
+         "        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)\n"
+         "        self.chunks.append(k)"),
+        ("return 0 if self.k is None else self.k.shape[2]", "return len(self.chunks)")),
+        CACHE, frozenset({"cache_len_counts_calls"})),
+    Mutant("the cache puts each call's keys before the old ones", tuple(
+        (f"torch.cat([self.{t}, {t}], dim=2)", f"torch.cat([{t}, self.{t}], dim=2)")
+        for t in "kv"), CACHE, frozenset({"cache_prepends"})),
+    _one("the mask's offset read from len(cache) after the update", _CACHED,
+         _CACHED + "            start = len(cache)  # read again: now it counts this call\n",
+         CACHE, "cache_chunk_not_causal"),
+    _one("FlashAttention's running sum without keepdim", "p.sum(dim=-1, keepdim=True)",
+         "p.sum(dim=-1)", FLASH | MEMORY, "flash_size_mismatch"),
+    _one("a backward with δ summed over the queries",
+         "delta = (grad_out * out).sum(dim=-1, keepdim=True)",
+         "delta = (grad_out * out).sum(dim=-2, keepdim=True)", BACKWARD,
+         "flash_backward_size_mismatch"),
 )
