@@ -74,9 +74,10 @@ def messages_with(message: Any, message_id: str) -> list[Message]:
 
 def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None,
             cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    """`mha-kit ...` as a user runs it, in a fresh interpreter; `env` is added to ours."""
+    """`mha-kit ...` as a user runs it (the console script, which puts no folder but its own on
+    the import path), in a fresh interpreter; `env` is added to ours."""
     return subprocess.run(
-        [sys.executable, "-m", "mha_kit.cli", *args],
+        [str(Path(sys.executable).with_name("mha-kit")), *args],
         capture_output=True, text=True, timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})},
     )
 

@@ -140,16 +140,33 @@ def expected_total(expect: Expect) -> int:
     return sum(POINTS[check] for check in expect.passes)
 
 
+# A student's file in the folder the grader is run from (a flat folder of submissions): a
+# module of the standard library's name that the grader's processes must never import.
+PLANTED = (
+    "import pathlib, sys\n"
+    "pathlib.Path(__file__).with_suffix('.imported').write_text(' '.join(sys.argv))\n"
+)
+
+
 @pytest.fixture(scope="module")
 def hostile_batch(tmp_path_factory):
     """One run of `mha-kit grade` over tests/hostile, in a folder of its own (the corpus
     writes fake grade sheets into the grader's working folder)."""
     where = tmp_path_factory.mktemp("batch")
+    (where / "multiprocessing.py").write_text(PLANTED)
     run = run_cli("grade", str(HOSTILE), "--jobs", "2", "--csv", "grades.csv",
                   "--json-dir", "json", "--report", "class", env=LIMITS, cwd=where,
                   timeout=900)  # a hang guard only
     assert run.returncode == 0, run.stdout + run.stderr
     return where, run
+
+
+def test_no_grader_process_imports_from_the_folder_it_runs_in(hostile_batch):
+    """The grader's processes start with `-c`, which would put that folder first on their
+    import path, ahead of the standard library: its `multiprocessing.py` ran as the grader."""
+    where, _ = hostile_batch
+    assert (where / "multiprocessing.py").is_file()
+    assert not (where / "multiprocessing.imported").exists()
 
 
 def test_the_corpus_covers_every_case():

@@ -42,6 +42,8 @@ from .files import StudentFile, detect_assignment, readable_submission
 from .registry import ASSIGNMENTS, run_checks
 from .report import gradescope_results
 
+# Python (3.11+) puts no script or current folder on the import path when this is set.
+SAFE_PATH = "PYTHONSAFEPATH"
 T = TypeVar("T")  # what a batch is made of: a student's file, a student's id
 R = TypeVar("R")  # what grading one gives
 
@@ -113,25 +115,45 @@ def grade_entry(entry: StudentFile, device: str, assignment: str, limits: Limits
                                           error=str(err)))
 
 
-def _prepare_grader(scratch: str, chosen: settings.Settings) -> None:
-    """In each grader process: the batch's settings; worker folders go into the batch's
-    scratch folder (removed at the end, even those of a grader that was killed); its workers'
-    zygote, started at once (its sandbox lets them write there); and one torch thread, since
-    the grader's side is small tensors and the workers need the cores."""
+def _prepare_grader(scratch: str, chosen: settings.Settings, safe_path: str | None) -> None:
+    """In each grader process: the batch's settings; the grader's own PYTHONSAFEPATH (`_pool`)
+    for what it starts; worker folders go into the batch's scratch folder (removed at the end,
+    even those of a grader that was killed); its workers' zygote, started at once (its sandbox
+    lets them write there); and one torch thread, since the grader's side is small tensors and
+    the workers need the cores."""
     import torch
 
     from ..runner import zygote
 
     settings.adopt(chosen)
+    if safe_path is None:
+        os.environ.pop(SAFE_PATH, None)
+    else:
+        os.environ[SAFE_PATH] = safe_path
     tempfile.tempdir = scratch
     zygote.prestart()
     torch.set_num_threads(1)
 
 
-def _pool(jobs: int, scratch: str) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_prepare_grader,
-                               initargs=(scratch, settings.current()))
+@contextlib.contextmanager
+def _pool(jobs: int, scratch: str) -> Iterator[ProcessPoolExecutor]:
+    """`jobs` grader processes. Python starts each with `-c`, which puts the folder the grader
+    runs in first on the import path: a folder of submissions, maybe, where a student's
+    `multiprocessing.py` would run as the grader before a line of the kit does. So they start
+    with Python's safe path (PYTHONSAFEPATH, from Python 3.11), which `_prepare_grader` drops
+    again for what they start."""
+    before = os.environ.get(SAFE_PATH)
+    os.environ[SAFE_PATH] = "1"
+    try:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_prepare_grader,
+                                 initargs=(scratch, settings.current(), before)) as pool:
+            yield pool
+    finally:
+        if before is None:
+            os.environ.pop(SAFE_PATH, None)
+        else:
+            os.environ[SAFE_PATH] = before
 
 
 @contextlib.contextmanager
