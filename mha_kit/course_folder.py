@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .messages import Message
 
 # What a course takes from the kit, and where a built wheel keeps it (setup.py reads both).
-KIT_FILES = ("nbgrader_config.py", "solutions", "translations")
-PACKAGED = "course_files"
 CONFIG = "nbgrader_config.py"
+KIT_FILES = (CONFIG, "solutions", "translations")
+PACKAGED = "course_files"
 COURSE_HEADER = '''"""\
 nbgrader configuration of this course folder, written by `mha-kit course init`.
 
@@ -28,10 +32,10 @@ the sandbox, forbidden APIs, the secret) go at the end of this file, as `c.MhaKi
 
 
 class CourseError(Exception):
-    """A course folder that cannot be written; `message` says why, as a catalogue message."""
+    """A course folder that cannot be written; `message` says why."""
 
-    def __init__(self, message) -> None:
-        super().__init__(message.id)
+    def __init__(self, message: Message) -> None:
+        super().__init__(message.render("en"))
         self.message = message
 
 

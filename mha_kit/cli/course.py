@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..course_folder import CONFIG, CourseError, init
 from ..messages import msg, render
 from ..settings import SOURCE_VARIABLE
 from .exits import EXIT_PASS, EXIT_USAGE
@@ -28,8 +29,6 @@ def add(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..course_folder import CONFIG, CourseError, init  # imports nbformat
-
     try:
         written = init(args.course, args.assignment, args.force)
     except CourseError as err:
