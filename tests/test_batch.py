@@ -497,7 +497,7 @@ def test_gradescope_zip_holds_the_entry_point_the_kit_and_the_assignment(tmp_pat
     archive = zipfile.ZipFile(tmp_path / "autograder.zip")
     names = set(archive.namelist())
     assert {"run_autograder", "setup.sh", "assignment", "mha-kit/pyproject.toml",
-            "mha-kit/autograder/runner/worker.py"} <= names
+            "mha-kit/mha_kit/runner/worker.py"} <= names
     assert not any("__pycache__" in n for n in names)
     assert archive.read("assignment").decode().strip() == "mha"
     assert archive.read("hidden_visibility").decode().strip() == "after_published"
