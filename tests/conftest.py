@@ -223,7 +223,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
 @pytest.fixture(scope="session")
 def course(tmp_path_factory) -> Path:
-    """The suite's one real nbgrader cycle, on a temporary copy of the course. Nothing is mocked.
+    """The suite's one real nbgrader cycle, in a course folder apart from the kit, as the
+    instructor guide sets one up: `mha-kit course init` writes it (nbgrader_config.py, the
+    masters, their editions and overlays), and every command runs in it. Nothing is mocked.
 
     `mha-kit release mha` releases the core assignment from a source whose points drifted;
     four students submit it: the release with every answer pasted in and a cell of
@@ -258,19 +260,20 @@ def course(tmp_path_factory) -> Path:
     env = {k: v for k, v in kernel_env().items() if k != settings.variable("speed_config")}
 
     def run(*command: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, *command], cwd=ROOT, env=env, text=True,
+        return subprocess.run([sys.executable, *command], cwd=course, env=env, text=True,
                               capture_output=True, timeout=1200)  # a hang guard only
 
-    shutil.copy(ROOT / "nbgrader_config.py", course)
+    from mha_kit.cli import main  # the command itself, without a second interpreter's start
+
+    assert main(["course", "init", str(course)]) == 0  # every assignment of the kit
     with open(course / "nbgrader_config.py", "a") as config:  # hostile_notebooks' loop: not 2 min
         config.write(f"\nc.Execute.timeout = {KERNEL_TIMEOUT_S}\n"
                      f"c.MhaKit.speed_config = {COURSE_SPEED_CONFIG!r}\n")
     source = course / "solutions" / "mha" / SOLUTION.name
-    shutil.copytree(SOLUTION.parent, source.parent)
     nb = read(source)
     next(filter(is_test_cell, nb.cells)).metadata.nbgrader.points = 1
     nbformat.write(nb, str(source))
-    release = run("-m", "mha_kit.cli", "release", "mha", "--course-dir", str(course))
+    release = run("-m", "mha_kit.cli", "release", "mha")
     assert release.returncode == 0, release.stdout + release.stderr
     assert "points updated" in release.stdout
     assert (f"warning: assignments/mha/{SOLUTION.name} installs the kit from the placeholder "
@@ -294,7 +297,6 @@ def course(tmp_path_factory) -> Path:
         json.dumps(hostile_notebooks.fingerprint(submitted)))
     for name in COURSE_ASSIGNMENTS:
         if name != "mha":
-            shutil.copytree(ROOT / "solutions" / name, course / "solutions" / name)
             for student, folder in zip(STUDENTS, ("solutions", "assignments")):
                 if name in SUBMITTED:  # the notebook alone, as students hand it in
                     (course / "submitted" / student / name).mkdir(parents=True)

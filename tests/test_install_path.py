@@ -2,11 +2,14 @@
 
 Like a Colab runtime, it has torch, Jupyter's kernel and the common libraries already: those
 of this environment, seen through a path file, without the kit. The notebook's setup cell
-must install the kit itself from MHA_KIT_SOURCE, here a copy of this checkout, with pip.
+must install the kit itself from MHA_KIT_SOURCE, here a copy of this checkout, with pip (a
+built wheel, not an editable install). That install then sets up a course folder as the
+instructor guide does: `mha-kit course init` from the wheel's own files, `mha-kit release`.
 """
 
 import copy
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -59,9 +62,9 @@ def test_setup_cell_installs_the_kit_in_a_fresh_environment(tmp_path, monkeypatc
 
     # What the instructor publishes; a copy, so that pip's build leaves the checkout alone.
     kit = tmp_path / "kit"
-    shutil.copytree(ROOT / "mha_kit", kit / "mha_kit",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("mha_kit", "solutions", "translations"):
+        shutil.copytree(ROOT / name, kit / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "nbgrader_config.py"):
         shutil.copy(ROOT / name, kit)
 
     # With the placeholder (as this repository releases it, whatever an instructor's fork set
@@ -89,3 +92,22 @@ def test_setup_cell_installs_the_kit_in_a_fresh_environment(tmp_path, monkeypatc
     assert installed.startswith(str(venv)), installed
     assert [e for cell in nb.cells for e in unexpected_errors(cell)] == []
     assert all(errors(c) for c in nb.cells if is_test_cell(c))
+
+    # The instructor's path on the same install: the wheel carries the masters and overlays.
+    assert Path(installed.strip()).parent.joinpath("course_files", "solutions").is_dir()
+    course = tmp_path / "course"
+    init = subprocess.run([str(venv / "bin" / "mha-kit"), "course", "init", str(course),
+                           "shapes"], capture_output=True, text=True, timeout=120)
+    assert init.returncode == 0, init.stderr
+    master = Path("solutions", "shapes", "shapes_warmup.ipynb")
+    assert (course / master).read_bytes() == (ROOT / master).read_bytes()
+    # nbgrader (of this environment, seen through the path file) runs the `alembic` command:
+    # this environment's bin/ is where it lies.
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+    release = subprocess.run([str(venv / "bin" / "mha-kit"), "release", "shapes"], cwd=course,
+                             env={**os.environ, "PATH": path}, capture_output=True, text=True,
+                             timeout=300)
+    assert release.returncode == 0, release.stdout + release.stderr
+    released = course / "assignments" / "shapes" / "shapes_warmup.ipynb"
+    assert "raise NotImplementedError()" in released.read_text(encoding="utf-8")
+    assert (course / "gradebook.db").is_file()

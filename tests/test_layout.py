@@ -34,7 +34,7 @@ LAYERS = {
     "assignments": 4,
     "grading": 5,
     "notebook": 6, "training": 6, "trusted_autograde": 6, "release": 6, "editions": 6,
-    "scaffold": 6,
+    "scaffold": 6, "course_folder": 6,
     "course_autograde": 6, "sandboxed_kernel": 6, "course_settings": 6,
     "conftest": 6, "test_submission": 6,
     "cli": 7,

@@ -128,6 +128,13 @@ def test_grades_csv_holds_what_the_test_cells_earned(course):
     assert scores == expected
 
 
+def test_the_course_is_a_folder_apart_from_the_kit(course):
+    """Set up as the instructor guide sets one up: `mha-kit course init`, outside the kit."""
+    assert ROOT not in course.parents and not (course / "mha_kit").exists()
+    header = (course / "nbgrader_config.py").read_text(encoding="utf-8").split('"""')[1]
+    assert "mha-kit course init" in header
+
+
 def test_a_setting_in_nbgrader_config_holds_for_the_kits_grading(course):
     """The course's nbgrader_config.py sets `c.MhaKit.speed_config`, which its environment
     does not: the speed check names the config it timed."""

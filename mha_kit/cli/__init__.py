@@ -20,7 +20,7 @@ from .. import catalog, settings
 from ..messages import msg, render
 from .exits import EXIT_PASS, EXIT_USAGE
 
-COMMANDS = ("check", "grade", "autograde", "bench", "release", "new")
+COMMANDS = ("check", "grade", "autograde", "bench", "release", "new", "course")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -33,7 +33,9 @@ def add(commands: Any) -> None:
                     "folder per student (nbgrader's submitted/STUDENT/... layout included).")
     grade.add_argument("submissions", help="the folder of submissions")
     grade.add_argument("--jobs", "-j", type=int, default=2, help="submissions graded at once")
-    grade.add_argument("--csv", default="grades.csv", help="where to write the grade sheet")
+    grade.add_argument("--csv", default="kit-grades.csv",
+                       help="where to write the grade sheet (not grades.csv: nbgrader "
+                            "export's)")
     grade.add_argument("--report", metavar="PREFIX",
                        help="also write a class report: PREFIX.csv and PREFIX.png (score "
                             "histogram, pass rate per check, the mistakes named most often)")

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{course}: no nbgrader_config.py here; run from the course root", file=sys.stderr)
         return EXIT_USAGE
     if importlib.util.find_spec("nbgrader") is None:
-        print("nbgrader is not installed: pip install 'mha-kit[dev]'", file=sys.stderr)
+        print("nbgrader is not installed: pip install 'mha-kit[course]'", file=sys.stderr)
         return EXIT_USAGE
     sources = course / "solutions"
     names = args.assignment or sorted([p.name for p in sources.iterdir()

@@ -185,6 +185,19 @@ TEMPLATES: dict[str, str] = {
                 "anything\n"
                 "  4. translate {overlays} (python -m mha_kit.editions status), then "
                 "mha-kit release {editions}",
+    # A course folder apart from the kit (course_folder)
+    "course.unknown": "the kit has no assignment {unknown}; choose from {known}",
+    "course.exists": "not written, these exist already (--force overwrites them): {paths}",
+    "course.next": "Next, in {course} (every command runs there):\n"
+                   "  1. set {variable} in the first code cell of each master in "
+                   "solutions/<assignment>/ to where your students install the kit from\n"
+                   "  2. mha-kit release: writes the students' notebooks in assignments/ and "
+                   "nbgrader's gradebook.db\n"
+                   "  3. hand out assignments/<assignment>/, collect into "
+                   "submitted/<student>/<assignment>/, then: mha-kit autograde <assignment>; "
+                   "nbgrader generate_feedback <assignment>; nbgrader export\n"
+                   "Settings (limits, sandbox, secret) go in {config} as c.MhaKit.<setting>. "
+                   "The steps in full: docs/instructor-guide.md in the kit's repository",
     "release.todo": "{assignment}, still to do: {what}",
     "release.no_test_cell": "add a locked test cell `check(\"{check}\")` with grade id {check} "
                             "to the notebook in {folder}: nbgrader grades only the checks that "

@@ -169,6 +169,18 @@ TEMPLATES: dict[str, str] = {
                 "  3. mha-kit release {name}：若还缺套件测试所需的内容，它会说明\n"
                 "  4. 翻译 {overlays}（python -m mha_kit.editions status），然后 "
                 "mha-kit release {editions}",
+    "course.unknown": "套件没有作业 {unknown}；可选：{known}",
+    "course.exists": "未写入，这些文件已经存在（--force 会覆盖它们）：{paths}",
+    "course.next": "接下来，在 {course} 中（每条命令都在那里运行）：\n"
+                   "  1. 在 solutions/<作业>/ 中每个母本的第一个代码单元格里，把 {variable} "
+                   "设为学生安装套件的地址\n"
+                   "  2. mha-kit release：把学生的笔记本写入 assignments/，并写出 nbgrader 的 "
+                   "gradebook.db\n"
+                   "  3. 分发 assignments/<作业>/，收集到 submitted/<学生>/<作业>/，然后："
+                   "mha-kit autograde <作业>；nbgrader generate_feedback <作业>；"
+                   "nbgrader export\n"
+                   "设置（限制、沙箱、密钥）写在 {config} 中，形如 c.MhaKit.<设置>。"
+                   "完整步骤：套件仓库中的 docs/instructor-guide.md",
     "release.todo": "{assignment} 还需要：{what}",
     "release.no_test_cell": "在 {folder} 的笔记本中加一个锁定的测试单元格 `check(\"{check}\")`，"
                             "评分 id 为 {check}：nbgrader 只评有测试单元格的检查",
