@@ -20,7 +20,7 @@ from mha_kit import catalog
 from mha_kit.cli import COMMANDS
 from mha_kit.contract import ENTRIES
 from mha_kit.grading.registry import SPECS
-from mha_kit.runner.inprocess import is_job
+from mha_kit.runner.kit_names import is_job
 
 PACKAGE = ROOT / "mha_kit"
 # Each layer may import its own and lower layers only: cli → grading → assignments → speed →

@@ -24,6 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..contract import ENTRIES, signature_of
 from ..messages import Message, msg
+from ..runtime import one_thread
 from .backward import (
     Forward,
     InPlace,
@@ -37,6 +38,7 @@ from .backward import (
     parameters,
 )
 from .devices import DeviceWatch, on_meta
+from .kit_names import is_job, stand_in_values
 from .loading import load_source
 from .made_in_forward import ParametersMade
 from .policy import Refused, forbidden_functions
@@ -46,26 +48,7 @@ from .warned import capture
 
 # --------------------------------------------------------------------------- calling
 
-# Kit code that runs beside the student's code, by name: the functions of an assignment's `jobs`
-# module, named by its checks (the runner never imports them, and knows no assignment).
-ASSIGNMENT_JOB = re.compile(r"mha_kit\.assignments\.[a-z_][a-z0-9_]*\.jobs:[a-z][a-z0-9_]*")
-# Where an assignment keeps the kit's versions of its pieces (`StandIns`).
-STAND_INS_MODULE = re.compile(r"mha_kit\.assignments\.[a-z_][a-z0-9_]*\.standins")
 _ABSENT = object()  # a name the student's namespace did not have before a stand-in
-
-
-def is_job(job: str) -> bool:
-    return ASSIGNMENT_JOB.fullmatch(job) is not None
-
-
-def stand_in_values(stand_ins: StandIns) -> dict[str, Any]:
-    """The kit's versions of the pieces `stand_ins` names, by name: only contract names, from
-    an assignment's `standins` module."""
-    if STAND_INS_MODULE.fullmatch(stand_ins.module) is None or not all(
-            name in ENTRIES for name in stand_ins.names):
-        raise ValueError(f"not the kit's stand-ins: {stand_ins!r}")
-    module = importlib.import_module(stand_ins.module)
-    return {name: getattr(module, name) for name in stand_ins.names}
 
 
 MAX_DEPTH = 3  # (out, weights) is depth 1; nothing in the contract nests deeper
@@ -324,6 +307,7 @@ class InProcessSubmission:
             raise failure
         return value
 
+    @one_thread()  # the checks' tensors are tiny: a pool of threads only costs time
     def call(self, name: str, *args: Any, **kwargs: Any) -> Call:
         """Call a contract function on copies of the inputs (on meta inputs: a device check,
         see `devices`)."""
@@ -418,10 +402,12 @@ class InProcessSubmission:
             raise StudentCodeError("bad_return", msg("runner.not_module", name=name))
         return module
 
+    @one_thread()
     def check_constructor(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Build a module and throw it away: used to see which error a bad config raises."""
         self.construct(name, *args, **kwargs)
 
+    @one_thread()
     def run_module(self, run: ModuleRun) -> Call:
         """Build, load the grader's weights, run forward once."""
         module = self.construct(run.class_name, *run.init_args, **run.init_kwargs)

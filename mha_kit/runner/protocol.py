@@ -151,7 +151,7 @@ class Submission(Protocol):
         """Build a module and throw it away (to see which error a bad config raises)."""
 
     def run_job(self, job: str, what: Message | str, **kwargs: Any) -> Any:
-        """Run a kit job ("module:function", `runner.inprocess.is_job`) beside the student's
+        """Run a kit job ("module:function", `runner.kit_names.is_job`) beside the student's
         code, with the submission as its first argument; its result. `what` names the student
         code it runs, for messages."""
 

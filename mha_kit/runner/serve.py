@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from ..messages import msg
-from ..runtime import one_thread, triton_as_configured
+from ..runtime import triton_as_configured
 from . import compiler, landlock
 from .framing import backward_from_dict, encode, receive, run_from_dict, write_all
 from .inprocess import InProcessSubmission
@@ -163,11 +163,7 @@ def _answer(sub: InProcessSubmission, request: dict) -> dict:
         stand_ins = request.get("stand_ins")
         sub.stand_in(None if stand_ins is None else StandIns(
             stand_ins["module"], tuple(stand_ins["names"])))
-        if op in ("call", "run_module", "check_constructor"):
-            with one_thread():  # the checks' tensors are tiny: a pool of threads only costs time
-                reply = _answer_op(sub, op, request)
-        else:
-            reply = _answer_op(sub, op, request)
+        reply = _answer_op(sub, op, request)  # calls on one thread (InProcessSubmission)
         if stand_ins is not None:
             reply["stand_ins_ran"] = sorted(sub.stand_ins_ran)
         return reply
