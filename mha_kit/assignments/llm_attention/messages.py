@@ -412,9 +412,11 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "This matches dQ overwritten in each key block (dq = dS · k_block) instead of "
             "summed over them: every key block adds to a query's gradient (dq = dq + ...)."),
         "mistake.flash_backward_lse_broadcast": (
-            "This matches the logsumexp (B, H, Tq) subtracted from the (B, H, Tq, b) scores "
-            "without a trailing dim: it is then broadcast along the keys, not the queries. "
-            "Subtract logsumexp[..., None]."),
+            "This matches a per-query value of shape (B, H, Tq) used against a (B, H, Tq, b) "
+            "block without a trailing dim, so that it is broadcast along the keys, not the "
+            "queries: the logsumexp subtracted from the scores, or δ = rowsum(dO ∘ O) summed "
+            "without keepdim=True. Keep the last dim: logsumexp[..., None], "
+            "(dO * O).sum(-1, keepdim=True)."),
         "mistake.flash_dp_from_keys": (
             "This matches dP = dO · kᵀ: P multiplies the values, so its gradient is dO · vᵀ, "
             "with the block's values."),

@@ -365,8 +365,10 @@ ZH: dict[str, str] = {
         "这与“每个键块都覆盖 dQ（dq = dS · k_block），而不是对它们求和”的结果一致：每个键块"
         "都要加到查询的梯度上（dq = dq + ...）。"),
     "mistake.flash_backward_lse_broadcast": (
-        "这与“从 (B, H, Tq, b) 的分数中减去 (B, H, Tq) 的 logsumexp 时没有补末尾维度”的结果"
-        "一致：它于是沿键广播，而不是沿查询。请减去 logsumexp[..., None]。"),
+        "这与“形状为 (B, H, Tq) 的逐查询量与 (B, H, Tq, b) 的块运算时没有补末尾维度，于是沿键广播"
+        "而不是沿查询”的结果一致：可能是从分数中减去 logsumexp，也可能是求 δ = rowsum(dO ∘ O) "
+        "时没有 keepdim=True。请保留末尾维度：logsumexp[..., None]、"
+        "(dO * O).sum(-1, keepdim=True)。"),
     "mistake.flash_dp_from_keys": (
         "这与“dP = dO · kᵀ”的结果一致：P 乘的是值，所以它的梯度是 dO · vᵀ，用该块的值。"),
     "mistake.flash_dq_dk_swapped": (
