@@ -14,6 +14,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+import torch
 
 from mha_kit import settings
 from mha_kit.assignments.mha import jobs as speed_jobs
@@ -44,6 +45,10 @@ KILL_REFUSED = worker_user() is not None or (sandbox.LANDLOCK in sandbox.layers(
 # The suite, and every process it starts, grades the speed check at the `small` config: a
 # correct module passes, in a third of the CPU time. `tiny` and `graded_speed` choose otherwise.
 os.environ.setdefault(settings.variable("speed_config"), "small")
+# Each test process is a grader, and grades as a batch's graders do (grading.batch): on one
+# torch thread, since the grader's side is small tensors and the suite's processes share the
+# cores. What it starts (workers, kernels) keeps the interpreter's default.
+torch.set_num_threads(1)
 
 
 def measured(sub: Any, seed: int, timer: Any) -> dict:
