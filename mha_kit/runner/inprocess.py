@@ -37,6 +37,7 @@ from .backward import (
     parameters,
 )
 from .devices import DeviceWatch, on_meta
+from .kit_reads import take_refused
 from .loading import load_source
 from .made_in_forward import ParametersMade
 from .policy import Refused, forbidden_functions
@@ -303,6 +304,7 @@ class InProcessSubmission:
                     _Watch(self.forbidden, frozenset(self._stand_in_code), self.kit_code)
                     ) if watch else ()
         failure = None
+        take_refused()
         try:
             with contextlib.ExitStack() as stack:
                 if watch:
@@ -311,7 +313,9 @@ class InProcessSubmission:
                     stack.enter_context(watcher)
                 value = action()
         except BaseException as err:  # SystemExit, KeyboardInterrupt and the like included
-            failure = _describe_failure(name, err, self.memory_limit_gib)
+            read = take_refused()
+            failure = (StudentCodeError("forbidden", msg("runner.kit_read", name=name, path=read))
+                       if read else _describe_failure(name, err, self.memory_limit_gib))
         used = next((w.used for w in reversed(watchers) if w.used), None)
         if used:
             raise StudentCodeError("forbidden", msg("runner.forbidden", name=name, api=used))

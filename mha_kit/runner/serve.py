@@ -28,6 +28,7 @@ from ..runtime import one_thread, triton_as_configured
 from . import compiler, landlock
 from .framing import backward_from_dict, encode, receive, run_from_dict, write_all
 from .inprocess import InProcessSubmission
+from .kit_reads import refuse_kit_reads
 from .policy import forbidden_functions, refuse_starts
 from .protocol import Call, StandIns, StudentCodeError
 
@@ -109,6 +110,7 @@ def serve(config: dict, request_fd: int, reply_fd: int,
     limit_resources(config["device"], config["memory_gib"], config["disk_gib"])
     triton_as_configured()
     refuse_starts()
+    refuse_kit_reads()
     compiler.start_no_pythons()
     # Torch's pool of threads starts now, before threads are refused; a GPU's driver starts
     # threads of its own, so there only Python's ways are refused.

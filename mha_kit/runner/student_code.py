@@ -43,9 +43,9 @@ StudentLine = tuple[int | None, str, Message | str]
 # jobs that drive student code) calls it; anything else of the kit's (the oracle, the variants,
 # the baselines, the stand-ins outside the check they stand in for) answers nothing for a
 # student.
-_KIT = os.path.dirname(os.path.dirname(__file__)) + os.sep
+KIT_FOLDER = os.path.dirname(os.path.dirname(__file__)) + os.sep
 _HARNESS = re.compile(r"runner/[^/]+\.py|assignments/[^/]+/jobs\.py|speed/timing\.py")
-_LIBRARY = tuple(prefix for prefix in _NOT_STUDENT if prefix != _KIT)
+_LIBRARY = tuple(prefix for prefix in _NOT_STUDENT if prefix != KIT_FOLDER)
 _KINDS: dict[str, str] = {}
 
 
@@ -54,8 +54,8 @@ def _kind(filename: str) -> str:
     packages', else "student"."""
     kind = _KINDS.get(filename)
     if kind is None:
-        if filename.startswith(_KIT):
-            inside = filename[len(_KIT):].replace(os.sep, "/")
+        if filename.startswith(KIT_FOLDER):
+            inside = filename[len(KIT_FOLDER):].replace(os.sep, "/")
             kind = "harness" if _HARNESS.fullmatch(inside) else "answer"
         elif filename.startswith(_LIBRARY) or filename.startswith("<"):
             kind = "library"
@@ -82,7 +82,7 @@ def kit_answering(frame: FrameType | None, allowed: Collection[CodeType] = (),
         if kind in ("student", "harness"):  # a kit function may be the answer itself
             return found
         if kind != "library" and found is None:
-            module = frame.f_code.co_filename[len(_KIT) - len("mha_kit/"):-len(".py")]
+            module = frame.f_code.co_filename[len(KIT_FOLDER) - len("mha_kit/"):-len(".py")]
             name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
             found = f"{module.replace(os.sep, '.')}.{name}"
         frame = frame.f_back
