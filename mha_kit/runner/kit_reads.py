@@ -13,6 +13,7 @@ the kit's, nor through C (ctypes). See docs/trusted-grading.md.
 
 from __future__ import annotations
 
+import linecache
 import os
 import sys
 from types import FrameType
@@ -36,6 +37,7 @@ class KitFileRead(PermissionError):
 def refuse_kit_reads() -> None:
     """From now on, in this process (the worker, before the student's file loads), student
     code that opens a path inside the kit raises KitFileRead (`take_refused` tells it)."""
+    linecache.clearcache()  # lines of the kit's read before: `inspect.getsource` reads there
     sys.addaudithook(_on_audit)
 
 
