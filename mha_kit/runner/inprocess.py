@@ -37,12 +37,11 @@ from .backward import (
     parameters,
 )
 from .devices import DeviceWatch, on_meta
-from .kit_reads import take_refused
 from .loading import load_source
 from .made_in_forward import ParametersMade
 from .policy import Refused, forbidden_functions
 from .protocol import Backward, Call, ModuleRun, StandIns, StudentCodeError, copy_as_given
-from .student_code import at_line, first_line, kit_answering, type_name
+from .student_code import at_line, first_line, kit_answering, reads_told, type_name
 from .warned import capture
 
 # --------------------------------------------------------------------------- calling
@@ -304,18 +303,15 @@ class InProcessSubmission:
                     _Watch(self.forbidden, frozenset(self._stand_in_code), self.kit_code)
                     ) if watch else ()
         failure = None
-        take_refused()
         try:
-            with contextlib.ExitStack() as stack:
+            with reads_told(name), contextlib.ExitStack() as stack:
                 if watch:
                     stack.enter_context(capture(self.warnings))
                 for watcher in watchers:
                     stack.enter_context(watcher)
                 value = action()
         except BaseException as err:  # SystemExit, KeyboardInterrupt and the like included
-            read = take_refused()
-            failure = (StudentCodeError("forbidden", msg("runner.kit_read", name=name, path=read))
-                       if read else _describe_failure(name, err, self.memory_limit_gib))
+            failure = _describe_failure(name, err, self.memory_limit_gib)
         used = next((w.used for w in reversed(watchers) if w.used), None)
         if used:
             raise StudentCodeError("forbidden", msg("runner.forbidden", name=name, api=used))

@@ -21,8 +21,7 @@ from typing import Any
 
 from ..contract import ENTRIES
 from ..messages import Message, msg
-from .kit_reads import take_refused
-from .student_code import at_line, first_line, type_name
+from .student_code import at_line, first_line, take_refused, type_name
 
 SUBMISSION_MODULE = "submission"
 # Modules an assignment needs that the kit installs only as an extra (`pip install

@@ -28,9 +28,9 @@ from ..runtime import one_thread, triton_as_configured
 from . import compiler, landlock
 from .framing import backward_from_dict, encode, receive, run_from_dict, write_all
 from .inprocess import InProcessSubmission
-from .kit_reads import refuse_kit_reads
 from .policy import forbidden_functions, refuse_starts
 from .protocol import Call, StandIns, StudentCodeError
+from .student_code import refuse_kit_reads
 
 PRINT_KEEP = 500  # characters of the student's printing kept for the report
 SETUP_WAIT_S = 60.0  # a new worker waits this long for its setup, the grader's first message
