@@ -31,6 +31,8 @@ TEMPLATES: dict[str, str] = {
     "runner.memory_limit": "; the grader allows {gib:g} GiB",
     "runner.kit_code": "`{name}` has the grader's own code compute for it ({function}): "
                        "points are earned by your code, not by the kit's. Write it yourself",
+    "runner.kit_read": "`{name}` read the grading kit's own file {path}: graded code may not "
+                       "read the kit's files; write the code yourself",
     "runner.forbidden": "`{name}` uses {api}, which this exercise asks you to write yourself: "
                         "graded code may not call it",
     "runner.bad_layout": "`{name}` returned a {layout} tensor on {device}; return an ordinary "
@@ -53,6 +55,8 @@ TEMPLATES: dict[str, str] = {
     "load.syntax": "{where}: syntax error at line {line}: {error}",
     "load.not_compiled": "{where}: cannot be compiled: {error}",
     "load.raised": "{where}{line} raised {type}: {error}",
+    "load.kit_read": "{where}{line} read the grading kit's own file {path}: graded code may "
+                     "not read the kit's files; write the code yourself",
     "load.raised_bare": "{where}{line} raised {type}",
     "load.not_installed": "{where}{line} imports {module}, which is not installed here: run "
                           "pip install \"mha-kit[{extra}]\" (Colab's torch brings it)",

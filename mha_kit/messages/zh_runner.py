@@ -28,6 +28,8 @@ TEMPLATES: dict[str, str] = {
     "runner.memory_limit": "；评分程序允许 {gib:g} GiB",
     "runner.kit_code": "`{name}` 让评分程序自己的代码替它计算（{function}）：分数要靠你自己的代码"
                        "挣得，而不是套件的。请自己实现",
+    "runner.kit_read": "`{name}` 读取了评分套件自己的文件 {path}：被评分的代码不能读取套件的文件；"
+                       "请自己编写代码",
     "runner.forbidden": "`{name}` 调用了 {api}，而这个练习要求你自己实现它：被评分的代码不能调用它",
     "runner.bad_layout": "`{name}` 返回了 {device} 上的 {layout} 张量；请返回普通的稠密张量",
     "runner.subclass": "`{name}` 返回了张量子类 {type}；请返回普通的 torch.Tensor",
@@ -47,6 +49,8 @@ TEMPLATES: dict[str, str] = {
     "load.syntax": "{where}：第 {line} 行有语法错误：`{error}`",
     "load.not_compiled": "{where}：无法编译：`{error}`",
     "load.raised": "{where}{line}抛出了 {type}：`{error}`",
+    "load.kit_read": "{where}{line}读取了评分套件自己的文件 {path}：被评分的代码不能读取套件的"
+                     "文件；请自己编写代码",
     "load.raised_bare": "{where}{line}抛出了 {type}",
     "load.not_installed": "{where}{line}导入了 {module}，但这里没有安装它：请运行 "
                           "pip install \"mha-kit[{extra}]\"（Colab 的 torch 自带它）",

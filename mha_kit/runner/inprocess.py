@@ -43,7 +43,7 @@ from .loading import load_source
 from .made_in_forward import ParametersMade
 from .policy import Refused, forbidden_functions
 from .protocol import Backward, Call, ModuleRun, StandIns, StudentCodeError, copy_as_given
-from .student_code import at_line, first_line, kit_answering, type_name
+from .student_code import at_line, first_line, kit_answering, reads_told, type_name
 from .warned import capture
 
 # --------------------------------------------------------------------------- calling
@@ -287,7 +287,7 @@ class InProcessSubmission:
                     ) if watch else ()
         failure = None
         try:
-            with contextlib.ExitStack() as stack:
+            with reads_told(name), contextlib.ExitStack() as stack:
                 if watch:
                     stack.enter_context(capture(self.warnings))
                 for watcher in watchers:

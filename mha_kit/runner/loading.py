@@ -21,7 +21,7 @@ from typing import Any
 
 from ..contract import ENTRIES
 from ..messages import Message, msg
-from .student_code import at_line, first_line, type_name
+from .student_code import at_line, first_line, take_refused, type_name
 
 SUBMISSION_MODULE = "submission"
 # Modules an assignment needs that the kit installs only as an extra (`pip install
@@ -273,12 +273,14 @@ def load_source(path: str | Path, skip: Collection[str] = (),
             problems.append(msg("load.not_compiled", where=where, error=str(err)))
             continue
         future |= code.co_flags & _FUTURE_FLAGS
+        take_refused()
         try:
             exec(code, namespace)
         except BaseException as err:  # a failing cell is reported, never fatal
             text, line = first_line(err), at_line(err, label)
-            extra = _optional_extra(err)
-            problems.append(msg("load.not_installed", where=where, line=line, module=extra,
+            extra, read = _optional_extra(err), take_refused()
+            problems.append(msg("load.kit_read", where=where, line=line, path=read) if read else
+                            msg("load.not_installed", where=where, line=line, module=extra,
                                 extra=extra) if extra else
                             msg("load.raised", where=where, line=line, type=type_name(err),
                                 error=text) if text else

@@ -30,6 +30,7 @@ from .framing import backward_from_dict, encode, receive, run_from_dict, write_a
 from .inprocess import InProcessSubmission
 from .policy import forbidden_functions, refuse_starts
 from .protocol import Call, StandIns, StudentCodeError
+from .student_code import refuse_kit_reads
 
 PRINT_KEEP = 500  # characters of the student's printing kept for the report
 SETUP_WAIT_S = 60.0  # a new worker waits this long for its setup, the grader's first message
@@ -109,6 +110,7 @@ def serve(config: dict, request_fd: int, reply_fd: int,
     limit_resources(config["device"], config["memory_gib"], config["disk_gib"])
     triton_as_configured()
     refuse_starts()
+    refuse_kit_reads()
     compiler.start_no_pythons()
     # Torch's pool of threads starts now, before threads are refused; a GPU's driver starts
     # threads of its own, so there only Python's ways are refused.

@@ -1,19 +1,26 @@
 """Where the student's code is, for the messages that point at it: which files are the
 student's, the line to name (from the stack or from a traceback), the cell that line counts
-from in a notebook, and an error's text that a student's exception cannot break.
+from in a notebook, and an error's text that a student's exception cannot break. And which
+code is not the student's: the kit's answering for it (`kit_answering`), or read from the
+kit's files while it runs (`refuse_kit_reads`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib.util
 import linecache
 import os
 import re
+import sys
 import sysconfig
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from types import CodeType, FrameType
+from typing import Any
 
 from ..messages import Message, msg
+from .protocol import StudentCodeError
 
 CODE_KEEP = 80  # characters of the student's line quoted in a message
 ERROR_KEEP = 300  # characters of an exception's text kept in a message
@@ -194,3 +201,87 @@ def at_line(err: BaseException, filename: str | None = None) -> Message | str:
     """", line N" (`runner.at_line`) for the student's line in a traceback, or ""."""
     found = traceback_line(err, filename)
     return msg("runner.at_line", line=found[0], cell=cell_of(found[1])) if found else ""
+
+
+# Reading the kit's files. `kit_answering` knows the kit's code by the file it was compiled
+# from: code of the kit's read at run time (its source, its bytecode) and run under another
+# name would pass for the student's. So in the worker an audit hook refuses every opening of a
+# file or folder inside the kit for reading while student code is on the stack, unless an
+# import opens it (an import's code keeps the kit's own file name). Copying the kit's code
+# into an answer by hand stays the student's own work; a write is left to the sandbox. Audit
+# hooks are no sandbox: a read through C (ctypes), or through a folder's descriptor opened
+# above the kit's, is not seen (docs/trusted-grading.md).
+_IMPORT = "<frozen importlib._bootstrap"  # the frozen import machinery's file names
+_KIT_RESOLVED = os.path.realpath(_KIT) + os.sep  # as a path resolves: no link in it
+_REFUSED: list[str] = []  # the kit's files refused since `take_refused` last ran
+
+
+class KitFileRead(PermissionError):
+    """Student code opened one of the kit's files to read it (`filename`: "mha_kit/...")."""
+
+    def __init__(self, path: str):
+        super().__init__(errno.EACCES, "graded code may not read the grading kit's files", path)
+
+
+def refuse_kit_reads() -> None:
+    """From now on, in this process (the worker, before the student's file loads), student
+    code that opens a path inside the kit to read it raises KitFileRead (`take_refused`)."""
+    linecache.clearcache()  # lines of the kit's read before: `inspect.getsource` reads there
+    sys.addaudithook(_on_audit)
+
+
+def take_refused() -> str | None:
+    """The first of the kit's files refused since the last call ("mha_kit/oracle.py"), or
+    None; forgets them."""
+    first = _REFUSED[0] if _REFUSED else None
+    _REFUSED.clear()
+    return first
+
+
+@contextlib.contextmanager
+def reads_told(name: str) -> Iterator[None]:
+    """Around a call of `name`: a failure after a refused read of the kit's files is that read
+    (`runner.kit_read`), whatever the student's code made of the PermissionError."""
+    take_refused()
+    try:
+        yield
+    except BaseException:
+        read = take_refused()
+        if read:
+            raise StudentCodeError("forbidden", msg("runner.kit_read", name=name, path=read)
+                                   ) from None
+        raise
+
+
+def _on_audit(event: str, args: tuple[Any, ...]) -> None:
+    if event != "open":  # every audit event comes here: the others at once
+        return
+    path, flags = args[0], args[2] if len(args) > 2 and isinstance(args[2], int) else 0
+    if isinstance(path, int) or flags & os.O_ACCMODE == os.O_WRONLY:  # no read: the OS decides
+        return
+    try:
+        resolved = os.path.realpath(os.fsdecode(path))
+    except (TypeError, ValueError):  # not a path: open() itself refuses it
+        return
+    if not (resolved + os.sep).startswith(_KIT_RESOLVED) or not _student_reading(
+            sys._getframe(1)):
+        return
+    inside = os.path.relpath(resolved, os.path.dirname(os.path.dirname(_KIT_RESOLVED)))
+    _REFUSED.append(inside)
+    raise KitFileRead(inside)
+
+
+def _student_reading(frame: FrameType | None) -> bool:
+    """Whether student code is on the stack from `frame` out, and no import between: an
+    import's `get_code` reads the kit's source for code that keeps the kit's name."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_filename.startswith(_IMPORT):
+            if code.co_name == "get_code" and frame.f_back is not None and (
+                    frame.f_back.f_code.co_filename.startswith(_IMPORT)):
+                return False
+        elif is_students(code.co_filename) or (code.co_filename.startswith("<")
+                                               and not code.co_filename.startswith("<frozen ")):
+            return True  # "<string>": code compiled without a file, a student's too
+        frame = frame.f_back
+    return False

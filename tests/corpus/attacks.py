@@ -105,6 +105,14 @@ ATTACKS: tuple[Attack, ...] = (
     Attack("the kit's stand-in AttentionHead, outside the check it stands in for", "mha",
            "from mha_kit.assignments.mha.standins import AttentionHead\n",
            {"attention_head": 0}),
+    Attack("the kit's oracle read when called, and run under a name of its own (red team 45)",
+           "mha",
+           "import inspect\n\nimport mha_kit.oracle\n\n\n"
+           "def split_heads(x, num_heads):\n"
+           "    kit = {'__name__': 'my_helpers'}\n"
+           "    exec(compile(inspect.getsource(mha_kit.oracle), 'my_helpers.py', 'exec'), kit)\n"
+           "    return kit['split_heads'](x, num_heads)\n",
+           {"split_heads": 0}, message="runner.kit_read"),
     Attack("RoPE and repeat_kv from the kit's oracle", "llm_attention",
            f"from {_ORACLE} import repeat_kv\nfrom {_ORACLE} import rope as apply_rope\n",
            {"llm_rope": 0, "llm_repeat_kv": 0}),
