@@ -10,7 +10,9 @@ STAMP     := $(VENV)/.mha-kit-installed
 # every process that imports the kit (grader, worker, kernel) would compile it again.
 BYTECODE  := $(BIN)/python -m compileall -q mha_kit
 # Test processes; the tests that share a fixture built once stay together (tests/conftest.py).
-JOBS      ?= 2
+# Three on two cores: the nbgrader course waits on kernels half its time, and a third process
+# fills it (docs/architecture.md, "The test suite").
+JOBS      ?= 3
 
 .PHONY: demo test lab lint release clean
 
