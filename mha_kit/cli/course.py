@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from ..course_folder import CONFIG, CourseError, init
-from ..messages import msg, render
+from ..messages import msg
 from ..settings import SOURCE_VARIABLE
-from .exits import EXIT_PASS, EXIT_USAGE
+from .written import refused, wrote
 
 
 def add(commands: argparse._SubParsersAction) -> None:
@@ -32,10 +31,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         written = init(args.course, args.assignment, args.force)
     except CourseError as err:
-        print(render(err.message), file=sys.stderr)
-        return EXIT_USAGE
-    for path in written:
-        print(render(msg("cli.wrote", path=path)))
-    print(render(msg("course.next", course=args.course, variable=SOURCE_VARIABLE,
-                     config=args.course / CONFIG)))
-    return EXIT_PASS
+        return refused(err.message)
+    return wrote(written, [msg("course.next", course=args.course, variable=SOURCE_VARIABLE,
+                               config=args.course / CONFIG)])

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from ..messages import msg, render
-from .exits import EXIT_PASS, EXIT_USAGE
+from .written import refused, wrote
 
 
 def add(commands: argparse._SubParsersAction) -> None:
@@ -32,10 +30,5 @@ def run(args: argparse.Namespace) -> int:
     try:
         written = scaffold(args.name, args.into, args.course_dir)
     except ScaffoldError as err:
-        print(render(err.message), file=sys.stderr)
-        return EXIT_USAGE
-    for path in written:
-        print(render(msg("cli.wrote", path=path)))
-    for step in next_steps(args.name, args.into, args.course_dir):
-        print(render(step))
-    return EXIT_PASS
+        return refused(err.message)
+    return wrote(written, next_steps(args.name, args.into, args.course_dir))
