@@ -133,13 +133,20 @@ def attempt(action: Callable[[], Call], case: Label,
     """Call into student code; an exception it raises is a failure of this case.
 
     A known mistake that raises the very same error is named (e.g. x @ weight with a
-    non-square weight). Missing names, stubs, timeouts and crashes pass through unchanged.
+    non-square weight); so is one that meets the kit's very error about the module built
+    (the grader's weights do not fit: projections of a mistake's widths). Missing names,
+    stubs, timeouts, crashes and other errors about the module pass through unchanged.
     """
     try:
         return action()
     except StudentCodeError as err:
         if runs_elsewhere(err):  # half finished: this kind of case raises, as any error would
             raise as_check_failed(case, err) from None
+        if err.kind == "bad_module" and mistakes:
+            laid_out = Diagnosis(err, mistakes, TIGHT)
+            if laid_out.mistake is not None:
+                raise CheckFailed(err.message, diagnosis=laid_out, case=case,
+                                  exc_type=err.kind) from None
         if err.kind != "raised":
             raise
         raise CheckFailed(err.message, diagnosis=Diagnosis(err, mistakes, TIGHT) if mistakes

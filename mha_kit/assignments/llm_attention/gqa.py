@@ -6,7 +6,6 @@ step's output must equal the matching rows of that whole-sequence attention.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +19,7 @@ from ...checks.inputs import randn, strided
 from ...checks.search import run_cases
 from ...messages import Message, joined, msg
 from ...runner.inprocess import vetted
-from ...runner.protocol import Call, ModuleRun, StudentCodeError
+from ...runner.protocol import ModuleRun
 from . import oracle, variants
 from .jobs import DECODE_JOB, MODULE
 from .pieces import ROPE_TOL
@@ -91,9 +90,12 @@ def check_gqa(sub, ctx: Context) -> float:
         cast = {k: None if v is None else v.to(c.dtype) for k, v in params.items()}
         mistakes = variants.gqa_candidates(_weights(params), x.double(), c.H, c.Hkv,
                                            c.rope_base)
-        call = attempt(lambda: _laid_out(lambda: sub.run_module(ModuleRun(
-            MODULE, c.init(), {}, cast, (x,), dtype=c.dtype, backward=backward)), c, params),
-            c.label(), mistakes)  # the query heads of a group summed raise: the shapes do not fit
+        # The query heads of a group summed raise (the shapes do not fit); projections of a
+        # mistake's widths do not fit the grader's weights.
+        laid_out = variants.projection_candidates(_weights(params), MODULE, c.E, c.H, c.Hkv)
+        call = attempt(lambda: sub.run_module(ModuleRun(
+            MODULE, c.init(), {}, cast, (x,), dtype=c.dtype, backward=backward)), c.label(),
+            [*mistakes, *laid_out])
         expect_unchanged(f"{MODULE}.forward", call, {"x": x}, c.label())
         expect_close(msg("what.output", name=MODULE), call.value, want.to(c.dtype), c.label(),
                      ROPE_TOL, dims=("B", "T", "E"), mistakes=mistakes)
@@ -107,22 +109,6 @@ def check_gqa(sub, ctx: Context) -> float:
     expect_on_meta(ctx, MODULE, lambda device: sub.run_module(ModuleRun(
         MODULE, c.init(), {}, moved(params, device), (moved(x, device),))), c.label())
     return 1.0
-
-
-def _laid_out(run: Callable[[], Call], c: Gqa, params: dict[str, Tensor | None]) -> Call:
-    """`run()`; weights that do not fit the module name the projections' widths of a known
-    mistake that meets the very same error (`variants.projection_candidates`), if one does."""
-    try:
-        return run()
-    except StudentCodeError as err:
-        if err.kind != "bad_module":
-            raise
-        found = Diagnosis(err, variants.projection_candidates(_weights(params), MODULE, c.E,
-                                                                c.H, c.Hkv), TIGHT)
-        if found.mistake is None:
-            raise
-        raise CheckFailed(err.message, diagnosis=found, case=c.label(),
-                          exc_type=err.kind) from None
 
 
 def _gradients(c: Gqa, params: dict[str, Tensor | None], x: Tensor,
