@@ -14,8 +14,8 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-# Its top is the standard library only: read without importing the kit (or torch).
-COURSE = runpy.run_path(str(ROOT / "mha_kit" / "course_folder.py"))
+# The standard library only: read without importing the kit (or torch).
+COURSE = runpy.run_path(str(ROOT / "mha_kit" / "course_layout.py"))
 
 
 class BuildWithCourseFiles(build_py):

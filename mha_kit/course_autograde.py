@@ -66,19 +66,15 @@ from .course_settings import configured
 from .grading.batch import in_parallel, safe_name, scratch_folder
 from .grading.files import shown_language
 from .grading.report import gradescope_results
-from .messages import Message, msg
+from .messages import Message, MessageError, msg
 from .runner.loading import cell_name, is_test_cell
 from .trusted_autograde import KERNEL_TROUBLE, TrustedGrades, zero_points
 
 RECORDING = (SaveAutoGrades, AssignLatePenalties)  # the preprocessors that write the gradebook
 
 
-class CourseError(Exception):
+class CourseError(MessageError):
     """The course cannot be autograded: no gradebook, no such assignment, no submissions."""
-
-    def __init__(self, message: Message):
-        super().__init__(message)
-        self.message = message
 
 
 @dataclass

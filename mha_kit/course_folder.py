@@ -4,23 +4,17 @@ A course needs the kit's English masters (`solutions/<assignment>/`, each notebo
 AGENTS.md), their editions' folders (`solutions/<assignment>_<lang>/`, rebuilt by `mha-kit
 release` from the master and its overlay `translations/<lang>/<notebook>.json`), and an
 nbgrader_config.py that names the kit's preprocessors. The kit's checkout holds them once; a
-wheel carries a copy under `mha_kit/course_files/`, made by setup.py's build (it runs this
-module's top alone: the standard library only, before any kit import).
+wheel carries a copy under `mha_kit/course_files/` (`course_layout`, which setup.py reads).
 """
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .messages import Message
+from .course_layout import CONFIG, PACKAGED
+from .messages import MessageError, msg
 
-# What a course takes from the kit, and where a built wheel keeps it (setup.py reads both).
-CONFIG = "nbgrader_config.py"
-KIT_FILES = (CONFIG, "solutions", "translations")
-PACKAGED = "course_files"
 COURSE_HEADER = '''"""\
 nbgrader configuration of this course folder, written by `mha-kit course init`.
 
@@ -31,17 +25,13 @@ the sandbox, forbidden APIs, the secret) go at the end of this file, as `c.MhaKi
 """'''
 
 
-class CourseError(Exception):
-    """A course folder that cannot be written; `message` says why."""
-
-    def __init__(self, message: Message) -> None:
-        super().__init__(message.render("en"))
-        self.message = message
+class CourseError(MessageError):
+    """A course folder that cannot be written."""
 
 
 def kit_files() -> Path:
-    """The folder that holds KIT_FILES: the wheel's copy, else (an editable install) the
-    kit's checkout."""
+    """The folder that holds `course_layout.KIT_FILES`: the wheel's copy, else (an editable
+    install) the kit's checkout."""
     package = Path(__file__).resolve().parent
     packaged = package / PACKAGED
     return packaged if packaged.is_dir() else package.parent
@@ -100,8 +90,6 @@ def course_config() -> str:
 def init(course: Path, assignments: list[str], force: bool = False) -> list[Path]:
     """Write the course folder `course` for `assignments`; the files written. Refuses
     (CourseError) an unknown assignment, or, unless `force`, a file that exists already."""
-    from .messages import msg
-
     known = kit_assignments()
     unknown = [name for name in assignments if name not in known]
     if unknown:

@@ -22,7 +22,7 @@ from . import catalog, settings
 from .contract import ENTRIES
 from .editions import add_untranslated, overlay_path
 from .grading.registry import EDITION_LANGUAGES, SPECS, edition_name
-from .messages import Message, msg
+from .messages import Message, MessageError, msg
 from .release import PLACEHOLDER_SOURCE
 from .settings import SOURCE_VARIABLE
 
@@ -134,12 +134,8 @@ CHECKS: tuple[CheckSpec, ...] = (CheckSpec("$name", 100, ("$name",), checks.chec
 }
 
 
-class ScaffoldError(Exception):
-    """A name that cannot be scaffolded; `message` says why."""
-
-    def __init__(self, message: Message) -> None:
-        super().__init__(message.render("en"))
-        self.message = message
+class ScaffoldError(MessageError):
+    """A name that cannot be scaffolded."""
 
 
 def master_notebook(name: str) -> nbformat.NotebookNode:

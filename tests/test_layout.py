@@ -27,7 +27,7 @@ PACKAGE = ROOT / "mha_kit"
 # checks → runner/oracle → contract, messages, runtime, settings, catalog (and the assignments'
 # data modules).
 LAYERS = {
-    "contract": 0, "messages": 0, "runtime": 0, "settings": 0, "catalog": 0,
+    "contract": 0, "messages": 0, "runtime": 0, "settings": 0, "catalog": 0, "course_layout": 0,
     "oracle": 1, "runner": 1,
     "checks": 2,
     "speed": 3,

@@ -212,6 +212,14 @@ def _fill(line: str, width: int, prefix: str, rest: str) -> list[str]:
     return [*lines, current.rstrip()]
 
 
+class MessageError(Exception):
+    """A command that cannot do what it was asked: `message` says why (str(): in English)."""
+
+    def __init__(self, message: Message) -> None:
+        super().__init__(message.render("en"))
+        self.message = message
+
+
 def render(text: Message | str, lang: str | None = None) -> str:
     """A message in `lang` (default: `language()`); a plain string as it is."""
     return text.render(lang) if isinstance(text, Message) else str(text)
