@@ -25,6 +25,16 @@ TEMPLATES: dict[str, str] = {
                                "torch.full(...) or torch.tensor(...) without dtype=, or a "
                                ".float() cast). Make it with the inputs' dtype: dtype=x.dtype, "
                                "or x.new_full(...)",
+    "runner.view_not_contiguous": "{raised}. .view reuses a tensor's memory, so it needs "
+                                  "strides that give the new shape, and a tensor after "
+                                  ".transpose, .permute or .expand has others (heads merged "
+                                  "by .view(B, T, E) after .transpose(1, 2), say). Use "
+                                  ".reshape, which copies when it must, or .contiguous().view",
+    "runner.device_mix": "{raised}. A tensor created without device=x.device "
+                         "(torch.zeros(shape), torch.arange(n), torch.tensor(...)) is on the "
+                         "CPU while the inputs are not (the device check puts them on "
+                         "meta; a GPU in real use). Create it on the inputs' device: "
+                         "device=x.device, or torch.zeros_like(x), x.new_zeros(...)",
     "runner.out_of_memory": "`{name}` ran out of memory{size}{limit}: tensors the size of the "
                             "inputs are all this exercise needs",
     "runner.asked_for": " (it asked for {gib:,.1f} GiB at once)",

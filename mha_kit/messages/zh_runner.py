@@ -23,6 +23,15 @@ TEMPLATES: dict[str, str] = {
                                "（不带 dtype= 的 torch.zeros(...)、torch.full(...)、"
                                "torch.tensor(...)，或 .float() 转换）。请用输入的 dtype 创建它："
                                "dtype=x.dtype，或 x.new_full(...)",
+    "runner.view_not_contiguous": "{raised}。.view 复用张量的内存，所以需要能给出新形状的"
+                                  "步长（stride），而 .transpose、.permute 或 .expand 之后的"
+                                  "张量步长不同（例如在 .transpose(1, 2) 之后用 .view(B, T, E) "
+                                  "合并各头）。请用 .reshape（必要时会复制），或 "
+                                  ".contiguous().view",
+    "runner.device_mix": "{raised}。创建张量时没有写 device=x.device（torch.zeros(shape)、"
+                         "torch.arange(n)、torch.tensor(...)），它就在 CPU 上，而输入不在"
+                         "（设备检查把输入放在 meta 上；实际使用时是 GPU）。请在输入所在的设备"
+                         "上创建它：device=x.device，或 torch.zeros_like(x)、x.new_zeros(...)",
     "runner.out_of_memory": "`{name}` 内存不足{size}{limit}：这个练习只需要与输入同样大小的张量",
     "runner.asked_for": "（一次申请了 {gib:,.1f} GiB）",
     "runner.memory_limit": "；评分程序允许 {gib:g} GiB",

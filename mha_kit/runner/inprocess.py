@@ -37,7 +37,7 @@ from .backward import (
     needs_no_grad_failure,
     parameters,
 )
-from .devices import DeviceWatch, on_meta
+from .devices import DeviceWatch, is_device_mix, on_meta
 from .kit_names import is_job, stand_in_values
 from .loading import load_source
 from .made_in_forward import ParametersMade
@@ -109,6 +109,9 @@ def _with_kwargs_after(call: Call, kwargs: dict[str, Any]) -> Call:
 # A float64 value written into a float32 tensor (a float32 constant or cast meeting the
 # grader's float64 inputs: torch.finfo(x.dtype).min filling a tensor made without dtype=).
 FLOAT32_OVERFLOW = "cannot be converted to type float without overflow"
+# .view of a tensor whose strides cannot give that shape: made by .transpose, .permute or
+# .expand (heads merged by .view after the transpose, say).
+VIEW_NOT_CONTIGUOUS = "view size is not compatible with input tensor's size and stride"
 _ALLOCATION = re.compile(r"tried to allocate ([\d.]+) ?(bytes|[KMGT]iB)", re.IGNORECASE)
 _UNITS = {"bytes": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
@@ -144,6 +147,10 @@ def _describe_failure(name: str, err: BaseException,
         return _out_of_memory(name, err, memory_limit_gib)
     if FLOAT32_OVERFLOW in text:  # only float64 values overflow float32: say where they met
         raised = msg("runner.float32_overflow", raised=raised)
+    elif VIEW_NOT_CONTIGUOUS in text:
+        raised = msg("runner.view_not_contiguous", raised=raised)
+    elif is_device_mix(text):  # where no DeviceWatch ran: a backward, a job on meta
+        raised = msg("runner.device_mix", raised=raised)
     return StudentCodeError("raised", raised, exc_type)
 
 

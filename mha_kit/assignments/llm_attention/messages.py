@@ -162,8 +162,9 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "This matches attention without the causal mask: token t may only see tokens "
             "0 .. t."),
         "mistake.cache_positions_restart": (
-            "This matches RoPE positions restarting at 0 in each call: a call with a cache "
-            "starts at position len(cache), read before the update."),
+            "This matches positions restarting at 0 in each call, for RoPE (and maybe for the "
+            "causal mask): a call with a cache starts at position len(cache), read before the "
+            "update."),
         "mistake.cache_mask_top_left": (
             "This matches the causal mask aligned top-left (SDPA's is_causal=True with fewer "
             "queries than keys): a new token at position p sees every key 0 .. p, so query i "
@@ -366,10 +367,10 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "This matches cos and sin left in float64, the dtype of the angles: x times them "
             "is promoted to float64. Cast them to x.dtype (.to(x.dtype)) before they meet x."),
         "mistake.rope_angles_in_dtype": (
-            "This matches the frequencies and angles computed in x's dtype: bfloat16 keeps 8 "
-            "bits of a number, so position 2000 becomes a multiple of 8 and position times θ "
-            "is off by whole radians. Compute the angles in float32 or float64 and cast only "
-            "cos and sin to x.dtype."),
+            "This matches the angles computed in x's dtype, or cast to it before cos and sin: "
+            "bfloat16 keeps 8 bits of a number, so a position or an angle in the thousands is "
+            "off by whole radians. Compute the angles in float32 or float64 and cast only cos "
+            "and sin to x.dtype."),
         "mistake.kv_view_after_expand": (
             "This matches a new axis of n_rep made by .expand, then merged into the heads by "
             ".view: an expanded axis has stride 0, which a view cannot merge with the heads. "
@@ -460,6 +461,29 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "(it is (B, H, Tq, 1): sum(dim=-1, keepdim=True)); dV = Pᵀ · dO, (B, H, b, D), "
             "not a product with v; dQ += dS · k_block and dK = dSᵀ · q, each from dS and "
             "the other input."),
+        # RoPE's angle table, the projections and the cache's store (issue 42)
+        "mistake.rope_cos_sin_swapped": (
+            "This matches cos and sin swapped: pair i becomes (x_i cos θ - x_(i+D/2) sin θ, "
+            "x_i sin θ + x_(i+D/2) cos θ), the cosine on x_i in the first half."),
+        "mistake.rope_angles_transposed": (
+            "This matches the angle table built the wrong way round, (D/2, T): the angles are "
+            "positions[:, None] * frequencies[None, :], (T, D/2), one row per token."),
+        "mistake.rope_angles_not_outer": (
+            "This matches positions times frequencies without the outer product, (T,) * "
+            "(D/2,): each token needs an angle per pair, positions[:, None] * "
+            "frequencies[None, :], (T, D/2)."),
+        "mistake.gqa_v_from_k_proj": (
+            "This matches the values made by k_proj: v = self.v_proj(x)."),
+        "mistake.gqa_k_from_q_proj": (
+            "This matches the keys made by q_proj: k = self.k_proj(x), num_kv_heads · "
+            "head_dim features."),
+        "mistake.cache_rope_skipped": (
+            "This matches RoPE left out of the calls with a cache: rotate q and k in every "
+            "call, at positions len(cache) .. len(cache) + T - 1 (0 .. T - 1 without a "
+            "cache)."),
+        "mistake.cache_values_get_keys": (
+            "This matches the new keys appended to the stored values: update appends k to "
+            "self.k and v to self.v, torch.cat([self.v, v], dim=2)."),
     },
     "zh": ZH,
 }

@@ -135,8 +135,8 @@ ZH: dict[str, str] = {
     "mistake.gqa_not_causal": (
         "这与“没有因果掩码的注意力”的结果一致：词元 t 只能看到词元 0 .. t。"),
     "mistake.cache_positions_restart": (
-        "这与“每次调用 RoPE 位置都从 0 重新开始”的结果一致：带缓存的调用应从位置 len(cache) "
-        "开始（在更新之前读取）。"),
+        "这与“每次调用位置都从 0 重新开始（用于 RoPE，也可能用于因果掩码）”的结果一致：带缓存"
+        "的调用应从位置 len(cache) 开始（在更新之前读取）。"),
     "mistake.cache_mask_top_left": (
         "这与“因果掩码左上对齐（查询比键少时 SDPA 的 is_causal=True 就是这样）”的结果一致：位"
         "置 p 上的新词元能看到全部键 0 .. p，所以一次调用中的第 i 个查询能看到 j <= len(cache"
@@ -326,8 +326,8 @@ ZH: dict[str, str] = {
         "这与“cos 和 sin 留在 float64（角度的 dtype）”的结果一致：x 乘以它们会被提升为 "
         "float64。在它们与 x 相乘之前转换成 x.dtype（.to(x.dtype)）。"),
     "mistake.rope_angles_in_dtype": (
-        "这与“频率和角度都用 x 的 dtype 计算”的结果一致：bfloat16 只保留一个数的 8 位，"
-        "位置 2000 会变成 8 的倍数，位置乘以 θ 会差出整弧度。请用 float32 或 float64 "
+        "这与“角度用 x 的 dtype 计算，或在求 cos 和 sin 之前转换成 x 的 dtype”的结果一致："
+        "bfloat16 只保留一个数的 8 位，上千的位置或角度会差出整弧度。请用 float32 或 float64 "
         "计算角度，只把 cos 和 sin 转换成 x.dtype。"),
     "mistake.kv_view_after_expand": (
         "这与“用 .expand 造出 n_rep 的新轴，再用 .view 并入头维”的结果一致：扩展出的轴步长为 "
@@ -406,4 +406,25 @@ ZH: dict[str, str] = {
         "并保留该维，形状 (B, H, Tq, 1)，即 sum(dim=-1, keepdim=True)；dV = Pᵀ · dO，形状 "
         "(B, H, b, D)，不是与 v 相乘；dQ += dS · k_block、dK = dSᵀ · q，都由 dS 和另一个输入"
         "算出。"),
+    # RoPE's angle table, the projections and the cache's store (issue 42)
+    "mistake.rope_cos_sin_swapped": (
+        "这与“cos 和 sin 互换”的结果一致：第 i 对应变为 (x_i cos θ - x_(i+D/2) sin θ, "
+        "x_i sin θ + x_(i+D/2) cos θ)，前一半里 x_i 乘的是余弦。"),
+    "mistake.rope_angles_transposed": (
+        "这与“角度表建反了，形状为 (D/2, T)”的结果一致：角度是 positions[:, None] * "
+        "frequencies[None, :]，形状 (T, D/2)，每个词元一行。"),
+    "mistake.rope_angles_not_outer": (
+        "这与“位置直接乘频率而没有做外积，(T,) * (D/2,)”的结果一致：每个词元的每一对都需要"
+        "一个角度，positions[:, None] * frequencies[None, :]，形状 (T, D/2)。"),
+    "mistake.gqa_v_from_k_proj": (
+        "这与“值由 k_proj 算出”的结果一致：v = self.v_proj(x)。"),
+    "mistake.gqa_k_from_q_proj": (
+        "这与“键由 q_proj 算出”的结果一致：k = self.k_proj(x)，共 num_kv_heads · head_dim "
+        "个特征。"),
+    "mistake.cache_rope_skipped": (
+        "这与“带缓存的调用没有做 RoPE”的结果一致：每次调用都要旋转 q 和 k，位置为 len(cache) "
+        ".. len(cache) + T - 1（不带缓存时为 0 .. T - 1）。"),
+    "mistake.cache_values_get_keys": (
+        "这与“新的键被追加到了存储的值后面”的结果一致：update 把 k 追加到 self.k、把 v 追加到 "
+        "self.v，即 torch.cat([self.v, v], dim=2)。"),
 }

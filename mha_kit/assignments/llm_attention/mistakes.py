@@ -37,4 +37,7 @@ CATALOGUE: tuple[str, ...] = (
     "flash_dk_not_transposed", "flash_backward_not_causal", "flash_dq_overwritten",
     "flash_backward_lse_broadcast", "flash_dp_from_keys", "flash_dq_dk_swapped",
     "flash_backward_size_mismatch",
+    # RoPE's angle table, the projections and the cache's store (issue 42)
+    "rope_cos_sin_swapped", "rope_angles_transposed", "rope_angles_not_outer",
+    "gqa_v_from_k_proj", "gqa_k_from_q_proj", "cache_rope_skipped", "cache_values_get_keys",
 )

@@ -5,6 +5,8 @@ the expected values come from `oracle`."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -78,8 +80,32 @@ def rope_mixed_pairing(x: Tensor, positions: Tensor, base: float) -> Tensor:
     return (x.double() * cos + rotated * sin).to(x.dtype)
 
 
+def rope_cos_sin_swapped(x: Tensor, positions: Tensor, base: float) -> Tensor:
+    """cos and sin in each other's place, [x1 sin - x2 cos, x1 cos + x2 sin]: a turn by
+    π/2 - θ, since cos θ = sin(π/2 - θ)."""
+    return rope_with_angles(x, math.pi / 2 - oracle.rope_angles(positions, x.shape[-1], base))
+
+
+def rope_table_candidates(x: Tensor, positions: Tensor, base: float) -> list:
+    """The angle table built the wrong way round, (D/2, T), or as positions times the
+    frequencies with no outer product, (T,) * (D/2,): torch's size mismatch where the
+    student's code multiplies x's halves by its cos (either operand first), the values where
+    the sizes happen to fit (T = D/2)."""
+    D, half = x.shape[-1], x.shape[-1] // 2
+    frequencies = base ** -(torch.arange(0, D, 2, dtype=torch.float64, device=x.device) / D)
+    found = []
+    for mistake_id, table in (
+            ("rope_angles_transposed", lambda: frequencies[:, None] * positions.double()),
+            ("rope_angles_not_outer", lambda: positions.double() * frequencies)):
+        found += [(mistake_id, lambda table=table: x[..., :half] * table().cos()),
+                  (mistake_id, lambda table=table: table().cos() * x[..., :half]),
+                  (mistake_id, lambda table=table: rope_with_angles(x, table()))]
+    return found
+
+
 def rope_candidates(x: Tensor, positions: Tensor, base: float) -> list:
     T = x.shape[-2]
+    angles_cast = oracle.rope_angles(positions, x.shape[-1], base).to(x.dtype)
     return [
         ("rope_interleaved", lambda: rope_interleaved(x, positions, base)),
         ("rope_base_ignored", lambda: oracle.rope(x, positions, 10000.0)),
@@ -91,6 +117,9 @@ def rope_candidates(x: Tensor, positions: Tensor, base: float) -> list:
         ("rope_halves_swapped", lambda: rope_halves_swapped(x, positions, base)),
         ("rope_float64_angles", lambda: rope_float64_angles(x, positions, base)),
         ("rope_angles_in_dtype", lambda: rope_angles_in_dtype(x, positions, base)),
+        ("rope_angles_in_dtype", lambda: rope_with_angles(x, angles_cast)),
+        ("rope_cos_sin_swapped", lambda: rope_cos_sin_swapped(x, positions, base)),
+        *rope_table_candidates(x, positions, base),
     ]
 
 
@@ -117,26 +146,30 @@ def repeat_kv_candidates(x: Tensor, n_rep: int) -> list:
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, *, scale: float,
-           softmax_dim: int = -1, fill: float = NEG_INF) -> Tensor:
+           softmax_dim: int = -1, fill: float = NEG_INF, after_softmax: bool = False
+           ) -> Tensor:
     """softmax(q kᵀ · scale) v written out, as many key/value heads as query heads (else
-    torch.matmul's error), the blocked scores filled with `fill`, the softmax over
-    `softmax_dim`."""
+    torch.matmul's error), the blocked scores filled with `fill` (or, `after_softmax`, the
+    blocked weights with 0), the softmax over `softmax_dim`."""
     scores = q @ k.transpose(-2, -1) * scale  # (B, H, Tq, Tk)
-    if blocked is not None:
+    if blocked is not None and not after_softmax:
         scores = scores.masked_fill(blocked, fill)
-    return scores.softmax(softmax_dim) @ v  # (B, H, Tq, D)
+    weights = scores.softmax(softmax_dim)
+    if blocked is not None and after_softmax:
+        weights = weights.masked_fill(blocked, 0.0)
+    return weights @ v  # (B, H, Tq, D)
 
 
-def _heads(y: Tensor, count: int, split: str) -> Tensor:
+def _heads(y: Tensor, count: int, D: int, split: str) -> Tensor:
     """(B, T, count·D) -> (B, count, T, D); read straight as (B, count, T, D) by a view with
     no transpose (`split="view"`), or as (B, T, D, count), head h taking every count-th
-    feature (`split="interleaved"`)."""
-    B, T, width = y.shape
+    feature (`split="interleaved"`). A projection of another width: the view's error."""
+    B, T, _ = y.shape
     if split == "view":
-        return y.view(B, count, T, width // count)
+        return y.view(B, count, T, D)
     if split == "interleaved":
-        return y.view(B, T, width // count, count).permute(0, 3, 1, 2)
-    return y.view(B, T, count, width // count).transpose(1, 2)
+        return y.view(B, T, D, count).permute(0, 3, 1, 2)
+    return y.view(B, T, count, D).transpose(1, 2)
 
 
 def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
@@ -148,7 +181,8 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
               scale_by: str = "D", split: str = "", split_of: str = "qkv", merge: str = "",
               softmax_dim: int = -1, diagonal: bool = False, fill: float = NEG_INF,
               n_rep: int | None = None, only_new: bool = False, prepended: bool = False,
-              out_proj: bool = True) -> list[Tensor]:
+              out_proj: bool = True, mask_after_softmax: bool = False, k_from: str = "k",
+              v_from: str = "v", values_get_keys: bool = False) -> list[Tensor]:
     """Grouped-query attention over `chunks` (B, t, E) fed one after the other through a
     cache, in float64, with one thing done wrong:
     - heads: tiled instead of repeated in a row, repeated `n_rep` times, the query heads
@@ -163,13 +197,17 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
     - the mask: none, one that blocks the diagonal too (blocked scores filled with `fill`),
       aligned top-left (`only_several`: and none for a single token, as Hugging Face's
       `is_causal=T > 1`);
-    - the scores: scaled by 1/√E or 1/D (`scale_by`: "E", "D_unrooted"), the softmax over
-      another dim, the blocked ones filled with 0 (`fill`);
+    - the projections: keys or values made by another one (`k_from`, `v_from`: "q", "k",
+      "v");
+    - the scores: scaled by 1/√E, 1/D or not at all (`scale_by`: "E", "D_unrooted",
+      "none"), the softmax over another dim, the blocked ones filled with 0 (`fill`), or the
+      blocked weights zeroed after the softmax;
     - the cache: positions restarting at 0 in each chunk, attending before the chunk's keys
       are in it (`before_update`: "after_prefill", or "always": the prefill sees no key),
       over the chunk's keys only (an update that returns what it was given), each call's
-      keys put before those cached (`prepended`: torch.cat([k, self.k])), or the keys cached
-      before RoPE and rotated after, at the chunk's positions."""
+      keys put before those cached (`prepended`: torch.cat([k, self.k])), the keys cached
+      before RoPE and rotated after, at the chunk's positions, or each call's keys appended
+      to the stored values after the first (`values_get_keys`: torch.cat([self.v, k]))."""
     keys: list[Tensor] = []
     values: list[Tensor] = []
     outputs, start = [], 0
@@ -180,12 +218,13 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
         D = E // num_heads
         x = x.double()
         positions = torch.arange(T) + (0 if restart else start)
-        q, k = x @ params["q_proj.weight"].double().T, x @ params["k_proj.weight"].double().T
+        q = x @ params["q_proj.weight"].double().T
+        k = x @ params[f"{k_from}_proj.weight"].double().T
         if rope_base is not None and rope_before_split:  # (B, T, E) and (B, T, Hkv·D) turned
             q, k = oracle.rope(q, positions, rope_base), oracle.rope(k, positions, rope_base)
-        q = _heads(q, num_heads, split if "q" in split_of else "")  # (B, H, T, D)
-        k = _heads(k, num_kv_heads, split if "k" in split_of else "")  # (B, Hkv, T, D)
-        v = _heads(x @ params["v_proj.weight"].double().T, num_kv_heads,
+        q = _heads(q, num_heads, D, split if "q" in split_of else "")  # (B, H, T, D)
+        k = _heads(k, num_kv_heads, D, split if "k" in split_of else "")  # (B, Hkv, T, D)
+        v = _heads(x @ params[f"{v_from}_proj.weight"].double().T, num_kv_heads, D,
                    split if "v" in split_of else "")
         if rope_base is not None and not rope_before_split:
             q = oracle.rope(q, positions, rope_base)
@@ -196,6 +235,8 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
         # Attending before the update: the chunk's own keys are not seen (after the prefill,
         # or, "always", the prefill too: it attends over no key).
         blind = before_update == "always" or bool(before_update and keys)
+        if values_get_keys and values:  # torch.cat([self.v, k]): this call's keys as values
+            v = k
         seen_k, seen_v = ((list(keys), list(values)) if blind
                           else ([k], [v]) if only_new else (keys + [k], values + [v]))
         if prepended:  # the newest call's keys first, the prefill's last
@@ -218,7 +259,7 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
             key, query = torch.arange(L)[None, :], torch.arange(T)[:, None] + (
                 0 if top_left or only_several else start)  # query i is token start + i
             blocked = key >= query if diagonal else key > query  # (T, L)
-        scale = {"E": E ** -0.5, "D": D ** -0.5, "D_unrooted": 1 / D}[scale_by]
+        scale = {"E": E ** -0.5, "D": D ** -0.5, "D_unrooted": 1 / D, "none": 1.0}[scale_by]
         if group_summed:  # 'b g r t d, b g s d -> b g t s': one head per key/value head
             scores = torch.einsum("bgrtd,bgsd->bgts", q.view(B, num_kv_heads, group, T, D),
                                   k_all) * scale  # (B, Hkv, T, L)
@@ -227,7 +268,7 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
             out = scores.softmax(-1) @ v_all  # (B, Hkv, T, D)
         else:
             out = attend(q, k_all, v_all, blocked, scale=scale, softmax_dim=softmax_dim,
-                         fill=fill)  # (B, H, T, D)
+                         fill=fill, after_softmax=mask_after_softmax)  # (B, H, T, D)
         if groups == "out":  # slot g·n_rep + r written back to head r·Hkv + g
             out = out.view(B, num_kv_heads, group, T, D).transpose(1, 2).reshape(B, -1, T, D)
         if merge == "no_transpose":
@@ -247,6 +288,10 @@ def gqa_candidates(params: dict[str, Tensor], x: Tensor, num_heads: int, num_kv_
     found = [("gqa_not_causal", lambda: variant(causal=False)),
              ("gqa_scale_by_embed_dim", lambda: variant(scale_by="E")),
              ("gqa_scale_unrooted", lambda: variant(scale_by="D_unrooted")),
+             ("no_scaling", lambda: variant(scale_by="none")),
+             ("mask_after_softmax", lambda: variant(mask_after_softmax=True)),
+             ("gqa_v_from_k_proj", lambda: variant(v_from="k")),
+             ("gqa_k_from_q_proj", lambda: variant(k_from="q")),
              ("gqa_mask_filled_zero", lambda: variant(fill=0.0)),
              ("gqa_split_no_transpose", lambda: variant(split="view")),
              ("gqa_split_no_transpose", lambda: variant(split="view", merge="no_transpose")),
@@ -282,8 +327,8 @@ def cache_candidates(params: dict[str, Tensor], chunks: list[Tensor], num_heads:
                      num_kv_heads: int, rope_base: float | None) -> list:
     """Each mistake's outputs of every call, one after the other (along T)."""
 
-    def variant(**bug) -> Tensor:
-        steps = gqa_steps(params, chunks, num_heads, num_kv_heads, rope_base, **bug)
+    def variant(base: float | None = rope_base, **bug) -> Tensor:
+        steps = gqa_steps(params, chunks, num_heads, num_kv_heads, base, **bug)
         return torch.cat(steps, dim=1).to(chunks[0].dtype)
 
     found = [("cache_positions_restart", lambda: variant(restart=True)),
@@ -294,9 +339,12 @@ def cache_candidates(params: dict[str, Tensor], chunks: list[Tensor], num_heads:
              ("cache_causal_only_several", lambda: variant(only_several=True)),
              ("cache_returns_new_only", lambda: variant(only_new=True)),
              ("cache_returns_new_only", lambda: variant(only_new=True, top_left=True)),
-             ("cache_prepends", lambda: variant(prepended=True))]
+             ("cache_prepends", lambda: variant(prepended=True)),
+             ("cache_positions_restart", lambda: variant(restart=True, top_left=True)),
+             ("cache_values_get_keys", lambda: variant(values_get_keys=True))]
     if rope_base is not None:
-        found.append(("cache_keys_rotated_after", lambda: variant(rotated_after=True)))
+        found += [("cache_keys_rotated_after", lambda: variant(rotated_after=True)),
+                  ("cache_rope_skipped", lambda: variant(None))]
     return found
 
 
