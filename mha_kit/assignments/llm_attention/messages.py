@@ -1,6 +1,8 @@
 """The sentences of llm_attention's checks and mistakes, by id, in English and Chinese (see
-`mha_kit.messages`); the Chinese ones are in messages_zh.py."""
+`mha_kit.messages`); the Chinese ones are in messages_zh.py, more of both in
+messages_decoding.py."""
 
+from .messages_decoding import DECODING
 from .messages_zh import ZH
 
 TEMPLATES: dict[str, dict[str, str]] = {
@@ -461,29 +463,6 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "(it is (B, H, Tq, 1): sum(dim=-1, keepdim=True)); dV = Pᵀ · dO, (B, H, b, D), "
             "not a product with v; dQ += dS · k_block and dK = dSᵀ · q, each from dS and "
             "the other input."),
-        # RoPE's angle table, the projections and the cache's store (issue 42)
-        "mistake.rope_cos_sin_swapped": (
-            "This matches cos and sin swapped: pair i becomes (x_i cos θ - x_(i+D/2) sin θ, "
-            "x_i sin θ + x_(i+D/2) cos θ), the cosine on x_i in the first half."),
-        "mistake.rope_angles_transposed": (
-            "This matches the angle table built the wrong way round, (D/2, T): the angles are "
-            "positions[:, None] * frequencies[None, :], (T, D/2), one row per token."),
-        "mistake.rope_angles_not_outer": (
-            "This matches positions times frequencies without the outer product, (T,) * "
-            "(D/2,): each token needs an angle per pair, positions[:, None] * "
-            "frequencies[None, :], (T, D/2)."),
-        "mistake.gqa_v_from_k_proj": (
-            "This matches the values made by k_proj: v = self.v_proj(x)."),
-        "mistake.gqa_k_from_q_proj": (
-            "This matches the keys made by q_proj: k = self.k_proj(x), num_kv_heads · "
-            "head_dim features."),
-        "mistake.cache_rope_skipped": (
-            "This matches RoPE left out of the calls with a cache: rotate q and k in every "
-            "call, at positions len(cache) .. len(cache) + T - 1 (0 .. T - 1 without a "
-            "cache)."),
-        "mistake.cache_values_get_keys": (
-            "This matches the new keys appended to the stored values: update appends k to "
-            "self.k and v to self.v, torch.cat([self.v, v], dim=2)."),
-    },
-    "zh": ZH,
+    } | DECODING["en"],
+    "zh": ZH | DECODING["zh"],
 }

@@ -406,25 +406,4 @@ ZH: dict[str, str] = {
         "并保留该维，形状 (B, H, Tq, 1)，即 sum(dim=-1, keepdim=True)；dV = Pᵀ · dO，形状 "
         "(B, H, b, D)，不是与 v 相乘；dQ += dS · k_block、dK = dSᵀ · q，都由 dS 和另一个输入"
         "算出。"),
-    # RoPE's angle table, the projections and the cache's store (issue 42)
-    "mistake.rope_cos_sin_swapped": (
-        "这与“cos 和 sin 互换”的结果一致：第 i 对应变为 (x_i cos θ - x_(i+D/2) sin θ, "
-        "x_i sin θ + x_(i+D/2) cos θ)，前一半里 x_i 乘的是余弦。"),
-    "mistake.rope_angles_transposed": (
-        "这与“角度表建反了，形状为 (D/2, T)”的结果一致：角度是 positions[:, None] * "
-        "frequencies[None, :]，形状 (T, D/2)，每个词元一行。"),
-    "mistake.rope_angles_not_outer": (
-        "这与“位置直接乘频率而没有做外积，(T,) * (D/2,)”的结果一致：每个词元的每一对都需要"
-        "一个角度，positions[:, None] * frequencies[None, :]，形状 (T, D/2)。"),
-    "mistake.gqa_v_from_k_proj": (
-        "这与“值由 k_proj 算出”的结果一致：v = self.v_proj(x)。"),
-    "mistake.gqa_k_from_q_proj": (
-        "这与“键由 q_proj 算出”的结果一致：k = self.k_proj(x)，共 num_kv_heads · head_dim "
-        "个特征。"),
-    "mistake.cache_rope_skipped": (
-        "这与“带缓存的调用没有做 RoPE”的结果一致：每次调用都要旋转 q 和 k，位置为 len(cache) "
-        ".. len(cache) + T - 1（不带缓存时为 0 .. T - 1）。"),
-    "mistake.cache_values_get_keys": (
-        "这与“新的键被追加到了存储的值后面”的结果一致：update 把 k 追加到 self.k、把 v 追加到 "
-        "self.v，即 torch.cat([self.v, v], dim=2)。"),
 }

@@ -80,6 +80,14 @@ def rope_mixed_pairing(x: Tensor, positions: Tensor, base: float) -> Tensor:
     return (x.double() * cos + rotated * sin).to(x.dtype)
 
 
+def rope_frequencies(x: Tensor, positions: Tensor, base: float, divisor: float,
+                     step: int = 2) -> Tensor:
+    """Rotate-half RoPE with θ_i = base^(-step·i / divisor), i = 0 .. D/2 - 1: the exponent
+    2i over the pairs, D/2, instead of D, or 0 (`step=0`: 2i // D, an integer division)."""
+    exponents = torch.arange(0, x.shape[-1] // 2, dtype=torch.float64, device=x.device) * step
+    return rope_with_angles(x, positions.double()[:, None] * base ** -(exponents / divisor))
+
+
 def rope_cos_sin_swapped(x: Tensor, positions: Tensor, base: float) -> Tensor:
     """cos and sin in each other's place, [x1 sin - x2 cos, x1 cos + x2 sin]: a turn by
     π/2 - θ, since cos θ = sin(π/2 - θ)."""
@@ -104,7 +112,7 @@ def rope_table_candidates(x: Tensor, positions: Tensor, base: float) -> list:
 
 
 def rope_candidates(x: Tensor, positions: Tensor, base: float) -> list:
-    T = x.shape[-2]
+    T, D = x.shape[-2:]
     angles_cast = oracle.rope_angles(positions, x.shape[-1], base).to(x.dtype)
     return [
         ("rope_interleaved", lambda: rope_interleaved(x, positions, base)),
@@ -119,6 +127,8 @@ def rope_candidates(x: Tensor, positions: Tensor, base: float) -> list:
         ("rope_angles_in_dtype", lambda: rope_angles_in_dtype(x, positions, base)),
         ("rope_angles_in_dtype", lambda: rope_with_angles(x, angles_cast)),
         ("rope_cos_sin_swapped", lambda: rope_cos_sin_swapped(x, positions, base)),
+        ("rope_exponent_doubled", lambda: rope_frequencies(x, positions, base, D / 2)),
+        ("rope_frequencies_all_one", lambda: rope_frequencies(x, positions, base, D, step=0)),
         *rope_table_candidates(x, positions, base),
     ]
 
@@ -132,6 +142,7 @@ def repeat_kv_candidates(x: Tensor, n_rep: int) -> list:
     merged by .view, which cannot merge an expanded (stride 0) axis: torch's error."""
     B, Hkv, T, D = x.shape
     return [("kv_heads_tiled", lambda: x.repeat(1, n_rep, 1, 1)),
+            ("kv_expand_heads", lambda: x.expand(B, Hkv * n_rep, T, D)),
             ("kv_repeat_tokens", lambda: x.repeat_interleave(n_rep, 2)),
             ("kv_repeat_tokens", lambda: x.repeat(1, 1, n_rep, 1)),
             ("kv_repeat_batch", lambda: x.repeat_interleave(n_rep, 0)),
@@ -182,7 +193,8 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
               softmax_dim: int = -1, diagonal: bool = False, fill: float = NEG_INF,
               n_rep: int | None = None, only_new: bool = False, prepended: bool = False,
               out_proj: bool = True, mask_after_softmax: bool = False, k_from: str = "k",
-              v_from: str = "v", values_get_keys: bool = False) -> list[Tensor]:
+              v_from: str = "v", values_get_keys: bool = False,
+              kv_split_heads: int | None = None) -> list[Tensor]:
     """Grouped-query attention over `chunks` (B, t, E) fed one after the other through a
     cache, in float64, with one thing done wrong:
     - heads: tiled instead of repeated in a row, repeated `n_rep` times, the query heads
@@ -198,7 +210,7 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
       aligned top-left (`only_several`: and none for a single token, as Hugging Face's
       `is_causal=T > 1`);
     - the projections: keys or values made by another one (`k_from`, `v_from`: "q", "k",
-      "v");
+      "v"), or split into `kv_split_heads` heads (the view's error);
     - the scores: scaled by 1/√E, 1/D or not at all (`scale_by`: "E", "D_unrooted",
       "none"), the softmax over another dim, the blocked ones filled with 0 (`fill`), or the
       blocked weights zeroed after the softmax;
@@ -223,8 +235,9 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
         if rope_base is not None and rope_before_split:  # (B, T, E) and (B, T, Hkv·D) turned
             q, k = oracle.rope(q, positions, rope_base), oracle.rope(k, positions, rope_base)
         q = _heads(q, num_heads, D, split if "q" in split_of else "")  # (B, H, T, D)
-        k = _heads(k, num_kv_heads, D, split if "k" in split_of else "")  # (B, Hkv, T, D)
-        v = _heads(x @ params[f"{v_from}_proj.weight"].double().T, num_kv_heads, D,
+        kv_heads = kv_split_heads or num_kv_heads
+        k = _heads(k, kv_heads, D, split if "k" in split_of else "")  # (B, Hkv, T, D)
+        v = _heads(x @ params[f"{v_from}_proj.weight"].double().T, kv_heads, D,
                    split if "v" in split_of else "")
         if rope_base is not None and not rope_before_split:
             q = oracle.rope(q, positions, rope_base)
@@ -292,6 +305,7 @@ def gqa_candidates(params: dict[str, Tensor], x: Tensor, num_heads: int, num_kv_
              ("mask_after_softmax", lambda: variant(mask_after_softmax=True)),
              ("gqa_v_from_k_proj", lambda: variant(v_from="k")),
              ("gqa_k_from_q_proj", lambda: variant(k_from="q")),
+             ("gqa_kv_swapped", lambda: variant(k_from="v", v_from="k")),
              ("gqa_mask_filled_zero", lambda: variant(fill=0.0)),
              ("gqa_split_no_transpose", lambda: variant(split="view")),
              ("gqa_split_no_transpose", lambda: variant(split="view", merge="no_transpose")),
@@ -310,7 +324,10 @@ def gqa_candidates(params: dict[str, Tensor], x: Tensor, num_heads: int, num_kv_
                   ("gqa_groups_transposed", lambda: variant(groups="out"))]
     if num_kv_heads < num_heads:  # the sum of one head changes nothing
         found += [("gqa_group_summed", lambda: variant(group_summed="linear")),
-                  ("gqa_group_summed", lambda: variant(group_summed="reshape"))]
+                  ("gqa_group_summed", lambda: variant(group_summed="reshape")),
+                  ("gqa_kv_split_num_heads", lambda: variant(kv_split_heads=num_heads)),
+                  ("gqa_kv_not_repeated", lambda: variant(n_rep=1)),
+                  ("gqa_kv_not_repeated", lambda: variant(n_rep=0))]
     if num_kv_heads * num_kv_heads != num_heads and num_kv_heads > 1:
         found.append(("gqa_n_rep_kv_heads", lambda: variant(n_rep=num_kv_heads)))
     if rope_base is not None:
@@ -411,10 +428,10 @@ def window_candidates(T: int, window: int) -> list:
     ]
 
 
-def _cat_heads(B: int, H: int, Hkv: int, D: int, T: int, L: int) -> Tensor:
-    """The scores of a call of T tokens after L - T, its keys appended along the heads:
-    torch.cat's error, or the matmul's where the sizes let the heads grow."""
-    k = torch.cat([torch.zeros(B, Hkv, L - T, D), torch.zeros(B, Hkv, T, D)], dim=1)
+def _cat_along(B: int, H: int, Hkv: int, D: int, T: int, L: int, dim: int) -> Tensor:
+    """The scores of a call of T tokens after L - T, its keys appended along `dim` (not the
+    tokens): torch.cat's error, or the matmul's where the sizes let that dim grow."""
+    k = torch.cat([torch.zeros(B, Hkv, L - T, D), torch.zeros(B, Hkv, T, D)], dim=dim)
     return torch.zeros(B, H, T, D) @ oracle.repeat_kv(k, H // Hkv).transpose(-2, -1)
 
 
@@ -432,7 +449,8 @@ def cache_error_candidates(B: int, H: int, Hkv: int, D: int, chunks: tuple[int, 
                            rope_base: float | None) -> list:
     """The errors the calls after the prefill raise, for each mistake that raises one: the
     keys rotated after the update (the L cached keys broadcast against the T new tokens'
-    angles), the keys appended along the heads (dim 1), or a square causal mask, (T, T) of
+    angles), the keys appended along the heads (dim 1), the batch (torch.cat's default) or
+    the features, or a square causal mask, (T, T) of
     the new tokens or (L, L) of every key, meeting the (T, L) scores (by masked_fill, or
     SDPA's attn_mask). Keys rotated after the update raise the very broadcast error of an
     (L, L) mask on a call of several tokens (L against T at dim 2), and come first: an
@@ -445,7 +463,9 @@ def cache_error_candidates(B: int, H: int, Hkv: int, D: int, chunks: tuple[int, 
         if rope_base is not None:
             found.append(("cache_keys_rotated_after", lambda T=T, L=L: oracle.rope(
                 torch.zeros(B, Hkv, L, D), torch.arange(L - T, L), rope_base)))
-        found.append(("cache_cat_heads", lambda T=T, L=L: _cat_heads(B, H, Hkv, D, T, L)))
+        found += [(mistake_id, lambda T=T, L=L, dim=dim: _cat_along(B, H, Hkv, D, T, L, dim))
+                  for mistake_id, dim in (("cache_cat_heads", 1), ("cache_cat_wrong_dim", 0),
+                                          ("cache_cat_wrong_dim", 3))]
         found += [("cache_square_mask", lambda T=T, L=L, side=side, sdpa=sdpa: _square_masked(
             B, H, D, T, L, side, sdpa)) for side in (T, L) for sdpa in (False, True)]
     return found

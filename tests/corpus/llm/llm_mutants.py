@@ -500,4 +500,66 @@ MUTANTS: tuple[Mutant, ...] = (
          "delta = (grad_out * out).sum(dim=-1, keepdim=True)",
          "delta = (grad_out * out).sum(dim=-2, keepdim=True)", BACKWARD,
          "flash_backward_size_mismatch"),
+    # RoPE's angle table, the projections, the cache's store, hints after torch's errors
+    # (issue 42)
+    _one("RoPE swaps cos and sin", "cos, sin = angles.cos().to(x.dtype), angles.sin()"
+         ".to(x.dtype)", "sin, cos = angles.cos().to(x.dtype), angles.sin().to(x.dtype)", ROPE,
+         "rope_cos_sin_swapped"),
+    _one("RoPE builds its angle table (D/2, T)",
+         "angles = positions.to(torch.float64)[:, None] * inv_freq  # (T, D/2)",
+         "angles = inv_freq[:, None] * positions.to(torch.float64)[None, :]  # (D/2, T)", ROPE,
+         "rope_angles_transposed"),
+    _one("RoPE multiplies positions by frequencies without the outer product",
+         "angles = positions.to(torch.float64)[:, None] * inv_freq  # (T, D/2)",
+         "angles = positions.to(torch.float64) * inv_freq  # (T,) * (D/2,)", ROPE,
+         "rope_angles_not_outer"),
+    _one("RoPE casts its angles to x's dtype before cos and sin",
+         "cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)",
+         "angles = angles.to(x.dtype)  # (T, D/2)\n"
+         "    cos, sin = angles.cos(), angles.sin()", ROPE, "rope_angles_in_dtype"),
+    _one("the module leaves its scores unscaled", "q @ k.transpose(-2, -1) / math.sqrt("
+         "self.head_dim)", "q @ k.transpose(-2, -1)", GQA, "no_scaling"),
+    _one("the module masks after the softmax", _MASKED,
+         "weights = scores.softmax(dim=-1).masked_fill(blocked, 0.0)  # (B, H, T, L)", GQA,
+         "mask_after_softmax"),
+    _one("the module makes its values with k_proj", "v = self.v_proj(x).view(",
+         "v = self.k_proj(x).view(", GQA, "gqa_v_from_k_proj"),
+    _one("the module makes its keys with q_proj", "k = self.k_proj(x).view(",
+         "k = self.q_proj(x).view(", GQA, "gqa_k_from_q_proj"),
+    _one("the module merges its heads by .view after the transpose",
+         "out = (weights @ v).transpose(1, 2).reshape(B, T, E)",
+         "out = (weights @ v).transpose(1, 2).view(B, T, E)", GQA, "runner.view_not_contiguous"),
+    _one("the module skips RoPE when given a cache", "if self.rope_base is not None:",
+         "if self.rope_base is not None and cache is None:", CACHE, "cache_rope_skipped"),
+    _one("decoding starts every call at position 0, for RoPE and the mask",
+         "start = 0 if cache is None else len(cache)", "start = 0", CACHE,
+         "cache_positions_restart"),
+    _one("the cache appends the keys to the values", "torch.cat([self.v, v], dim=2)",
+         "torch.cat([self.v, k], dim=2)", CACHE, "cache_values_get_keys"),
+    _one("the backward makes dQ on the CPU", "grad_q = torch.zeros_like(q)",
+         "grad_q = torch.zeros(q.shape, dtype=q.dtype)", BACKWARD, "runner.device_mix"),
+    _one("RoPE divides its exponent by the number of pairs",
+         "torch.arange(0, D, 2, device=x.device, dtype=torch.float64) / D)",
+         "torch.arange(0, D, 2, device=x.device, dtype=torch.float64) / (D // 2))", ROPE,
+         "rope_exponent_doubled"),
+    _one("RoPE divides its exponent by integer division",
+         "torch.arange(0, D, 2, device=x.device, dtype=torch.float64) / D)",
+         "torch.arange(0, D, 2, device=x.device) // D)", ROPE, "rope_frequencies_all_one"),
+    _one("repeat_kv expands the heads axis itself", "    return x.repeat_interleave(",
+         "    return x.expand(x.shape[0], x.shape[1] * n_rep, *x.shape[2:])\n"
+         "    return x.repeat_interleave(", frozenset({"llm_repeat_kv"}), "kv_expand_heads"),
+    Mutant("the module splits its keys and values into num_heads heads", tuple(
+        (f"{t} = self.{t}_proj(x).view(B, T, Hkv, D)", f"{t} = self.{t}_proj(x).view(B, T, H, D)")
+        for t in "kv"), GQA, frozenset({"gqa_kv_split_num_heads"})),
+    _one("the module leaves out repeat_kv",
+         "        k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # (B, H, L, D)\n", "", GQA,
+         "gqa_kv_not_repeated"),
+    _one("the module makes its keys with v_proj and its values with k_proj",
+         "k = self.k_proj(x).view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)\n"
+         "        v = self.v_proj(x).view(",
+         "k = self.v_proj(x).view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)\n"
+         "        v = self.k_proj(x).view(", GQA, "gqa_kv_swapped"),
+    Mutant("the cache appends along torch.cat's default dim", tuple(
+        (f"torch.cat([self.{t}, {t}], dim=2)", f"torch.cat([self.{t}, {t}])") for t in "kv"),
+        CACHE, frozenset({"cache_cat_wrong_dim"})),
 )

@@ -1,0 +1,100 @@
+"""More sentences of llm_attention's mistakes, in RoPE, grouped-query attention and the KV
+cache, in English and Chinese: `messages.TEMPLATES` adds them to its own (kept apart so
+that each file stays within the kit's 500 lines)."""
+
+DECODING: dict[str, dict[str, str]] = {
+    "en": {
+        "mistake.rope_cos_sin_swapped": (
+            "This matches cos and sin swapped: pair i becomes (x_i cos θ - x_(i+D/2) sin θ, "
+            "x_i sin θ + x_(i+D/2) cos θ), the cosine on x_i in the first half."),
+        "mistake.rope_angles_transposed": (
+            "This matches the angle table built the wrong way round, (D/2, T): the angles are "
+            "positions[:, None] * frequencies[None, :], (T, D/2), one row per token."),
+        "mistake.rope_angles_not_outer": (
+            "This matches positions times frequencies without the outer product, (T,) * "
+            "(D/2,): each token needs an angle per pair, positions[:, None] * "
+            "frequencies[None, :], (T, D/2)."),
+        "mistake.gqa_v_from_k_proj": (
+            "This matches the values made by k_proj: v = self.v_proj(x)."),
+        "mistake.gqa_k_from_q_proj": (
+            "This matches the keys made by q_proj: k = self.k_proj(x), num_kv_heads · "
+            "head_dim features."),
+        "mistake.cache_rope_skipped": (
+            "This matches RoPE left out of the calls with a cache: rotate q and k in every "
+            "call, at positions len(cache) .. len(cache) + T - 1 (0 .. T - 1 without a "
+            "cache)."),
+        "mistake.cache_values_get_keys": (
+            "This matches the new keys appended to the stored values: update appends k to "
+            "self.k and v to self.v, torch.cat([self.v, v], dim=2)."),
+        "mistake.rope_exponent_doubled": (
+            "This matches the frequencies base^(-2i/(D/2)), the exponent divided by the number "
+            "of pairs: it is divided by D, the head dim, θ_i = base^(-2i/D)."),
+        "mistake.rope_frequencies_all_one": (
+            "This matches every frequency equal to 1, so each pair turns by the position "
+            "itself: the exponent 2i/D rounded down to 0 by integer division (//). Divide in "
+            "floating point: torch.arange(0, D, 2, dtype=torch.float64) / D."),
+        "mistake.kv_expand_heads": (
+            "This matches x.expand to Hkv·n_rep heads: .expand only repeats an axis of size 1, "
+            "so it works for one key/value head alone. Each head needs n_rep copies in a row "
+            "along dim 1."),
+        "mistake.gqa_kv_split_num_heads": (
+            "This matches the keys or values split into num_heads heads: k_proj and v_proj "
+            "give num_kv_heads · head_dim features, so view them as (B, T, num_kv_heads, "
+            "head_dim)."),
+        "mistake.gqa_kv_not_repeated": (
+            "This matches the key/value heads not repeated for their query heads (repeat_kv "
+            "left out, or n_rep = num_kv_heads // num_heads, 0): each is shared by n_rep = "
+            "num_heads // num_kv_heads query heads, repeat_kv(k, n_rep)."),
+        "mistake.gqa_kv_swapped": (
+            "This matches the keys made by v_proj and the values by k_proj: k = "
+            "self.k_proj(x), v = self.v_proj(x)."),
+        "mistake.cache_cat_wrong_dim": (
+            "This matches the keys appended along another dim than the tokens: torch.cat's "
+            "default dim=0, the batch, or the last, the features. The cache is (B, Hkv, L, D): "
+            "torch.cat([self.k, k], dim=2)."),
+    },
+    "zh": {
+        "mistake.rope_cos_sin_swapped": (
+            "这与“cos 和 sin 互换”的结果一致：第 i 对应变为 (x_i cos θ - x_(i+D/2) sin θ, "
+            "x_i sin θ + x_(i+D/2) cos θ)，前一半里 x_i 乘的是余弦。"),
+        "mistake.rope_angles_transposed": (
+            "这与“角度表建反了，形状为 (D/2, T)”的结果一致：角度是 positions[:, None] * "
+            "frequencies[None, :]，形状 (T, D/2)，每个词元一行。"),
+        "mistake.rope_angles_not_outer": (
+            "这与“位置直接乘频率而没有做外积，(T,) * (D/2,)”的结果一致：每个词元的每一对都需要"
+            "一个角度，positions[:, None] * frequencies[None, :]，形状 (T, D/2)。"),
+        "mistake.gqa_v_from_k_proj": (
+            "这与“值由 k_proj 算出”的结果一致：v = self.v_proj(x)。"),
+        "mistake.gqa_k_from_q_proj": (
+            "这与“键由 q_proj 算出”的结果一致：k = self.k_proj(x)，共 num_kv_heads · head_dim "
+            "个特征。"),
+        "mistake.cache_rope_skipped": (
+            "这与“带缓存的调用没有做 RoPE”的结果一致：每次调用都要旋转 q 和 k，位置为 len(cache) "
+            ".. len(cache) + T - 1（不带缓存时为 0 .. T - 1）。"),
+        "mistake.cache_values_get_keys": (
+            "这与“新的键被追加到了存储的值后面”的结果一致：update 把 k 追加到 self.k、把 v 追加到 "
+            "self.v，即 torch.cat([self.v, v], dim=2)。"),
+        "mistake.rope_exponent_doubled": (
+            "这与“频率为 base^(-2i/(D/2))”的结果一致：指数应除以头维度 D，而不是对数 D/2，"
+            "θ_i = base^(-2i/D)。"),
+        "mistake.rope_frequencies_all_one": (
+            "这与“所有频率都等于 1，每一对都按位置本身旋转”的结果一致：指数 2i/D 被整数除法 "
+            "(//) 舍成了 0。请用浮点除法：torch.arange(0, D, 2, dtype=torch.float64) / D。"),
+        "mistake.kv_expand_heads": (
+            "这与“用 x.expand 扩展到 Hkv·n_rep 个头”的结果一致：.expand 只能重复大小为 1 的轴，"
+            "所以只在只有一个键/值头时可行。每个头需要沿 dim 1 连续重复 n_rep 次。"),
+        "mistake.gqa_kv_split_num_heads": (
+            "这与“把键或值拆成 num_heads 个头”的结果一致：k_proj 和 v_proj 输出 num_kv_heads · "
+            "head_dim 个特征，所以应 view 成 (B, T, num_kv_heads, head_dim)。"),
+        "mistake.gqa_kv_not_repeated": (
+            "这与“键/值头没有为各自的查询头重复（漏了 repeat_kv，或 n_rep = num_kv_heads // "
+            "num_heads，即 0）”的结果一致：每个键/值头由 n_rep = num_heads // num_kv_heads 个"
+            "查询头共享，repeat_kv(k, n_rep)。"),
+        "mistake.gqa_kv_swapped": (
+            "这与“键由 v_proj 算出、值由 k_proj 算出”的结果一致：k = self.k_proj(x)，v = "
+            "self.v_proj(x)。"),
+        "mistake.cache_cat_wrong_dim": (
+            "这与“键沿词元以外的维度追加”的结果一致：torch.cat 默认的 dim=0 是批次，最后一维是"
+            "特征。缓存形状为 (B, Hkv, L, D)：torch.cat([self.k, k], dim=2)。"),
+    },
+}
