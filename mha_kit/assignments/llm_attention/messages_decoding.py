@@ -29,10 +29,10 @@ DECODING: dict[str, dict[str, str]] = {
         "mistake.rope_exponent_doubled": (
             "This matches the frequencies base^(-2i/(D/2)), the exponent divided by the number "
             "of pairs: it is divided by D, the head dim, θ_i = base^(-2i/D)."),
-        "mistake.rope_frequencies_all_one": (
-            "This matches every frequency equal to 1, so each pair turns by the position "
-            "itself: the exponent 2i/D rounded down to 0 by integer division (//). Divide in "
-            "floating point: torch.arange(0, D, 2, dtype=torch.float64) / D."),
+        "mistake.rope_exponent_floored": (
+            "This matches the exponent 2i/D rounded to an integer by floor division (//): "
+            "every frequency is then 1 (or 1/base), not base^(-2i/D). Divide in floating "
+            "point: torch.arange(0, D, 2, dtype=torch.float64) / D."),
         "mistake.kv_expand_heads": (
             "This matches x.expand to Hkv·n_rep heads: .expand only repeats an axis of size 1, "
             "so it works for one key/value head alone. Each head needs n_rep copies in a row "
@@ -77,9 +77,9 @@ DECODING: dict[str, dict[str, str]] = {
         "mistake.rope_exponent_doubled": (
             "这与“频率为 base^(-2i/(D/2))”的结果一致：指数应除以头维度 D，而不是对数 D/2，"
             "θ_i = base^(-2i/D)。"),
-        "mistake.rope_frequencies_all_one": (
-            "这与“所有频率都等于 1，每一对都按位置本身旋转”的结果一致：指数 2i/D 被整数除法 "
-            "(//) 舍成了 0。请用浮点除法：torch.arange(0, D, 2, dtype=torch.float64) / D。"),
+        "mistake.rope_exponent_floored": (
+            "这与“指数 2i/D 被整除 (//) 取成了整数”的结果一致：于是每个频率都是 1（或 1/base），"
+            "而不是 base^(-2i/D)。请用浮点除法：torch.arange(0, D, 2, dtype=torch.float64) / D。"),
         "mistake.kv_expand_heads": (
             "这与“用 x.expand 扩展到 Hkv·n_rep 个头”的结果一致：.expand 只能重复大小为 1 的轴，"
             "所以只在只有一个键/值头时可行。每个头需要沿 dim 1 连续重复 n_rep 次。"),

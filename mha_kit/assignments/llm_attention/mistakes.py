@@ -40,6 +40,6 @@ CATALOGUE: tuple[str, ...] = (
     # RoPE's angle table, the projections and the cache's store (issue 42)
     "rope_cos_sin_swapped", "rope_angles_transposed", "rope_angles_not_outer",
     "gqa_v_from_k_proj", "gqa_k_from_q_proj", "cache_rope_skipped", "cache_values_get_keys",
-    "rope_exponent_doubled", "rope_frequencies_all_one", "kv_expand_heads",
+    "rope_exponent_doubled", "rope_exponent_floored", "kv_expand_heads",
     "gqa_kv_split_num_heads", "gqa_kv_not_repeated", "gqa_kv_swapped", "cache_cat_wrong_dim",
 )

@@ -80,12 +80,19 @@ def rope_mixed_pairing(x: Tensor, positions: Tensor, base: float) -> Tensor:
     return (x.double() * cos + rotated * sin).to(x.dtype)
 
 
-def rope_frequencies(x: Tensor, positions: Tensor, base: float, divisor: float,
-                     step: int = 2) -> Tensor:
-    """Rotate-half RoPE with θ_i = base^(-step·i / divisor), i = 0 .. D/2 - 1: the exponent
-    2i over the pairs, D/2, instead of D, or 0 (`step=0`: 2i // D, an integer division)."""
-    exponents = torch.arange(0, x.shape[-1] // 2, dtype=torch.float64, device=x.device) * step
-    return rope_with_angles(x, positions.double()[:, None] * base ** -(exponents / divisor))
+def rope_exponents_candidates(x: Tensor, positions: Tensor, base: float) -> list:
+    """Rotate-half RoPE with θ_i = base^(-e_i) for a wrong exponent e_i: 2i over the pairs,
+    D/2, instead of over D, or 2i/D rounded to an integer by floor division, 2i // D (0), or
+    -2i // D where the minus comes first (-1 but for pair 0)."""
+    D = x.shape[-1]
+    twice = torch.arange(0, D, 2, dtype=torch.float64, device=x.device)  # 2i, i < D/2
+
+    def turned(exponents: Tensor) -> Tensor:
+        return rope_with_angles(x, positions.double()[:, None] * base ** -exponents)
+
+    return [("rope_exponent_doubled", lambda: turned(twice / (D / 2))),
+            ("rope_exponent_floored", lambda: turned(twice // D)),
+            ("rope_exponent_floored", lambda: turned(-(-twice // D)))]
 
 
 def rope_cos_sin_swapped(x: Tensor, positions: Tensor, base: float) -> Tensor:
@@ -112,7 +119,7 @@ def rope_table_candidates(x: Tensor, positions: Tensor, base: float) -> list:
 
 
 def rope_candidates(x: Tensor, positions: Tensor, base: float) -> list:
-    T, D = x.shape[-2:]
+    T = x.shape[-2]
     angles_cast = oracle.rope_angles(positions, x.shape[-1], base).to(x.dtype)
     return [
         ("rope_interleaved", lambda: rope_interleaved(x, positions, base)),
@@ -127,8 +134,7 @@ def rope_candidates(x: Tensor, positions: Tensor, base: float) -> list:
         ("rope_angles_in_dtype", lambda: rope_angles_in_dtype(x, positions, base)),
         ("rope_angles_in_dtype", lambda: rope_with_angles(x, angles_cast)),
         ("rope_cos_sin_swapped", lambda: rope_cos_sin_swapped(x, positions, base)),
-        ("rope_exponent_doubled", lambda: rope_frequencies(x, positions, base, D / 2)),
-        ("rope_frequencies_all_one", lambda: rope_frequencies(x, positions, base, D, step=0)),
+        *rope_exponents_candidates(x, positions, base),
         *rope_table_candidates(x, positions, base),
     ]
 
