@@ -120,7 +120,6 @@ def rope_table_candidates(x: Tensor, positions: Tensor, base: float) -> list:
 
 def rope_candidates(x: Tensor, positions: Tensor, base: float) -> list:
     T = x.shape[-2]
-    angles_cast = oracle.rope_angles(positions, x.shape[-1], base).to(x.dtype)
     return [
         ("rope_interleaved", lambda: rope_interleaved(x, positions, base)),
         ("rope_base_ignored", lambda: oracle.rope(x, positions, 10000.0)),
@@ -132,7 +131,8 @@ def rope_candidates(x: Tensor, positions: Tensor, base: float) -> list:
         ("rope_halves_swapped", lambda: rope_halves_swapped(x, positions, base)),
         ("rope_float64_angles", lambda: rope_float64_angles(x, positions, base)),
         ("rope_angles_in_dtype", lambda: rope_angles_in_dtype(x, positions, base)),
-        ("rope_angles_in_dtype", lambda: rope_with_angles(x, angles_cast)),
+        ("rope_angles_in_dtype", lambda: rope_with_angles(  # cast before cos and sin
+            x, oracle.rope_angles(positions, x.shape[-1], base).to(x.dtype))),
         ("rope_cos_sin_swapped", lambda: rope_cos_sin_swapped(x, positions, base)),
         *rope_exponents_candidates(x, positions, base),
         *rope_table_candidates(x, positions, base),
