@@ -463,6 +463,8 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "(it is (B, H, Tq, 1): sum(dim=-1, keepdim=True)); dV = Pᵀ · dO, (B, H, b, D), "
             "not a product with v; dQ += dS · k_block and dK = dSᵀ · q, each from dS and "
             "the other input."),
-    } | DECODING["en"],
-    "zh": ZH | DECODING["zh"],
+    },
+    "zh": ZH,
 }
+for language, sentences in DECODING.items():  # more of them, in a file of their own
+    TEMPLATES[language] |= sentences
