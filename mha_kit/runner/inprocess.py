@@ -37,7 +37,8 @@ from .backward import (
     needs_no_grad_failure,
     parameters,
 )
-from .devices import DeviceWatch, is_device_mix, on_meta
+from .devices import DeviceWatch, on_meta
+from .error_hints import hint_after
 from .kit_names import is_job, stand_in_values
 from .loading import load_source
 from .made_in_forward import ParametersMade
@@ -106,12 +107,6 @@ def _with_kwargs_after(call: Call, kwargs: dict[str, Any]) -> Call:
                                + _tensors(tuple(kwargs.values())))
 
 
-# A float64 value written into a float32 tensor (a float32 constant or cast meeting the
-# grader's float64 inputs: torch.finfo(x.dtype).min filling a tensor made without dtype=).
-FLOAT32_OVERFLOW = "cannot be converted to type float without overflow"
-# .view of a tensor whose strides cannot give that shape: made by .transpose, .permute or
-# .expand (heads merged by .view after the transpose, say).
-VIEW_NOT_CONTIGUOUS = "view size is not compatible with input tensor's size and stride"
 _ALLOCATION = re.compile(r"tried to allocate ([\d.]+) ?(bytes|[KMGT]iB)", re.IGNORECASE)
 _UNITS = {"bytes": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
@@ -133,7 +128,9 @@ def _describe_failure(name: str, err: BaseException,
     if isinstance(err, StudentCodeError):
         return err
     text, exc_type, line = first_line(err), type_name(err), at_line(err)
-    raised = (msg("runner.raised_text", name=name, type=exc_type, line=line, error=text) if text
+    hint = hint_after(text)
+    error = text.rstrip(".!") if hint else text  # the hint's sentence ends torch's
+    raised = (msg("runner.raised_text", name=name, type=exc_type, line=line, error=error) if text
               else msg("runner.raised", name=name, type=exc_type, line=line))
     if isinstance(err, Refused):
         return StudentCodeError("refused", msg(f"runner.refused_{err.what}", name=name,
@@ -145,13 +142,10 @@ def _describe_failure(name: str, err: BaseException,
         "out of memory" in text.lower() and isinstance(err, RuntimeError)
     ):
         return _out_of_memory(name, err, memory_limit_gib)
-    if FLOAT32_OVERFLOW in text:  # only float64 values overflow float32: say where they met
-        raised = msg("runner.float32_overflow", raised=raised)
-    elif VIEW_NOT_CONTIGUOUS in text:
-        raised = msg("runner.view_not_contiguous", raised=raised)
-    elif is_device_mix(text):  # where no DeviceWatch ran: a backward, a job on meta
-        raised = msg("runner.device_mix", raised=raised)
+    if hint:
+        raised = msg(hint, raised=raised)
     return StudentCodeError("raised", raised, exc_type)
+
 
 
 def _aten_name(func: Any) -> str | None:
