@@ -1,6 +1,8 @@
 """The sentences of llm_attention's checks and mistakes, by id, in English and Chinese (see
-`mha_kit.messages`); the Chinese ones are in messages_zh.py."""
+`mha_kit.messages`); the Chinese ones are in messages_zh.py, FlashAttention's further
+mistakes in messages_flash.py."""
 
+from . import messages_flash
 from .messages_zh import ZH
 
 TEMPLATES: dict[str, dict[str, str]] = {
@@ -458,8 +460,8 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "This matches one of the likely causes of a size mismatch in the backward: δ = "
             "rowsum(dO ∘ O) summed over another axis than the features, or without keepdim "
             "(it is (B, H, Tq, 1): sum(dim=-1, keepdim=True)); dV = Pᵀ · dO, (B, H, b, D), "
-            "not a product with v; dQ += dS · k_block and dK = dSᵀ · q, each from dS and "
-            "the other input."),
-    },
-    "zh": ZH,
+            "not dOᵀ · P nor a product with v; dQ += dS · k_block and dK = dSᵀ · q, each "
+            "from dS and the other input."),
+    } | messages_flash.EN,
+    "zh": ZH | messages_flash.ZH,
 }

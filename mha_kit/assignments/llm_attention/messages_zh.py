@@ -404,6 +404,6 @@ ZH: dict[str, str] = {
     "mistake.flash_backward_size_mismatch": (
         "这与“反向传播中尺寸不匹配的常见原因”的结果一致：δ = rowsum(dO ∘ O) 应沿特征维求和"
         "并保留该维，形状 (B, H, Tq, 1)，即 sum(dim=-1, keepdim=True)；dV = Pᵀ · dO，形状 "
-        "(B, H, b, D)，不是与 v 相乘；dQ += dS · k_block、dK = dSᵀ · q，都由 dS 和另一个输入"
-        "算出。"),
+        "(B, H, b, D)，不是 dOᵀ · P，也不是与 v 相乘；dQ += dS · k_block、dK = dSᵀ · q，"
+        "都由 dS 和另一个输入算出。"),
 }

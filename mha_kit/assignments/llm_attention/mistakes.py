@@ -37,4 +37,7 @@ CATALOGUE: tuple[str, ...] = (
     "flash_dk_not_transposed", "flash_backward_not_causal", "flash_dq_overwritten",
     "flash_backward_lse_broadcast", "flash_dp_from_keys", "flash_dq_dk_swapped",
     "flash_backward_size_mismatch",
+    # FlashAttention, forward and backward: issue 42's further mistakes
+    "flash_block_max_only", "flash_keys_short", "flash_p_normalised",
+    "flash_backward_scaled_twice", "flash_gradients_misordered", "flash_dv_transposed",
 )
