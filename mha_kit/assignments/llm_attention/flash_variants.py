@@ -41,7 +41,8 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
                   partial_block: bool = True, running_dtype: torch.dtype | None = None,
                   acc_dtype: torch.dtype | None = None, correction_inverted: bool = False,
                   max_kept: bool = True, keys_from_zero: bool = False, block_max: bool = False,
-                  keys_short: int = 0, p_floor: float | None = None) -> tuple[Tensor, Tensor]:
+                  keys_short: int = 0, p_floor: float | None = None, normalised: bool = True,
+                  max_before_mask: bool = False) -> tuple[Tensor, Tensor]:
     """FlashAttention's key-block loop, in the inputs' dtype, with one thing done wrong: the
     accumulator or the sum not rescaled when the maximum grows, the causal diagonal moved by
     `shift` or aligned top-left, each block's softmax normalised on its own (`per_block`:
@@ -52,11 +53,14 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
     what came before), the scores scaled by `scale` rather than 1/√D, the last, shorter
     block of keys left out, each block sliced `keys_short` keys short (a key lost per block),
     each block's p divided by its own sum, floored at `p_floor` (0: no floor), before it is
-    rescaled and added, the running values made in `running_dtype` (torch.full's default,
-    whatever the inputs' dtype) or the accumulator alone in `acc_dtype`, the correction
-    inverted, e^(m' - m): e^(+inf) at the first block, 0 · inf = NaN, the new maximum never
-    kept (`max_kept`: each block rescales what came before by e^(-inf) = 0), or the keys of
-    each block numbered from 0 in the causal mask (`keys_from_zero`)."""
+    rescaled and added, the output not divided by the running sum at the end (`normalised`),
+    the block's maximum taken before the causal mask (`max_before_mask`: of blocked keys
+    too, under which the allowed ones can underflow), the running values made in
+    `running_dtype` (torch.full's default, whatever the inputs' dtype) or the accumulator
+    alone in `acc_dtype`, the correction inverted, e^(m' - m): e^(+inf) at the first block,
+    0 · inf = NaN, the new maximum never kept (`max_kept`: each block rescales what came
+    before by e^(-inf) = 0), or the keys of each block numbered from 0 in the causal mask
+    (`keys_from_zero`)."""
     B, H, Tq, D = q.shape
     Tk = k.shape[2]
     last = torch.arange(Tq)[:, None] + (0 if top_left else Tk - Tq) + shift  # (Tq, 1)
@@ -69,6 +73,7 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
     for start in range(0, Tk if partial_block else Tk - block + 1, block):
         kb, vb = k[:, :, start:start + end], v[:, :, start:start + end]  # (B, H, b, D)
         scores = q @ kb.transpose(-2, -1) * (D ** -0.5 if scale is None else scale)
+        unmasked = scores  # (B, H, Tq, b)
         if is_causal:
             keys = torch.arange(kb.shape[2]) + (0 if keys_from_zero else start)  # (b,)
             scores = scores.masked_fill(keys > last, NEG_INF)
@@ -77,7 +82,7 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
             seen = (scores > NEG_INF).any(-1, keepdim=True)
             blocks = blocks + (seen if per_block == "averaged_seen" else 1)
             continue
-        block_top = scores.amax(-1, keepdim=True)  # (B, H, Tq, 1)
+        block_top = (unmasked if max_before_mask else scores).amax(-1, keepdim=True)
         new_max = (block_top if block_max else torch.maximum(row_max, block_top) if running_max
                    else row_max)  # (B, H, Tq, 1)
         safe = new_max.masked_fill(new_max == NEG_INF, 0.0)
@@ -93,7 +98,7 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
         blocked = oracle.causal_blocked(Tq, Tk) if is_causal else None
         out = acc if per_block == "added" else acc / blocks
         return out, oracle.logsumexp(q, k, blocked)
-    return acc / row_sum, (row_max + row_sum.log()).squeeze(-1)
+    return acc / row_sum if normalised else acc, (row_max + row_sum.log()).squeeze(-1)
 
 
 def flash_keys_cut(q: Tensor, k: Tensor, v: Tensor, query_block: int,
@@ -181,6 +186,7 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
         ("flash_block_max_only", lambda: flash_variant(q, k, v, is_causal, block,
                                                        block_max=True)),
         ("flash_keys_short", lambda: variant(keys_short=1)),
+        ("flash_not_normalised", lambda: variant(normalised=False)),
     ]
     found += [("flash_p_normalised", lambda floor=floor: flash_variant(
         q, k, v, is_causal, block, p_floor=floor)) for floor in (0.0, *DIVISOR_FLOORS)]
@@ -196,7 +202,9 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
         found += [("flash_causal_off_by_one", lambda: variant(shift=-1)),
                   ("flash_causal_off_by_one", lambda: variant(shift=1)),
                   ("flash_causal_ignored", lambda: variant(causal=False)),
-                  ("flash_causal_keys_from_zero", lambda: variant(keys_from_zero=True))]
+                  ("flash_causal_keys_from_zero", lambda: variant(keys_from_zero=True)),
+                  ("flash_max_before_mask", lambda: flash_variant(
+                      q, k, v, is_causal, block, max_before_mask=True))]
         if q.shape[2] != k.shape[2]:
             found.append(("flash_causal_top_left", lambda: variant(top_left=True)))
         # A query that sees no key: 0 / 0 in an online softmax, 0 from an empty slice's.
@@ -213,9 +221,11 @@ def flash_gradients(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: b
                     dk_untransposed: bool = False, dq_accumulated: bool = True,
                     lse_unsqueezed: bool = True, dp_from_keys: bool = False,
                     order: str = "qkv", dv_transposed: bool = False,
-                    delta_keepdim: bool = True) -> dict[str, Tensor]:
+                    delta_keepdim: bool = True, scores_scaled: bool = True,
+                    mask_shift: int = 0) -> dict[str, Tensor]:
     """FlashAttention's backward over key blocks, in float64, from the oracle's logsumexp,
-    with one thing done wrong: dS = P ∘ dP without δ = rowsum(dO ∘ O), dQ or dK scaled
+    with one thing done wrong: the scores recomputed without the scale, or with the causal
+    diagonal moved by `mask_shift`, dS = P ∘ dP without δ = rowsum(dO ∘ O), dQ or dK scaled
     `dq_scales` or `dk_scales` times (0: without the scale, 2: twice), dV = Pᵀ·out (not
     Pᵀ·dO), dV = dOᵀ·P (dV transposed: torch.cat's or autograd's error where the shapes do
     not fit), δ summed without keepdim (broadcast along the keys: torch's error where b
@@ -230,13 +240,14 @@ def flash_gradients(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: b
     q, k, v, d_out = q.double(), k.double(), v.double(), d_out.double()
     Tq, D, Tk = q.shape[2], q.shape[3], k.shape[2]
     scale = D ** -0.5
-    blocked = oracle.causal_blocked(Tq, Tk) if is_causal else None
+    blocked = (torch.arange(Tk) > torch.arange(Tq)[:, None] + Tk - Tq + mask_shift
+               if is_causal else None)  # (Tq, Tk)
     out, lse = oracle.flash(q, k, v, is_causal)
     rows = (d_out * out).sum(-1, keepdim=delta_keepdim)  # (B, H, Tq, 1): δ
     dq, dk, dv = torch.zeros_like(q), [], []
     for start in range(0, Tk, block):
         kb, vb = k[:, :, start:start + block], v[:, :, start:start + block]  # (B, H, b, D)
-        scores = q @ kb.transpose(-2, -1) * scale  # (B, H, Tq, b)
+        scores = q @ kb.transpose(-2, -1) * (scale if scores_scaled else 1.0)
         if blocked is not None and masked:
             scores = scores.masked_fill(blocked[:, start:start + block], NEG_INF)
         p = (scores.softmax(-1) if p_per_block
@@ -282,9 +293,12 @@ def flash_gradient_candidates(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is
             ("flash_dq_dk_swapped", {"order": "kqv"}),
             *(("flash_gradients_misordered", {"order": order})
               for order in ("qvk", "vkq", "kvq", "vqk")),
-            ("flash_dv_transposed", {"dv_transposed": True})]
+            ("flash_dv_transposed", {"dv_transposed": True}),
+            ("flash_backward_p_unscaled", {"scores_scaled": False})]
     if is_causal:
-        bugs.append(("flash_backward_not_causal", {"masked": False}))
+        bugs += [("flash_backward_not_causal", {"masked": False}),
+                 ("flash_causal_off_by_one", {"mask_shift": -1}),
+                 ("flash_causal_off_by_one", {"mask_shift": 1})]
 
     def of(wrt: str) -> list:
         return [*((mistake_id, lambda bug=bug: flash_gradients(

@@ -27,6 +27,18 @@ EN: dict[str, str] = {
     "mistake.flash_dv_transposed": (
         "This matches dV = dOᵀ · P, (D, b) for each block: the values' gradient is Pᵀ · dO, "
         "(b, D), shaped as the block of values."),
+    "mistake.flash_not_normalised": (
+        "This matches the output returned without dividing by the running sum: the "
+        "accumulator holds Σ exp(score - max) · v, so out = acc / row_sum, once, after the "
+        "loop."),
+    "mistake.flash_max_before_mask": (
+        "This matches each block's maximum taken before the causal mask: blocked keys then "
+        "count in the maximum, and on large scores every allowed key can underflow to 0 under "
+        "it (0 / 0 = NaN). Mask the scores with -inf first, then take the maximum."),
+    "mistake.flash_backward_p_unscaled": (
+        "This matches P recomputed from unscaled scores, exp(q · kᵀ - logsumexp): the "
+        "logsumexp is of the scaled scores, so recompute S = q · kᵀ / √D, mask it as the "
+        "forward does, then P = exp(S - logsumexp)."),
 }
 
 ZH: dict[str, str] = {
@@ -52,4 +64,13 @@ ZH: dict[str, str] = {
     "mistake.flash_dv_transposed": (
         "这与“dV = dOᵀ · P，每块为 (D, b)”的结果一致：值的梯度是 Pᵀ · dO，形状 (b, D)，与值的"
         "块相同。"),
+    "mistake.flash_not_normalised": (
+        "这与“输出没有除以运行和就返回”的结果一致：累加器存的是 Σ exp(score - max) · v，"
+        "所以循环结束后要做一次 out = acc / row_sum。"),
+    "mistake.flash_max_before_mask": (
+        "这与“在因果掩码之前取每块的最大值”的结果一致：被屏蔽的键也算进了最大值，分数很大时，"
+        "允许的键可能全部下溢为 0（0 / 0 = NaN）。请先用 -inf 屏蔽分数，再取最大值。"),
+    "mistake.flash_backward_p_unscaled": (
+        "这与“用未缩放的分数重算 P，即 exp(q · kᵀ - logsumexp)”的结果一致：logsumexp 是缩放后"
+        "分数的，所以要重算 S = q · kᵀ / √D，像前向那样加掩码，再算 P = exp(S - logsumexp)。"),
 }

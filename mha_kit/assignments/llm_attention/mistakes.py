@@ -40,4 +40,5 @@ CATALOGUE: tuple[str, ...] = (
     # FlashAttention, forward and backward: issue 42's further mistakes
     "flash_block_max_only", "flash_keys_short", "flash_p_normalised",
     "flash_backward_scaled_twice", "flash_gradients_misordered", "flash_dv_transposed",
+    "flash_not_normalised", "flash_max_before_mask", "flash_backward_p_unscaled",
 )

@@ -526,4 +526,21 @@ MUTANTS: tuple[Mutant, ...] = (
     _one("a backward with δ summed without keepdim",
          "delta = (grad_out * out).sum(dim=-1, keepdim=True)",
          "delta = (grad_out * out).sum(dim=-1)", BACKWARD, "flash_backward_lse_broadcast"),
+    _one("FlashAttention returns the accumulator undivided", "out = acc / row_sum  # (B",
+         "out = acc  # (B", FLASH, "flash_not_normalised"),
+    Mutant("FlashAttention takes each block's maximum before the causal mask", (
+        ("        scores = q @ kb.transpose(-2, -1) * scale  # (B, H, Tq, b)\n        if",
+         "        scores = q @ kb.transpose(-2, -1) * scale  # (B, H, Tq, b)\n"
+         "        block_max = scores.amax(dim=-1, keepdim=True)  # (B, H, Tq, 1)\n        if"),
+        ("new_max = torch.maximum(row_max, scores.amax(dim=-1, keepdim=True))",
+         "new_max = torch.maximum(row_max, block_max)")),
+        FLASH, frozenset({"flash_max_before_mask"})),
+    _one("a backward that recomputes the scores without the scale",
+         "            scores = q @ kb.transpose(-2, -1) * scale  # (B, H, Tq, b)",
+         "            scores = q @ kb.transpose(-2, -1)  # (B, H, Tq, b)", BACKWARD,
+         "flash_backward_p_unscaled"),
+    _one("a backward that also masks the diagonal",
+         'scores.masked_fill(key_pos > query_pos, float("-inf"))\n',
+         'scores.masked_fill(key_pos >= query_pos, float("-inf"))\n', BACKWARD,
+         "flash_causal_off_by_one"),
 )
