@@ -42,7 +42,8 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
                   acc_dtype: torch.dtype | None = None, correction_inverted: bool = False,
                   max_kept: bool = True, keys_from_zero: bool = False, block_max: bool = False,
                   keys_short: int = 0, p_floor: float | None = None, normalised: bool = True,
-                  max_before_mask: bool = False) -> tuple[Tensor, Tensor]:
+                  max_before_mask: bool = False, p_old_max: bool = False
+                  ) -> tuple[Tensor, Tensor]:
     """FlashAttention's key-block loop, in the inputs' dtype, with one thing done wrong: the
     accumulator or the sum not rescaled when the maximum grows, the causal diagonal moved by
     `shift` or aligned top-left, each block's softmax normalised on its own (`per_block`:
@@ -55,7 +56,8 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
     each block's p divided by its own sum, floored at `p_floor` (0: no floor), before it is
     rescaled and added, the output not divided by the running sum at the end (`normalised`),
     the block's maximum taken before the causal mask (`max_before_mask`: of blocked keys
-    too, under which the allowed ones can underflow), the running values made in
+    too, under which the allowed ones can underflow), p taken against the maximum before
+    the block (`p_old_max`: -inf at the first block, so p = inf), the running values made in
     `running_dtype` (torch.full's default, whatever the inputs' dtype) or the accumulator
     alone in `acc_dtype`, the correction inverted, e^(m' - m): e^(+inf) at the first block,
     0 · inf = NaN, the new maximum never kept (`max_kept`: each block rescales what came
@@ -86,7 +88,7 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
         new_max = (block_top if block_max else torch.maximum(row_max, block_top) if running_max
                    else row_max)  # (B, H, Tq, 1)
         safe = new_max.masked_fill(new_max == NEG_INF, 0.0)
-        p = torch.exp(scores - safe)  # (B, H, Tq, b)
+        p = torch.exp(scores - (row_max if p_old_max else safe))  # (B, H, Tq, b)
         if p_floor is not None:
             p = p / p.sum(-1, keepdim=True).clamp_min(p_floor)
         correction = torch.exp(safe - row_max if correction_inverted
@@ -137,11 +139,11 @@ def flash_key_ends(Tq: int, Tk: int, block: int) -> list[tuple[int, Callable[[in
 
 def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int) -> list:
     """Each mistake's (out, logsumexp) in the inputs' dtype, computed in float64 but for the
-    running maximum missing, started at 0 or each block's own, and each block's p normalised,
-    whose overflow and underflow show in the inputs' own dtype, and running values in the
-    default dtype, whose error only shows there. A running maximum started at 0 comes first:
-    where it is wrong (every score of a row far below 0) so is no running maximum, which is
-    also wrong where scores are far above 0."""
+    running maximum missing, started at 0 or each block's own, p taken against the old one,
+    and each block's p normalised, whose overflow and underflow show in the inputs' own
+    dtype, and running values in the default dtype, whose error only shows there. A running
+    maximum started at 0 comes first: where it is wrong (every score of a row far below 0)
+    so is no running maximum, which is also wrong where scores are far above 0."""
     q64, k64, v64 = q.double(), k.double(), v.double()
 
     def variant(causal: bool = is_causal, **bug) -> tuple[Tensor, Tensor]:
@@ -187,6 +189,8 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
                                                        block_max=True)),
         ("flash_keys_short", lambda: variant(keys_short=1)),
         ("flash_not_normalised", lambda: variant(normalised=False)),
+        ("flash_p_old_max", lambda: flash_variant(q, k, v, is_causal, block,
+                                                  p_old_max=True)),
     ]
     found += [("flash_p_normalised", lambda floor=floor: flash_variant(
         q, k, v, is_causal, block, p_floor=floor)) for floor in (0.0, *DIVISOR_FLOORS)]

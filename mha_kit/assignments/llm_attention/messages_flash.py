@@ -39,6 +39,10 @@ EN: dict[str, str] = {
         "This matches P recomputed from unscaled scores, exp(q · kᵀ - logsumexp): the "
         "logsumexp is of the scaled scores, so recompute S = q · kᵀ / √D, mask it as the "
         "forward does, then P = exp(S - logsumexp)."),
+    "mistake.flash_p_old_max": (
+        "This matches p = exp(scores - old_max), against the maximum before this block: at the "
+        "first block that is -inf, so p is inf and the sums NaN. Take new_max = "
+        "torch.maximum(old_max, block_max) first, then p = exp(scores - new_max)."),
 }
 
 ZH: dict[str, str] = {
@@ -73,4 +77,8 @@ ZH: dict[str, str] = {
     "mistake.flash_backward_p_unscaled": (
         "这与“用未缩放的分数重算 P，即 exp(q · kᵀ - logsumexp)”的结果一致：logsumexp 是缩放后"
         "分数的，所以要重算 S = q · kᵀ / √D，像前向那样加掩码，再算 P = exp(S - logsumexp)。"),
+    "mistake.flash_p_old_max": (
+        "这与“p = exp(scores - old_max)，即相对本块之前的最大值”的结果一致：第一块时它是 "
+        "-inf，于是 p 为 inf，求和得到 NaN。请先算 new_max = torch.maximum(old_max, "
+        "block_max)，再算 p = exp(scores - new_max)。"),
 }

@@ -543,4 +543,7 @@ MUTANTS: tuple[Mutant, ...] = (
          'scores.masked_fill(key_pos > query_pos, float("-inf"))\n',
          'scores.masked_fill(key_pos >= query_pos, float("-inf"))\n', BACKWARD,
          "flash_causal_off_by_one"),
+    _one("FlashAttention takes p against the maximum before the block",
+         "p = torch.exp(scores - safe_max)  # (B", "p = torch.exp(scores - row_max)  # (B", FLASH,
+         "flash_p_old_max"),
 )
