@@ -227,20 +227,19 @@ def flash_gradients(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: b
                     order: str = "qkv", dv_transposed: bool = False,
                     delta_keepdim: bool = True, scores_scaled: bool = True,
                     mask_shift: int = 0) -> dict[str, Tensor]:
-    """FlashAttention's backward over key blocks, in float64, from the oracle's logsumexp,
-    with one thing done wrong: the scores recomputed without the scale, or with the causal
-    diagonal moved by `mask_shift`, dS = P ∘ dP without δ = rowsum(dO ∘ O), dQ or dK scaled
-    `dq_scales` or `dk_scales` times (0: without the scale, 2: twice), dV = Pᵀ·out (not
-    Pᵀ·dO), dV = dOᵀ·P (dV transposed: torch.cat's or autograd's error where the shapes do
-    not fit), δ summed without keepdim (broadcast along the keys: torch's error where b
-    differs from Tq), the scores recomputed without the causal mask, δ summed
-    over one block's keys (Σ_j P·dP) rather than rowsum(dO ∘ O), P a softmax within each
-    block rather than exp(S - logsumexp), dK = dS·q (not dSᵀ·q, torch.matmul's error
-    where the shapes do not fit), dQ overwritten by each block rather than summed over them,
-    the logsumexp (B, H, Tq) subtracted without a trailing dim (broadcast along the keys:
-    torch's error where b differs from Tq), dP = dO·kᵀ (not dO·vᵀ), or the gradients
-    returned in another `order` than (dq, dk, dv) ("kqv": dK first; autograd's error where
-    a gradient's shape does not fit its input's)."""
+    """FlashAttention's backward over key blocks, in float64, from the oracle's logsumexp, with
+    one thing done wrong: the scores recomputed without the scale, or with the causal diagonal
+    moved by `mask_shift` (by Tq - Tk: aligned top-left), dS = P ∘ dP without δ = rowsum(dO ∘
+    O), dQ or dK scaled `dq_scales` or `dk_scales` times (0: without the scale, 2: twice), dV =
+    Pᵀ·out (not Pᵀ·dO), dV = dOᵀ·P (dV transposed: torch.cat's or autograd's error where the
+    shapes do not fit), δ summed without keepdim (broadcast along the keys: torch's error where
+    b differs from Tq), the scores recomputed without the causal mask, δ summed over one block's
+    keys (Σ_j P·dP) rather than rowsum(dO ∘ O), P a softmax within each block rather than exp(S
+    - logsumexp), dK = dS·q (not dSᵀ·q, torch.matmul's error where the shapes do not fit), dQ
+    overwritten by each block rather than summed over them, the logsumexp (B, H, Tq) subtracted
+    without a trailing dim (broadcast along the keys: torch's error where b differs from Tq), dP
+    = dO·kᵀ (not dO·vᵀ), or the gradients returned in another `order` than (dq, dk, dv) ("kqv":
+    dK first; autograd's error where a gradient's shape does not fit its input's)."""
     q, k, v, d_out = q.double(), k.double(), v.double(), d_out.double()
     Tq, D, Tk = q.shape[2], q.shape[3], k.shape[2]
     scale = D ** -0.5
@@ -303,6 +302,8 @@ def flash_gradient_candidates(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is
         bugs += [("flash_backward_not_causal", {"masked": False}),
                  ("flash_causal_off_by_one", {"mask_shift": -1}),
                  ("flash_causal_off_by_one", {"mask_shift": 1})]
+        if q.shape[2] != k.shape[2]:  # aligned top-left: query i sees keys j <= i
+            bugs.append(("flash_causal_top_left", {"mask_shift": q.shape[2] - k.shape[2]}))
 
     def of(wrt: str) -> list:
         return [*((mistake_id, lambda bug=bug: flash_gradients(

@@ -546,4 +546,8 @@ MUTANTS: tuple[Mutant, ...] = (
     _one("FlashAttention takes p against the maximum before the block",
          "p = torch.exp(scores - safe_max)  # (B", "p = torch.exp(scores - row_max)  # (B", FLASH,
          "flash_p_old_max"),
+    _one("a backward whose causal mask is aligned top-left",
+         "query_pos = torch.arange(Tq, device=q.device)[:, None] + (Tk - Tq)  # (Tq, 1)\n"
+         "        grad_q", "query_pos = torch.arange(Tq, device=q.device)[:, None]  # (Tq, 1)\n"
+         "        grad_q", BACKWARD, "flash_causal_top_left"),
 )
