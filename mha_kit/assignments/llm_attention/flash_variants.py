@@ -119,10 +119,11 @@ def flash_keys_cut(q: Tensor, k: Tensor, v: Tensor, query_block: int,
 
 
 def flash_key_ends(Tq: int, Tk: int, block: int) -> list[tuple[int, Callable[[int, int], int]]]:
-    """The causal key loop stopped one key or one block early: (query block, the key it
-    stops at) for queries in blocks of `block` (FlashAttention-2's loop, whose key range for
-    the queries [qs, qe) ends at min(Tk, qe + Tk - Tq)) and all at once (the range [0, Tk));
-    the end as sliced, or rounded up to whole key blocks (k[:, :, s:s + block])."""
+    """The causal key loop stopped one key or one block early, or at qe without the offset
+    Tk - Tq: (query block, the key it stops at) for queries in blocks of `block`
+    (FlashAttention-2's loop, whose key range for the queries [qs, qe) ends at min(Tk, qe +
+    Tk - Tq)) and all at once (the range [0, Tk)); the end as sliced, or rounded up to whole
+    key blocks (k[:, :, s:s + block])."""
     offset = Tk - Tq
 
     def hi(qs: int, qe: int) -> int:
@@ -132,6 +133,8 @@ def flash_key_ends(Tq: int, Tk: int, block: int) -> list[tuple[int, Callable[[in
              for end in (lambda qs, qe: hi(qs, qe) - 1, lambda qs, qe: hi(qs, qe) - block)]
     if block < Tq:  # the queries' own diagonal block left out
         exact.append((block, lambda qs, qe: qs + offset))
+    if offset:  # the range of Tq keys and Tq queries, with fewer queries than keys
+        exact += [(query_block, lambda qs, qe: qe) for query_block in sorted({min(block, Tq), Tq})]
     whole = [(query_block, lambda qs, qe, end=end: -(-end(qs, qe) // block) * block)
              for query_block, end in exact]
     return exact + whole
@@ -158,6 +161,10 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
             scores = scores.masked_fill(blocked, NEG_INF)
         return out.to(q.dtype), (lse - scores.amax(-1)).to(q.dtype)
 
+    def lse_base2() -> tuple[Tensor, Tensor]:
+        out, lse = variant()
+        return out, lse * math.log2(math.e)  # m / ln 2 + log2(ℓ): Triton's exp2 units
+
     def lse_keepdim() -> tuple[Tensor, Tensor]:
         out, lse = variant()
         return out, lse[..., None]  # (B, H, Tq, 1): the running sum's shape
@@ -183,6 +190,7 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
         ("scale_by_d", lambda: variant(scale=1 / q.shape[-1])),
         ("flash_last_block_skipped", lambda: variant(partial_block=False)),
         ("flash_lse_keepdim", lse_keepdim),
+        ("flash_lse_base2", lse_base2),
         ("flash_correction_inverted", lambda: variant(correction_inverted=True)),
         ("flash_max_not_kept", lambda: variant(max_kept=False)),
         ("flash_block_max_only", lambda: flash_variant(q, k, v, is_causal, block,

@@ -243,9 +243,10 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "This matches is_causal ignored: with is_causal=True, query i of Tq sees keys "
             "j <= i + Tk - Tq only. Mask each block's scores with -inf before its maximum."),
         "mistake.flash_causal_keys_cut": (
-            "This matches the causal key range stopping one key or one block early: the queries "
-            "[qs, qe) need every key before min(Tk, qe + Tk - Tq), their diagonal block "
-            "included; the mask inside that block does the rest."),
+            "This matches the causal key range stopping early, one key or one block short or "
+            "at qe without the offset Tk - Tq: the queries [qs, qe) need every key before "
+            "min(Tk, qe + Tk - Tq), their diagonal block included; the mask inside that block "
+            "does the rest."),
         "mistake.flash_softmax_per_block_averaged": (
             "This matches a softmax taken within each block and the blocks averaged: each "
             "block's softmax has its own normaliser, and no average combines them. Keep a "

@@ -43,6 +43,10 @@ EN: dict[str, str] = {
         "This matches p = exp(scores - old_max), against the maximum before this block: at the "
         "first block that is -inf, so p is inf and the sums NaN. Take new_max = "
         "torch.maximum(old_max, block_max) first, then p = exp(scores - new_max)."),
+    "mistake.flash_lse_base2": (
+        "This matches the logsumexp in base 2, log2 Σ 2^(score · log2 e), as Triton's tutorial "
+        "keeps it for exp2: return the natural one, max + log(sum), or divide a base-2 one by "
+        "log2(e) (math.log2(math.e))."),
 }
 
 ZH: dict[str, str] = {
@@ -81,4 +85,8 @@ ZH: dict[str, str] = {
         "这与“p = exp(scores - old_max)，即相对本块之前的最大值”的结果一致：第一块时它是 "
         "-inf，于是 p 为 inf，求和得到 NaN。请先算 new_max = torch.maximum(old_max, "
         "block_max)，再算 p = exp(scores - new_max)。"),
+    "mistake.flash_lse_base2": (
+        "这与“以 2 为底的 logsumexp，即 log2 Σ 2^(score · log2 e)”的结果一致，Triton 教程为 "
+        "exp2 就是这样保存的：请返回自然对数的 max + log(sum)，或者把以 2 为底的值除以 "
+        "log2(e)（math.log2(math.e)）。"),
 }

@@ -41,5 +41,5 @@ CATALOGUE: tuple[str, ...] = (
     "flash_block_max_only", "flash_keys_short", "flash_p_normalised",
     "flash_backward_scaled_twice", "flash_gradients_misordered", "flash_dv_transposed",
     "flash_not_normalised", "flash_max_before_mask", "flash_backward_p_unscaled",
-    "flash_p_old_max",
+    "flash_p_old_max", "flash_lse_base2",
 )

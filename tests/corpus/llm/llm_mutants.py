@@ -550,4 +550,12 @@ MUTANTS: tuple[Mutant, ...] = (
          "query_pos = torch.arange(Tq, device=q.device)[:, None] + (Tk - Tq)  # (Tq, 1)\n"
          "        grad_q", "query_pos = torch.arange(Tq, device=q.device)[:, None]  # (Tq, 1)\n"
          "        grad_q", BACKWARD, "flash_causal_top_left"),
+    _one("FlashAttention returns its logsumexp in base 2",
+         "logsumexp = (row_max + torch.log(row_sum)).squeeze(-1)",
+         "logsumexp = (row_max / math.log(2) + torch.log2(row_sum)).squeeze(-1)", FLASH,
+         "flash_lse_base2"),
+    _one("FlashAttention's causal key loop stops at Tq",
+         "    for start in range(0, Tk, block_size):\n        end = start + block_size",
+         "    for start in range(0, Tq if is_causal else Tk, block_size):\n"
+         "        end = start + block_size", FLASH, "flash_causal_keys_cut"),
 )
