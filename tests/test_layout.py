@@ -40,8 +40,9 @@ LAYERS = {
     "cli": 7,
 }
 # An assignment's data, read by the lowest layers: its contract and its message templates
-# (the Chinese ones, or more of both, apart where they make messages.py too long).
-ASSIGNMENT_DATA = ("contract", "messages", "messages_zh", "messages_decoding", "mistakes")
+# (the Chinese ones, or a group's sentences, apart where they make messages.py too long).
+ASSIGNMENT_DATA = ("contract", "messages", "messages_zh", "messages_decoding", "messages_flash",
+                   "mistakes")
 MAX_LINES = 500
 KIT_NAME = re.compile(r"mha_kit(\.[A-Za-z_][A-Za-z0-9_]*)+(:[A-Za-z_][A-Za-z0-9_]*)?")
 

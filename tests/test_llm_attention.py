@@ -304,6 +304,8 @@ def test_a_module_laid_out_as_a_mistake_meets_the_same_error_across_the_pipe():
      "dimension 3", True),
     ("Expected size for first two dimensions of batch2 tensor to be: [4, 9] but got: [4, 4].",
      True),
+    ("Sizes of tensors must match except in dimension 2. Expected size 4 but got size 1 for "
+     "tensor number 2 in the list.", True),
     ("expected m1 and m2 to have the same dtype, but got: float != double", False)])
 def test_a_size_mismatch_in_flash_attention_names_its_likely_causes(error: str, named: bool):
     from mha_kit.assignments.llm_attention.flash_variants import size_mismatch

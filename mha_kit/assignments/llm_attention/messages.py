@@ -1,8 +1,8 @@
 """The sentences of llm_attention's checks and mistakes, by id, in English and Chinese (see
-`mha_kit.messages`); the Chinese ones are in messages_zh.py, more of both in
-messages_decoding.py."""
+`mha_kit.messages`); the Chinese ones are in messages_zh.py, more of both, for RoPE, GQA and
+the cache and for FlashAttention, in messages_decoding.py and messages_flash.py."""
 
-from .messages_decoding import DECODING
+from . import messages_decoding, messages_flash
 from .messages_zh import ZH
 
 TEMPLATES: dict[str, dict[str, str]] = {
@@ -244,9 +244,10 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "This matches is_causal ignored: with is_causal=True, query i of Tq sees keys "
             "j <= i + Tk - Tq only. Mask each block's scores with -inf before its maximum."),
         "mistake.flash_causal_keys_cut": (
-            "This matches the causal key range stopping one key or one block early: the queries "
-            "[qs, qe) need every key before min(Tk, qe + Tk - Tq), their diagonal block "
-            "included; the mask inside that block does the rest."),
+            "This matches the causal key range stopping early, one key or one block short or "
+            "at qe without the offset Tk - Tq: the queries [qs, qe) need every key before "
+            "min(Tk, qe + Tk - Tq), their diagonal block included; the mask inside that block "
+            "does the rest."),
         "mistake.flash_softmax_per_block_averaged": (
             "This matches a softmax taken within each block and the blocks averaged: each "
             "block's softmax has its own normaliser, and no average combines them. Keep a "
@@ -461,10 +462,11 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "This matches one of the likely causes of a size mismatch in the backward: δ = "
             "rowsum(dO ∘ O) summed over another axis than the features, or without keepdim "
             "(it is (B, H, Tq, 1): sum(dim=-1, keepdim=True)); dV = Pᵀ · dO, (B, H, b, D), "
-            "not a product with v; dQ += dS · k_block and dK = dSᵀ · q, each from dS and "
-            "the other input."),
+            "not dOᵀ · P nor a product with v; dQ += dS · k_block and dK = dSᵀ · q, each "
+            "from dS and the other input."),
     },
     "zh": ZH,
 }
-for language, sentences in DECODING.items():  # more of them, in a file of their own
-    TEMPLATES[language] |= sentences
+for more in (messages_decoding, messages_flash):  # files of their own, each within 500 lines
+    for language, sentences in more.TEMPLATES.items():
+        TEMPLATES[language] |= sentences

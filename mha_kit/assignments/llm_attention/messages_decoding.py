@@ -2,7 +2,7 @@
 cache, in English and Chinese: `messages.TEMPLATES` adds them to its own (kept apart so
 that each file stays within the kit's 500 lines)."""
 
-DECODING: dict[str, dict[str, str]] = {
+TEMPLATES: dict[str, dict[str, str]] = {
     "en": {
         "mistake.rope_cos_sin_swapped": (
             "This matches cos and sin swapped: pair i becomes (x_i cos θ - x_(i+D/2) sin θ, "

@@ -210,7 +210,8 @@ ZH: dict[str, str] = {
         "这与“忽略了 is_causal”的结果一致：is_causal=True 时，Tq 个查询中的第 i 个只看到 "
         "j <= i + Tk - Tq 的键。在取每个块的最大值之前，先用 -inf 屏蔽该块的分数。"),
     "mistake.flash_causal_keys_cut": (
-        "这与“因果情形下键的范围提前一个键或一个块结束”的结果一致：查询 [qs, qe) 需要 "
+        "这与“因果情形下键的范围提前结束：少一个键或一个块，或者止于 qe 而没有加上偏移 "
+        "Tk - Tq”的结果一致：查询 [qs, qe) 需要 "
         "min(Tk, qe + Tk - Tq) 之前的所有键，包括它们对角线上的那个块；块内的掩码负责其余部分"
         "。"),
     "mistake.flash_softmax_per_block_averaged": (
@@ -404,6 +405,6 @@ ZH: dict[str, str] = {
     "mistake.flash_backward_size_mismatch": (
         "这与“反向传播中尺寸不匹配的常见原因”的结果一致：δ = rowsum(dO ∘ O) 应沿特征维求和"
         "并保留该维，形状 (B, H, Tq, 1)，即 sum(dim=-1, keepdim=True)；dV = Pᵀ · dO，形状 "
-        "(B, H, b, D)，不是与 v 相乘；dQ += dS · k_block、dK = dSᵀ · q，都由 dS 和另一个输入"
-        "算出。"),
+        "(B, H, b, D)，不是 dOᵀ · P，也不是与 v 相乘；dQ += dS · k_block、dK = dSᵀ · q，"
+        "都由 dS 和另一个输入算出。"),
 }

@@ -42,4 +42,9 @@ CATALOGUE: tuple[str, ...] = (
     "gqa_v_from_k_proj", "gqa_k_from_q_proj", "cache_rope_skipped", "cache_values_get_keys",
     "rope_exponent_doubled", "rope_exponent_floored", "kv_expand_heads",
     "gqa_kv_split_num_heads", "gqa_kv_not_repeated", "gqa_kv_swapped", "cache_cat_wrong_dim",
+    # FlashAttention, forward and backward: issue 42's further mistakes
+    "flash_block_max_only", "flash_keys_short", "flash_p_normalised",
+    "flash_backward_scaled_twice", "flash_gradients_misordered", "flash_dv_transposed",
+    "flash_not_normalised", "flash_max_before_mask", "flash_backward_p_unscaled",
+    "flash_p_old_max", "flash_lse_base2",
 )
