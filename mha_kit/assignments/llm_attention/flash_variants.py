@@ -22,6 +22,9 @@ NEG_INF = float("-inf")
 SIZE_MISMATCH = RaisesKind(("must match the size of tensor", "broadcast",
                             "Expected size for first two dimensions of batch2 tensor",
                             "Sizes of tensors must match except in dimension"))
+# batched matmul's words alone: in the backward, a product of the wrong operands.
+MATMUL_MISMATCH = RaisesKind(("Expected size for first two dimensions of batch2 tensor",
+                              "mat1 and mat2 shapes cannot be multiplied"))
 
 # The floors a divisor gets against 0 / 0 (`sum.clamp_min(1e-12)`): where a block's sum lies
 # below one (a block far below the running maximum), what is divided depends on it.
@@ -42,8 +45,8 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
                   acc_dtype: torch.dtype | None = None, correction_inverted: bool = False,
                   max_kept: bool = True, keys_from_zero: bool = False, block_max: bool = False,
                   keys_short: int = 0, p_floor: float | None = None, normalised: bool = True,
-                  max_before_mask: bool = False, p_old_max: bool = False
-                  ) -> tuple[Tensor, Tensor]:
+                  max_before_mask: bool = False, p_old_max: bool = False,
+                  fill: float = NEG_INF, lse_log: bool = True) -> tuple[Tensor, Tensor]:
     """FlashAttention's key-block loop, in the inputs' dtype, with one thing done wrong: the
     accumulator or the sum not rescaled when the maximum grows, the causal diagonal moved by
     `shift` or aligned top-left, each block's softmax normalised on its own (`per_block`:
@@ -61,8 +64,9 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
     `running_dtype` (torch.full's default, whatever the inputs' dtype) or the accumulator
     alone in `acc_dtype`, the correction inverted, e^(m' - m): e^(+inf) at the first block,
     0 · inf = NaN, the new maximum never kept (`max_kept`: each block rescales what came
-    before by e^(-inf) = 0), or the keys of each block numbered from 0 in the causal mask
-    (`keys_from_zero`)."""
+    before by e^(-inf) = 0), the keys of each block numbered from 0 in the causal mask
+    (`keys_from_zero`), the blocked scores filled with `fill` (0: future keys keep a weight),
+    or the logsumexp without its log, max + sum (`lse_log`)."""
     B, H, Tq, D = q.shape
     Tk = k.shape[2]
     last = torch.arange(Tq)[:, None] + (0 if top_left else Tk - Tq) + shift  # (Tq, 1)
@@ -78,7 +82,7 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
         unmasked = scores  # (B, H, Tq, b)
         if is_causal:
             keys = torch.arange(kb.shape[2]) + (0 if keys_from_zero else start)  # (b,)
-            scores = scores.masked_fill(keys > last, NEG_INF)
+            scores = scores.masked_fill(keys > last, fill)
         if per_block:
             acc = acc + scores.softmax(-1).nan_to_num() @ vb
             seen = (scores > NEG_INF).any(-1, keepdim=True)
@@ -100,7 +104,8 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
         blocked = oracle.causal_blocked(Tq, Tk) if is_causal else None
         out = acc if per_block == "added" else acc / blocks
         return out, oracle.logsumexp(q, k, blocked)
-    return acc / row_sum if normalised else acc, (row_max + row_sum.log()).squeeze(-1)
+    return (acc / row_sum if normalised else acc,
+            (row_max + (row_sum.log() if lse_log else row_sum)).squeeze(-1))
 
 
 def flash_keys_cut(q: Tensor, k: Tensor, v: Tensor, query_block: int,
@@ -202,8 +207,11 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
     ]
     found += [("flash_p_normalised", lambda floor=floor: flash_variant(
         q, k, v, is_causal, block, p_floor=floor)) for floor in (0.0, *DIVISOR_FLOORS)]
-    if q.dtype != torch.float32:  # right values, returned in float32
+    found.append(("flash_lse_without_log", lambda: variant(lse_log=False)))
+    if q.dtype != torch.float32:  # right values, returned in float32: both, or the logsumexp
         found.append(("flash_output_float32", lambda: tuple(t.float() for t in variant())))
+        found.append(("flash_lse_float32", lambda: (
+            variant()[0], flash_variant(q64, k64, v64, is_causal, block)[1].float())))
     if q.dtype not in (torch.float32, torch.float64):  # in float64 the running values promote
         default = torch.get_default_dtype()
         found += [("flash_default_dtype", lambda: flash_variant(
@@ -216,7 +224,8 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
                   ("flash_causal_ignored", lambda: variant(causal=False)),
                   ("flash_causal_keys_from_zero", lambda: variant(keys_from_zero=True)),
                   ("flash_max_before_mask", lambda: flash_variant(
-                      q, k, v, is_causal, block, max_before_mask=True))]
+                      q, k, v, is_causal, block, max_before_mask=True)),
+                  ("flash_causal_filled_zero", lambda: variant(fill=0.0))]
         if q.shape[2] != k.shape[2]:
             found.append(("flash_causal_top_left", lambda: variant(top_left=True)))
         # A query that sees no key: 0 / 0 in an online softmax, 0 from an empty slice's.
@@ -234,7 +243,10 @@ def flash_gradients(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: b
                     lse_unsqueezed: bool = True, dp_from_keys: bool = False,
                     order: str = "qkv", dv_transposed: bool = False,
                     delta_keepdim: bool = True, scores_scaled: bool = True,
-                    mask_shift: int = 0) -> dict[str, Tensor]:
+                    mask_shift: int = 0, mask_fill: float = NEG_INF,
+                    keys_from_zero: bool = False, delta_from_out: bool = True,
+                    dp_transposed: bool = True, delta_sign: float = 1.0,
+                    ds_times_p: bool = True) -> dict[str, Tensor]:
     """FlashAttention's backward over key blocks, in float64, from the oracle's logsumexp, with
     one thing done wrong: the scores recomputed without the scale, or with the causal diagonal
     moved by `mask_shift` (by Tq - Tk: aligned top-left), dS = P ∘ dP without δ = rowsum(dO ∘
@@ -247,27 +259,34 @@ def flash_gradients(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: b
     overwritten by each block rather than summed over them, the logsumexp (B, H, Tq) subtracted
     without a trailing dim (broadcast along the keys: torch's error where b differs from Tq), dP
     = dO·kᵀ (not dO·vᵀ), or the gradients returned in another `order` than (dq, dk, dv) ("kqv":
-    dK first; autograd's error where a gradient's shape does not fit its input's)."""
+    dK first; autograd's error where a gradient's shape does not fit its input's), the
+    blocked scores filled with `mask_fill` (0: P = exp(-logsumexp) there), each block's keys
+    numbered from 0 in the causal mask, δ = rowsum(dO) without O, dP = dO·v_block (torch's
+    error where b differs from D), dS = P ∘ (dP + δ) (`delta_sign` -1), or dS = dP - δ
+    without P."""
     q, k, v, d_out = q.double(), k.double(), v.double(), d_out.double()
     Tq, D, Tk = q.shape[2], q.shape[3], k.shape[2]
     scale = D ** -0.5
     blocked = (torch.arange(Tk) > torch.arange(Tq)[:, None] + Tk - Tq + mask_shift
                if is_causal else None)  # (Tq, Tk)
     out, lse = oracle.flash(q, k, v, is_causal)
-    rows = (d_out * out).sum(-1, keepdim=delta_keepdim)  # (B, H, Tq, 1): δ
+    rows = (d_out * out if delta_from_out else d_out).sum(-1, keepdim=delta_keepdim)  # δ
     dq, dk, dv = torch.zeros_like(q), [], []
     for start in range(0, Tk, block):
         kb, vb = k[:, :, start:start + block], v[:, :, start:start + block]  # (B, H, b, D)
         scores = q @ kb.transpose(-2, -1) * (scale if scores_scaled else 1.0)
         if blocked is not None and masked:
-            scores = scores.masked_fill(blocked[:, start:start + block], NEG_INF)
+            keys = slice(0, kb.shape[2]) if keys_from_zero else slice(start, start + block)
+            scores = scores.masked_fill(blocked[:, keys], mask_fill)
         p = (scores.softmax(-1) if p_per_block
              else torch.exp(scores - (lse[..., None] if lse_unsqueezed else lse)))
         dv.append(d_out.transpose(-2, -1) @ p if dv_transposed
                   else p.transpose(-2, -1) @ (out if dv_from_out else d_out))  # (B, H, b, D)
-        dp = d_out @ (kb if dp_from_keys else vb).transpose(-2, -1)  # (B, H, Tq, b)
-        ds = p * (dp - ((p * dp).sum(-1, keepdim=True) if delta_per_block
-                        else rows if delta else 0.0))  # (B, H, Tq, b)
+        dp = d_out @ ((kb if dp_from_keys else vb).transpose(-2, -1) if dp_transposed
+                      else vb)  # (B, H, Tq, b)
+        ds = (p if ds_times_p else 1.0) * (dp - delta_sign * (
+            (p * dp).sum(-1, keepdim=True) if delta_per_block
+            else rows if delta else 0.0))  # (B, H, Tq, b)
         dq = (dq if dq_accumulated else 0.0) + ds @ kb * scale ** dq_scales
         dk.append((ds if dk_untransposed else ds.transpose(-2, -1)) @ q
                   * scale ** dk_scales)  # (B, H, b, D)
@@ -305,18 +324,26 @@ def flash_gradient_candidates(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is
             *(("flash_gradients_misordered", {"order": order})
               for order in ("qvk", "vkq", "kvq", "vqk")),
             ("flash_dv_transposed", {"dv_transposed": True}),
-            ("flash_backward_p_unscaled", {"scores_scaled": False})]
+            ("flash_backward_p_unscaled", {"scores_scaled": False}),
+            ("flash_delta_without_output", {"delta_from_out": False}),
+            ("flash_dp_not_transposed", {"dp_transposed": False}),
+            ("flash_delta_sign_flipped", {"delta_sign": -1.0}),
+            ("flash_ds_without_p", {"ds_times_p": False})]
     if is_causal:
         bugs += [("flash_backward_not_causal", {"masked": False}),
                  ("flash_causal_off_by_one", {"mask_shift": -1}),
-                 ("flash_causal_off_by_one", {"mask_shift": 1})]
+                 ("flash_causal_off_by_one", {"mask_shift": 1}),
+                 ("flash_causal_keys_from_zero", {"keys_from_zero": True}),
+                 ("flash_causal_filled_zero", {"mask_fill": 0.0})]
         if q.shape[2] != k.shape[2]:  # aligned top-left: query i sees keys j <= i
             bugs.append(("flash_causal_top_left", {"mask_shift": q.shape[2] - k.shape[2]}))
 
     def of(wrt: str) -> list:
         return [*((mistake_id, lambda bug=bug: flash_gradients(
             q, k, v, d_out, is_causal, block, **bug)[wrt].to(q.dtype))
-            for mistake_id, bug in bugs), size_mismatch("flash_backward_size_mismatch")]
+            for mistake_id, bug in bugs), ("flash_backward_matmul_mismatch",
+                                           lambda: MATMUL_MISMATCH),
+            size_mismatch("flash_backward_size_mismatch")]
 
     return of
 

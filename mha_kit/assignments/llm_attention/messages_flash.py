@@ -47,6 +47,36 @@ EN: dict[str, str] = {
         "This matches the logsumexp in base 2, log2 Σ 2^(score · log2 e), as Triton's tutorial "
         "keeps it for exp2: return the natural one, max + log(sum), or divide a base-2 one by "
         "log2(e) (math.log2(math.e))."),
+    # issue 42: the causal mask's fill, the logsumexp's log and dtype, δ, dP and dS
+    "mistake.flash_causal_filled_zero": (
+        "This matches the blocked scores filled with 0 instead of -inf: a score of 0 still "
+        "weighs exp(0 - max) > 0, so future keys keep a weight (in the backward, P = "
+        "exp(0 - logsumexp) there). Fill them with float(\"-inf\"), which exp turns into 0."),
+    "mistake.flash_lse_without_log": (
+        "This matches the logsumexp returned as max + sum, without the log of the running "
+        "sum: logsumexp = row_max + torch.log(row_sum)."),
+    "mistake.flash_lse_float32": (
+        "This matches the logsumexp computed in float32 while the output keeps q's dtype: a "
+        "float32 term, torch.log(row_sum.float()) or a float32 running maximum or sum, "
+        "promotes the whole sum. Keep its terms in q's dtype, or return logsumexp.to(q.dtype)."),
+    "mistake.flash_delta_without_output": (
+        "This matches δ = rowsum(dO), without the output: δ_i = Σ_j P_ij dP_ij = Σ_d dO_id "
+        "O_id, so δ = (grad_out * out).sum(dim=-1, keepdim=True)."),
+    "mistake.flash_dp_not_transposed": (
+        "This matches dP = dO · v_block without the transpose: dP holds one value per query "
+        "and key, (B, H, Tq, b) = dO (Tq, D) · v_blockᵀ (D, b), grad_out @ vb.transpose(-2, "
+        "-1)."),
+    "mistake.flash_delta_sign_flipped": (
+        "This matches dS = P ∘ (dP + δ), δ added rather than subtracted: the softmax's "
+        "gradient is dS = P ∘ (dP - δ), with δ = rowsum(dO ∘ O)."),
+    "mistake.flash_ds_without_p": (
+        "This matches dS = dP - δ without the factor P: the softmax's gradient is dS = P ∘ "
+        "(dP - δ), elementwise with P."),
+    "mistake.flash_backward_matmul_mismatch": (
+        "This matches one of the likely causes of a product whose sizes do not fit in the "
+        "backward: dP = dO · v_blockᵀ, (B, H, Tq, b), with the values transposed "
+        "(grad_out @ vb.transpose(-2, -1)); dV = Pᵀ · dO, (B, H, b, D), not dOᵀ · P; dQ += "
+        "dS · k_block and dK = dSᵀ · q."),
 }
 
 ZH: dict[str, str] = {
@@ -89,6 +119,34 @@ ZH: dict[str, str] = {
         "这与“以 2 为底的 logsumexp，即 log2 Σ 2^(score · log2 e)”的结果一致，Triton 教程为 "
         "exp2 就是这样保存的：请返回自然对数的 max + log(sum)，或者把以 2 为底的值除以 "
         "log2(e)（math.log2(math.e)）。"),
+    # issue 42: the causal mask's fill, the logsumexp's log and dtype, δ, dP and dS
+    "mistake.flash_causal_filled_zero": (
+        "这与“被屏蔽的分数填 0 而不是 -inf”的结果一致：分数 0 仍有权重 exp(0 - max) > 0，"
+        "未来的键仍被计入（反向中那里的 P = exp(0 - logsumexp)）。请填 float(\"-inf\")，"
+        "exp 会把它变成 0。"),
+    "mistake.flash_lse_without_log": (
+        "这与“logsumexp 返回 max + sum，运行和没有取对数”的结果一致：logsumexp = row_max + "
+        "torch.log(row_sum)。"),
+    "mistake.flash_lse_float32": (
+        "这与“输出保持 q 的 dtype，而 logsumexp 在 float32 中计算”的结果一致：一个 float32 "
+        "的项，如 torch.log(row_sum.float())，或 float32 的运行最大值或运行和，会把整个和提升为 "
+        "float32。请让各项保持 q 的 dtype，或返回 logsumexp.to(q.dtype)。"),
+    "mistake.flash_delta_without_output": (
+        "这与“δ = rowsum(dO)，没有乘输出”的结果一致：δ_i = Σ_j P_ij dP_ij = Σ_d dO_id "
+        "O_id，所以 δ = (grad_out * out).sum(dim=-1, keepdim=True)。"),
+    "mistake.flash_dp_not_transposed": (
+        "这与“dP = dO · v_block，没有转置”的结果一致：dP 对每个查询和键各有一个值，"
+        "(B, H, Tq, b) = dO (Tq, D) · v_blockᵀ (D, b)，即 grad_out @ vb.transpose(-2, -1)。"),
+    "mistake.flash_delta_sign_flipped": (
+        "这与“dS = P ∘ (dP + δ)，δ 被加上而不是减去”的结果一致：softmax 的梯度是 dS = P ∘ "
+        "(dP - δ)，其中 δ = rowsum(dO ∘ O)。"),
+    "mistake.flash_ds_without_p": (
+        "这与“dS = dP - δ，缺少因子 P”的结果一致：softmax 的梯度是 dS = P ∘ (dP - δ)，"
+        "逐元素乘 P。"),
+    "mistake.flash_backward_matmul_mismatch": (
+        "这与反向中乘积尺寸不匹配的几个常见原因之一一致：dP = dO · v_blockᵀ，形状 (B, H, Tq, "
+        "b)，值要转置（grad_out @ vb.transpose(-2, -1)）；dV = Pᵀ · dO，形状 (B, H, b, D)，"
+        "不是 dOᵀ · P；dQ += dS · k_block，dK = dSᵀ · q。"),
 }
 
 TEMPLATES: dict[str, dict[str, str]] = {"en": EN, "zh": ZH}

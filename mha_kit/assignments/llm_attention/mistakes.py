@@ -47,4 +47,8 @@ CATALOGUE: tuple[str, ...] = (
     "flash_backward_scaled_twice", "flash_gradients_misordered", "flash_dv_transposed",
     "flash_not_normalised", "flash_max_before_mask", "flash_backward_p_unscaled",
     "flash_p_old_max", "flash_lse_base2",
+    # FlashAttention: the mask's fill, the logsumexp's log and dtype, δ, dP and dS (issue 42)
+    "flash_causal_filled_zero", "flash_lse_without_log", "flash_lse_float32",
+    "flash_delta_without_output", "flash_dp_not_transposed", "flash_delta_sign_flipped",
+    "flash_ds_without_p", "flash_backward_matmul_mismatch",
 )

@@ -624,3 +624,34 @@ MUTANTS: tuple[Mutant, ...] = (
          "    for start in range(0, Tq if is_causal else Tk, block_size):\n"
          "        end = start + block_size", FLASH, "flash_causal_keys_cut"),
 )
+# issue 42: FlashAttention's mask fill, logsumexp, δ, dP and dS
+FILL_DELTA_DP_MUTANTS: tuple[Mutant, ...] = (
+    _one("FlashAttention fills the blocked scores with 0", _FLASH_MASK,
+         "scores = scores.masked_fill(key_pos > query_pos, 0.0)  # (B, H, Tq, b)", FLASH,
+         "flash_causal_filled_zero"),
+    _one("a backward that fills the blocked scores with 0",
+         'scores.masked_fill(key_pos > query_pos, float("-inf"))\n',
+         "scores.masked_fill(key_pos > query_pos, 0.0)\n", BACKWARD, "flash_causal_filled_zero"),
+    _one("FlashAttention's logsumexp without the log",
+         "logsumexp = (row_max + torch.log(row_sum)).squeeze(-1)",
+         "logsumexp = (row_max + row_sum).squeeze(-1)", FLASH, "flash_lse_without_log"),
+    _one("FlashAttention takes the log of the running sum in float32", "torch.log(row_sum))",
+         "torch.log(row_sum.float()))", FLASH, "flash_lse_float32"),
+    _one("a backward with δ = rowsum(dO)", "delta = (grad_out * out).sum(dim=-1, keepdim=True)",
+         "delta = grad_out.sum(dim=-1, keepdim=True)", BACKWARD, "flash_delta_without_output"),
+    _one("a backward with dP = dO·v_block", "grad_p = grad_out @ vb.transpose(-2, -1)",
+         "grad_p = grad_out @ vb", BACKWARD, "flash_dp_not_transposed"),
+    _one("a backward that adds δ", _GRAD_S,
+         "grad_s = p * (grad_p + delta) * scale  # (B, H, Tq, b)", BACKWARD,
+         "flash_delta_sign_flipped"),
+    _one("a backward with dS = dP - δ", _GRAD_S,
+         "grad_s = (grad_p - delta) * scale  # (B, H, Tq, b)", BACKWARD, "flash_ds_without_p"),
+    _one("a backward that numbers each block's keys from 0",
+         "key_pos = torch.arange(start, start + kb.shape[2], device=q.device)[None, :]\n",
+         "key_pos = torch.arange(kb.shape[2], device=q.device)[None, :]\n", BACKWARD,
+         "flash_causal_keys_from_zero"),
+    _one("a backward with dK = dSᵀ·k_block", "grad_k.append(grad_s.transpose(-2, -1) @ q)",
+         "grad_k.append(grad_s.transpose(-2, -1) @ kb)", BACKWARD,
+         "flash_backward_matmul_mismatch"),
+)
+MUTANTS += FILL_DELTA_DP_MUTANTS
