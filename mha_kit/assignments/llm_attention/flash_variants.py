@@ -46,7 +46,8 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
                   max_kept: bool = True, keys_from_zero: bool = False, block_max: bool = False,
                   keys_short: int = 0, p_floor: float | None = None, normalised: bool = True,
                   max_before_mask: bool = False, p_old_max: bool = False,
-                  fill: float = NEG_INF, lse_log: bool = True) -> tuple[Tensor, Tensor]:
+                  fill: float = NEG_INF, lse_log: bool = True, anticausal: bool = False
+                  ) -> tuple[Tensor, Tensor]:
     """FlashAttention's key-block loop, in the inputs' dtype, with one thing done wrong: the
     accumulator or the sum not rescaled when the maximum grows, the causal diagonal moved by
     `shift` or aligned top-left, each block's softmax normalised on its own (`per_block`:
@@ -66,7 +67,8 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
     0 · inf = NaN, the new maximum never kept (`max_kept`: each block rescales what came
     before by e^(-inf) = 0), the keys of each block numbered from 0 in the causal mask
     (`keys_from_zero`), the blocked scores filled with `fill` (0: future keys keep a weight),
-    or the logsumexp without its log, max + sum (`lse_log`)."""
+    the logsumexp without its log, max + sum (`lse_log`), or the mask's comparison inverted,
+    the keys before the diagonal blocked (`anticausal`)."""
     B, H, Tq, D = q.shape
     Tk = k.shape[2]
     last = torch.arange(Tq)[:, None] + (0 if top_left else Tk - Tq) + shift  # (Tq, 1)
@@ -82,7 +84,7 @@ def flash_variant(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: int, 
         unmasked = scores  # (B, H, Tq, b)
         if is_causal:
             keys = torch.arange(kb.shape[2]) + (0 if keys_from_zero else start)  # (b,)
-            scores = scores.masked_fill(keys > last, fill)
+            scores = scores.masked_fill(keys < last if anticausal else keys > last, fill)
         if per_block:
             acc = acc + scores.softmax(-1).nan_to_num() @ vb
             seen = (scores > NEG_INF).any(-1, keepdim=True)
@@ -192,6 +194,9 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
                                                        running_max=False)),
         ("flash_logsumexp_without_max", lse_without_max),
         ("flash_not_scaled", lambda: variant(scale=1.0)),
+        ("flash_scale_inverted", lambda: variant(scale=q.shape[-1] ** 0.5)),
+        ("flash_scale_inverted", lambda: flash_variant(  # scores D times larger, rounded as theirs
+            q, k, v, is_causal, block, scale=q.shape[-1] ** 0.5)),
         ("scale_by_d", lambda: variant(scale=1 / q.shape[-1])),
         ("flash_last_block_skipped", lambda: variant(partial_block=False)),
         ("flash_lse_keepdim", lse_keepdim),
@@ -225,7 +230,8 @@ def flash_candidates(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, block: in
                   ("flash_causal_keys_from_zero", lambda: variant(keys_from_zero=True)),
                   ("flash_max_before_mask", lambda: flash_variant(
                       q, k, v, is_causal, block, max_before_mask=True)),
-                  ("flash_causal_filled_zero", lambda: variant(fill=0.0))]
+                  ("flash_causal_filled_zero", lambda: variant(fill=0.0)),
+                  ("flash_causal_inverted", lambda: variant(anticausal=True))]
         if q.shape[2] != k.shape[2]:
             found.append(("flash_causal_top_left", lambda: variant(top_left=True)))
         # A query that sees no key: 0 / 0 in an online softmax, 0 from an empty slice's.
@@ -246,7 +252,7 @@ def flash_gradients(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: b
                     mask_shift: int = 0, mask_fill: float = NEG_INF,
                     keys_from_zero: bool = False, delta_from_out: bool = True,
                     dp_transposed: bool = True, delta_sign: float = 1.0,
-                    ds_times_p: bool = True) -> dict[str, Tensor]:
+                    ds_times_p: bool = True, anticausal: bool = False) -> dict[str, Tensor]:
     """FlashAttention's backward over key blocks, in float64, from the oracle's logsumexp, with
     one thing done wrong: the scores recomputed without the scale, or with the causal diagonal
     moved by `mask_shift` (by Tq - Tk: aligned top-left), dS = P ∘ dP without δ = rowsum(dO ∘
@@ -263,12 +269,13 @@ def flash_gradients(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: b
     blocked scores filled with `mask_fill` (0: P = exp(-logsumexp) there), each block's keys
     numbered from 0 in the causal mask, δ = rowsum(dO) without O, dP = dO·v_block (torch's
     error where b differs from D), dS = P ∘ (dP + δ) (`delta_sign` -1), or dS = dP - δ
-    without P."""
+    without P, or the causal mask's comparison inverted (`anticausal`)."""
     q, k, v, d_out = q.double(), k.double(), v.double(), d_out.double()
     Tq, D, Tk = q.shape[2], q.shape[3], k.shape[2]
     scale = D ** -0.5
-    blocked = (torch.arange(Tk) > torch.arange(Tq)[:, None] + Tk - Tq + mask_shift
-               if is_causal else None)  # (Tq, Tk)
+    keys, last = torch.arange(Tk), torch.arange(Tq)[:, None] + Tk - Tq + mask_shift
+    blocked = ((keys < last if anticausal else keys > last) if is_causal
+               else None)  # (Tq, Tk)
     out, lse = oracle.flash(q, k, v, is_causal)
     rows = (d_out * out if delta_from_out else d_out).sum(-1, keepdim=delta_keepdim)  # δ
     dq, dk, dv = torch.zeros_like(q), [], []
@@ -334,7 +341,8 @@ def flash_gradient_candidates(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is
                  ("flash_causal_off_by_one", {"mask_shift": -1}),
                  ("flash_causal_off_by_one", {"mask_shift": 1}),
                  ("flash_causal_keys_from_zero", {"keys_from_zero": True}),
-                 ("flash_causal_filled_zero", {"mask_fill": 0.0})]
+                 ("flash_causal_filled_zero", {"mask_fill": 0.0}),
+                 ("flash_causal_inverted", {"anticausal": True})]
         if q.shape[2] != k.shape[2]:  # aligned top-left: query i sees keys j <= i
             bugs.append(("flash_causal_top_left", {"mask_shift": q.shape[2] - k.shape[2]}))
 

@@ -77,6 +77,13 @@ EN: dict[str, str] = {
         "backward: dP = dO · v_blockᵀ, (B, H, Tq, b), with the values transposed "
         "(grad_out @ vb.transpose(-2, -1)); dV = Pᵀ · dO, (B, H, b, D), not dOᵀ · P; dQ += "
         "dS · k_block and dK = dSᵀ · q."),
+    "mistake.flash_scale_inverted": (
+        "This matches the scores multiplied by √D instead of divided by it: the scale is 1 / "
+        "math.sqrt(D), D = q.shape[-1]."),
+    "mistake.flash_causal_inverted": (
+        "This matches the causal mask's comparison inverted, the keys before the query "
+        "blocked and those after it kept: block key j for query i where j > i + (Tk - Tq), "
+        "masked_fill(key_pos > query_pos, float(\"-inf\"))."),
 }
 
 ZH: dict[str, str] = {
@@ -147,6 +154,13 @@ ZH: dict[str, str] = {
         "这与反向中乘积尺寸不匹配的几个常见原因之一一致：dP = dO · v_blockᵀ，形状 (B, H, Tq, "
         "b)，值要转置（grad_out @ vb.transpose(-2, -1)）；dV = Pᵀ · dO，形状 (B, H, b, D)，"
         "不是 dOᵀ · P；dQ += dS · k_block，dK = dSᵀ · q。"),
+    "mistake.flash_scale_inverted": (
+        "这与“分数乘以 √D 而不是除以 √D”的结果一致：缩放因子是 1 / math.sqrt(D)，其中 D = "
+        "q.shape[-1]。"),
+    "mistake.flash_causal_inverted": (
+        "这与“因果掩码的比较方向反了，屏蔽了查询之前的键而保留了之后的键”的结果一致：对查询 i，"
+        "屏蔽 j > i + (Tk - Tq) 的键 j，即 masked_fill(key_pos > query_pos, "
+        "float(\"-inf\"))。"),
 }
 
 TEMPLATES: dict[str, dict[str, str]] = {"en": EN, "zh": ZH}

@@ -50,5 +50,6 @@ CATALOGUE: tuple[str, ...] = (
     # FlashAttention: the mask's fill, the logsumexp's log and dtype, δ, dP and dS (issue 42)
     "flash_causal_filled_zero", "flash_lse_without_log", "flash_lse_float32",
     "flash_delta_without_output", "flash_dp_not_transposed", "flash_delta_sign_flipped",
-    "flash_ds_without_p", "flash_backward_matmul_mismatch",
+    "flash_ds_without_p", "flash_backward_matmul_mismatch", "flash_scale_inverted",
+    "flash_causal_inverted",
 )

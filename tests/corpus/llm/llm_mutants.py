@@ -653,5 +653,15 @@ FILL_DELTA_DP_MUTANTS: tuple[Mutant, ...] = (
     _one("a backward with dK = dSᵀ·k_block", "grad_k.append(grad_s.transpose(-2, -1) @ q)",
          "grad_k.append(grad_s.transpose(-2, -1) @ kb)", BACKWARD,
          "flash_backward_matmul_mismatch"),
+    _one("FlashAttention multiplies the scores by √D",
+         "    scale = 1 / math.sqrt(D)\n    row_max", "    scale = math.sqrt(D)\n    row_max",
+         FLASH, "flash_scale_inverted"),
+    _one("FlashAttention blocks the keys before the diagonal", _FLASH_MASK,
+         'scores = scores.masked_fill(key_pos < query_pos, float("-inf"))  # (B, H, Tq, b)',
+         FLASH, "flash_causal_inverted"),
+    _one("a backward that blocks the keys before the diagonal",
+         'scores.masked_fill(key_pos > query_pos, float("-inf"))\n',
+         'scores.masked_fill(key_pos < query_pos, float("-inf"))\n', BACKWARD,
+         "flash_causal_inverted"),
 )
 MUTANTS += FILL_DELTA_DP_MUTANTS
