@@ -47,4 +47,7 @@ CATALOGUE: tuple[str, ...] = (
     "flash_backward_scaled_twice", "flash_gradients_misordered", "flash_dv_transposed",
     "flash_not_normalised", "flash_max_before_mask", "flash_backward_p_unscaled",
     "flash_p_old_max", "flash_lse_base2",
+    # RoPE, repeat_kv, GQA's mask and dtype, the cache's store: issue 42's further mistakes
+    "rope_pairs_relaid", "kv_repeat_features", "cache_update_not_stored", "gqa_mask_anticausal",
+    "gqa_scores_low_precision", "gqa_weights_scaled",
 )
