@@ -80,6 +80,11 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "mistake.gqa_weights_scaled": (
             "This matches the scale applied after the softmax: the weights divided by √D "
             "no longer sum to 1. Scale the scores before it: softmax(q kᵀ / √D) v."),
+        "mistake.rope_positions_from_one": (
+            "This matches RoPE's positions counted from 1: the outputs stay right, since "
+            "attention sees only the distance between two positions, but every cached key is "
+            "turned one position too far. The first token is at position 0: "
+            "torch.arange(start, start + T), start = len(cache)."),
     },
     "zh": {
         "mistake.rope_cos_sin_swapped": (
@@ -148,5 +153,9 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "mistake.gqa_weights_scaled": (
             "这与“在 softmax 之后才缩放”的结果一致：除以 √D 之后，权重之和不再是 1。请在 "
             "softmax 之前缩放分数：softmax(q kᵀ / √D) v。"),
+        "mistake.rope_positions_from_one": (
+            "这与“RoPE 的位置从 1 开始计数”的结果一致：输出仍然正确，因为注意力只看两个位置"
+            "之间的距离，但缓存里的每个键都多转了一个位置。第一个词元的位置是 0："
+            "torch.arange(start, start + T)，其中 start = len(cache)。"),
     },
 }

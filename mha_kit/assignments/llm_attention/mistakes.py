@@ -49,5 +49,5 @@ CATALOGUE: tuple[str, ...] = (
     "flash_p_old_max", "flash_lse_base2",
     # RoPE, repeat_kv, GQA's mask and dtype, the cache's store: issue 42's further mistakes
     "rope_pairs_relaid", "kv_repeat_features", "cache_update_not_stored", "gqa_mask_anticausal",
-    "gqa_scores_low_precision", "gqa_weights_scaled",
+    "gqa_scores_low_precision", "gqa_weights_scaled", "rope_positions_from_one",
 )

@@ -390,11 +390,16 @@ def cache_candidates(params: dict[str, Tensor], chunks: list[Tensor], num_heads:
     return found
 
 
-def held_candidates(keys: Tensor, chunks: tuple[int, ...]) -> list:
+def held_candidates(keys: Tensor, chunks: tuple[int, ...], rope_base: float | None) -> list:
     """What cache.update gives back (the keys or the values of every token, `keys`, along
     dim 2) by each mistake: the calls' tokens newest first (each call's put before those
-    cached)."""
-    return [("cache_prepends", lambda: torch.cat(keys.split(list(chunks), dim=2)[::-1], dim=2))]
+    cached), or, RoPE's turns adding up, every key turned one position further (positions
+    counted from 1), which leaves the outputs right."""
+    found = [("cache_prepends", lambda: torch.cat(keys.split(list(chunks), dim=2)[::-1], dim=2))]
+    if rope_base is not None:
+        found.append(("rope_positions_from_one", lambda: oracle.rope(
+            keys, torch.ones(keys.shape[2], device=keys.device), rope_base)))
+    return found
 
 
 def cache_length_candidates(B: int, H: int, Hkv: int, D: int, chunks: tuple[int, ...]) -> list:

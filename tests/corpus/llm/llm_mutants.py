@@ -660,4 +660,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (_GROUPED, _GROUPED.replace(" / math.sqrt(self.head_dim)", "")),
         (_MASKED, _MASKED.replace(".softmax(dim=-1)", ".softmax(dim=-1) / math.sqrt(D)"))),
         GQA, frozenset({"gqa_weights_scaled"})),
+    _one("the module counts RoPE's positions from 1",
+         "positions = torch.arange(start, start + T, device=x.device)  # (T,)",
+         "positions = torch.arange(start + 1, start + T + 1, device=x.device)  # (T,)", CACHE,
+         "rope_positions_from_one"),
 )
