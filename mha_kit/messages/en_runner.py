@@ -25,6 +25,12 @@ TEMPLATES: dict[str, str] = {
                                "torch.full(...) or torch.tensor(...) without dtype=, or a "
                                ".float() cast). Make it with the inputs' dtype: dtype=x.dtype, "
                                "or x.new_full(...)",
+    "runner.float32_meets_float64": "{raised}. A float32 tensor met a float64 one: the "
+                                    "grader also calls your code on float64 inputs, and a "
+                                    "tensor cast to float32 (.float(), .to(torch.float32), "
+                                    "softmax(..., dtype=torch.float32)) stays float32. Cast "
+                                    "it back before it meets the inputs: .to(x.dtype) or "
+                                    ".type_as(x)",
     "runner.view_not_contiguous": "{raised}. .view reuses a tensor's memory, so it needs "
                                   "strides that give the new shape, and a tensor after "
                                   ".transpose, .permute or .expand has others (heads merged "

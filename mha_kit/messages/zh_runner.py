@@ -23,6 +23,11 @@ TEMPLATES: dict[str, str] = {
                                "（不带 dtype= 的 torch.zeros(...)、torch.full(...)、"
                                "torch.tensor(...)，或 .float() 转换）。请用输入的 dtype 创建它："
                                "dtype=x.dtype，或 x.new_full(...)",
+    "runner.float32_meets_float64": "{raised}。一个 float32 张量遇到了 float64 张量：评分程序也会"
+                                    "用 float64 的输入调用你的代码，而转换成 float32 的张量"
+                                    "（.float()、.to(torch.float32)、softmax(..., "
+                                    "dtype=torch.float32)）会一直是 float32。请在它与输入相遇"
+                                    "之前转换回来：.to(x.dtype) 或 .type_as(x)",
     "runner.view_not_contiguous": "{raised}。.view 复用张量的内存，所以需要能给出新形状的"
                                   "步长（stride），而 .transpose、.permute 或 .expand 之后的"
                                   "张量步长不同（例如在 .transpose(1, 2) 之后用 .view(B, T, E) "

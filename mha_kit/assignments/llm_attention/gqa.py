@@ -222,7 +222,7 @@ def _expect_held(held: tuple[Tensor, Tensor] | str | None, weights: dict[str, Te
                    for other in wants[1:]):
             expect_close(what, got, wants[0].to(c.dtype), case, ROPE_TOL,
                          dims=("B", "Hkv", "L", "D"), mistakes=variants.held_candidates(
-                             wants[0].to(c.dtype), d.chunks))
+                             wants[0].to(c.dtype), d.chunks, c.rope_base))
 
 
 def _decoded(got: Any, count: int) -> tuple[list[Any], list[Any], list[Any], Any,

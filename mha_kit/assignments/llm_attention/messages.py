@@ -329,9 +329,9 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "T new queries (a decoding step: Tq = 1) against Tk = len(cache) keys, so the "
             "mask is (Tq, Tk), key j blocked for query i when j > start + i."),
         "mistake.window_self_excluded": (
-            "This matches a window that leaves out the token itself (i - window <= j < i): "
-            "query i sees j with i - window < j <= i, itself and the window - 1 keys before "
-            "it."),
+            "This matches a window that leaves out the token itself (j < i rather than "
+            "j <= i): query i sees j with i - window < j <= i, itself and the window - 1 keys "
+            "before it."),
         "mistake.flash_not_scaled": (
             "This matches the scores not scaled: multiply q @ kᵀ by 1/√D, D = q.shape[-1]."),
         "mistake.flash_last_block_skipped": (

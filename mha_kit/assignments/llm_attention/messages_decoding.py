@@ -52,6 +52,39 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "This matches the keys appended along another dim than the tokens: torch.cat's "
             "default dim=0, the batch, or the last, the features. The cache is (B, Hkv, L, D): "
             "torch.cat([self.k, k], dim=2)."),
+        "mistake.rope_pairs_relaid": (
+            "This matches the pairs read in one layout and written back in another: adjacent "
+            "features (x[..., 0::2], x[..., 1::2]) turned and concatenated as halves, the "
+            "halves turned and interleaved (torch.stack(..., dim=-1).flatten(-2)), or the "
+            "table torch.cat([angles, angles]) on adjacent pairs. This kit pairs feature i "
+            "with i + D/2 on the way in and out: x1 = x[..., :D/2], x2 = x[..., D/2:], "
+            "torch.cat([x1 cos - x2 sin, x1 sin + x2 cos], dim=-1)."),
+        "mistake.kv_repeat_features": (
+            "This matches the repeat along the features (dim=-1): D·n_rep features instead "
+            "of Hkv·n_rep heads. The heads are dim 1 of (B, Hkv, T, D): "
+            "x.repeat_interleave(n_rep, dim=1)."),
+        "mistake.cache_update_not_stored": (
+            "This matches an update that returns the concatenation without storing it: the "
+            "cache keeps the first call's keys only, so len(cache) stays at the prefill's "
+            "length. Assign it back: self.k = torch.cat([self.k, k], dim=2), and return "
+            "self.k."),
+        "mistake.gqa_mask_anticausal": (
+            "This matches a causal mask the wrong way round: it blocks the past (j < i, "
+            "triu and tril swapped, or > as <) where it must block the future: block j > i, "
+            "the keys after the query's own position."),
+        "mistake.gqa_scores_low_precision": (
+            "This matches the scores rounded to float16 or bfloat16 before the softmax: "
+            "their 3 or 2 significant digits give errors of about 1e-3, far above float64's. "
+            "Keep the scores and the softmax in the inputs' dtype (or float32 and higher, "
+            "cast back with .to(x.dtype))."),
+        "mistake.gqa_weights_scaled": (
+            "This matches the scale applied after the softmax: the weights divided by √D "
+            "no longer sum to 1. Scale the scores before it: softmax(q kᵀ / √D) v."),
+        "mistake.rope_positions_from_one": (
+            "This matches RoPE's positions counted from 1: the outputs stay right, since "
+            "attention sees only the distance between two positions, but every cached key is "
+            "turned one position too far. The first token is at position 0: "
+            "torch.arange(start, start + T), start = len(cache)."),
     },
     "zh": {
         "mistake.rope_cos_sin_swapped": (
@@ -96,5 +129,33 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "mistake.cache_cat_wrong_dim": (
             "这与“键沿词元以外的维度追加”的结果一致：torch.cat 默认的 dim=0 是批次，最后一维是"
             "特征。缓存形状为 (B, Hkv, L, D)：torch.cat([self.k, k], dim=2)。"),
+        "mistake.rope_pairs_relaid": (
+            "这与“按一种布局取出成对特征、却按另一种布局写回”的结果一致：相邻特征"
+            "（x[..., 0::2]、x[..., 1::2]）旋转后按两半拼接，两半旋转后交错排列"
+            "（torch.stack(..., dim=-1).flatten(-2)），或把 torch.cat([angles, angles]) 的表"
+            "用在相邻的成对特征上。本套件在读入和写回时都把特征 i 与 i + D/2 配对："
+            "x1 = x[..., :D/2]，x2 = x[..., D/2:]，"
+            "torch.cat([x1 cos - x2 sin, x1 sin + x2 cos], dim=-1)。"),
+        "mistake.kv_repeat_features": (
+            "这与“沿特征维（dim=-1）重复”的结果一致：得到 D·n_rep 个特征，而不是 Hkv·n_rep "
+            "个头。头是 (B, Hkv, T, D) 的第 1 维：x.repeat_interleave(n_rep, dim=1)。"),
+        "mistake.cache_update_not_stored": (
+            "这与“update 返回拼接结果却没有保存它”的结果一致：缓存只保留第一次调用的键，"
+            "所以 len(cache) 一直等于预填充的长度。请把它赋回去："
+            "self.k = torch.cat([self.k, k], dim=2)，再返回 self.k。"),
+        "mistake.gqa_mask_anticausal": (
+            "这与“因果掩码方向反了”的结果一致：它屏蔽了过去（j < i，triu 与 tril 互换，"
+            "或把 > 写成 <），而应屏蔽未来：屏蔽 j > i，即查询自身位置之后的键。"),
+        "mistake.gqa_scores_low_precision": (
+            "这与“在 softmax 之前把分数舍入为 float16 或 bfloat16”的结果一致：它们只有 3 或 2 "
+            "位有效数字，误差约为 1e-3，远大于 float64 的误差。请让分数和 softmax 保持输入的 "
+            "dtype（或用 float32 及更高精度，再用 .to(x.dtype) 转换回来）。"),
+        "mistake.gqa_weights_scaled": (
+            "这与“在 softmax 之后才缩放”的结果一致：除以 √D 之后，权重之和不再是 1。请在 "
+            "softmax 之前缩放分数：softmax(q kᵀ / √D) v。"),
+        "mistake.rope_positions_from_one": (
+            "这与“RoPE 的位置从 1 开始计数”的结果一致：输出仍然正确，因为注意力只看两个位置"
+            "之间的距离，但缓存里的每个键都多转了一个位置。第一个词元的位置是 0："
+            "torch.arange(start, start + T)，其中 start = len(cache)。"),
     },
 }

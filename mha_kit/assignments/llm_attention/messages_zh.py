@@ -291,7 +291,7 @@ ZH: dict[str, str] = {
         "个新查询（解码一步时 Tq = 1），对应 Tk = len(cache) 个键，所以掩码是 (Tq, Tk)："
         "当 j > start + i 时屏蔽查询 i 的键 j。"),
     "mistake.window_self_excluded": (
-        "这与“窗口不含词元自身（i - window <= j < i）”的结果一致：查询 i 看到满足 "
+        "这与“窗口不含词元自身（用了 j < i 而不是 j <= i）”的结果一致：查询 i 看到满足 "
         "i - window < j <= i 的 j，即自身及之前的 window - 1 个键。"),
     "mistake.flash_not_scaled": (
         "这与“分数没有缩放”的结果一致：q @ kᵀ 应乘以 1/√D，D = q.shape[-1]。"),

@@ -52,4 +52,7 @@ CATALOGUE: tuple[str, ...] = (
     "flash_delta_without_output", "flash_dp_not_transposed", "flash_delta_sign_flipped",
     "flash_ds_without_p", "flash_backward_matmul_mismatch", "flash_scale_inverted",
     "flash_causal_inverted",
+    # RoPE, repeat_kv, GQA's mask and dtype, the cache's store: issue 42's further mistakes
+    "rope_pairs_relaid", "kv_repeat_features", "cache_update_not_stored", "gqa_mask_anticausal",
+    "gqa_scores_low_precision", "gqa_weights_scaled", "rope_positions_from_one",
 )

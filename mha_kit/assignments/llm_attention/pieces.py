@@ -14,7 +14,7 @@ from ...checks.inputs import randn, strided
 from ...checks.search import run_cases
 from ...messages import Message, joined, msg
 from ...oracle import gradients
-from . import oracle, variants
+from . import oracle, piece_variants, variants
 
 Tensor = torch.Tensor
 # RoPE's angles are position × frequency: computed in float32, as Hugging Face's Llama does
@@ -193,7 +193,7 @@ def check_sliding_window(sub, ctx: Context) -> float:
         if isinstance(got, Tensor) and got.is_floating_point():  # an additive 0/-inf mask
             raise CheckFailed(msg("llm.window_float", dtype=str(got.dtype)), case=c.label())
         expect_close("sliding_window_mask(T, window)", got, want, c.label(), TIGHT,
-                     dims=("Tq", "Tk"), mistakes=variants.window_candidates(c.T, c.window))
+                     dims=("Tq", "Tk"), mistakes=piece_variants.window_candidates(c.T, c.window))
 
     run_cases(one_case, WINDOW_CASES)
     return 1.0

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...runner.inprocess import load_weights
-from . import oracle
+from . import oracle, piece_variants
 
 Tensor = torch.Tensor
 NEG_INF = float("-inf")
@@ -136,6 +136,7 @@ def rope_candidates(x: Tensor, positions: Tensor, base: float) -> list:
         ("rope_cos_sin_swapped", lambda: rope_cos_sin_swapped(x, positions, base)),
         *rope_exponents_candidates(x, positions, base),
         *rope_table_candidates(x, positions, base),
+        *piece_variants.rope_layout_candidates(x, positions, base),
     ]
 
 
@@ -143,7 +144,8 @@ def rope_candidates(x: Tensor, positions: Tensor, base: float) -> list:
 
 
 def repeat_kv_candidates(x: Tensor, n_rep: int) -> list:
-    """The heads tiled, repeated along another dim, or repeated through a new axis of n_rep:
+    """The heads tiled, repeated along another dim (the features too: D·n_rep of them), or
+    repeated through a new axis of n_rep:
     one after the tokens (the reshape then mixes tokens into heads), or one after the heads
     merged by .view, which cannot merge an expanded (stride 0) axis: torch's error."""
     B, Hkv, T, D = x.shape
@@ -153,6 +155,8 @@ def repeat_kv_candidates(x: Tensor, n_rep: int) -> list:
             ("kv_repeat_tokens", lambda: x.repeat(1, 1, n_rep, 1)),
             ("kv_repeat_batch", lambda: x.repeat_interleave(n_rep, 0)),
             ("kv_repeat_batch", lambda: x.repeat(n_rep, 1, 1, 1)),
+            ("kv_repeat_features", lambda: x.repeat_interleave(n_rep, -1)),
+            ("kv_repeat_features", lambda: x.repeat(1, 1, 1, n_rep)),
             ("kv_view_after_expand", lambda: x[:, :, None].expand(
                 B, Hkv, n_rep, T, D).view(B, Hkv * n_rep, T, D)),
             ("kv_repeat_axis_after_tokens", lambda: x[:, :, :, None].expand(
@@ -163,18 +167,22 @@ def repeat_kv_candidates(x: Tensor, n_rep: int) -> list:
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, *, scale: float,
-           softmax_dim: int = -1, fill: float = NEG_INF, after_softmax: bool = False
-           ) -> Tensor:
+           softmax_dim: int = -1, fill: float = NEG_INF, after_softmax: bool = False,
+           rounded_to: torch.dtype | None = None, scale_weights: bool = False) -> Tensor:
     """softmax(q kᵀ · scale) v written out, as many key/value heads as query heads (else
     torch.matmul's error), the blocked scores filled with `fill` (or, `after_softmax`, the
-    blocked weights with 0), the softmax over `softmax_dim`."""
-    scores = q @ k.transpose(-2, -1) * scale  # (B, H, Tq, Tk)
+    blocked weights with 0), the softmax over `softmax_dim`, the scores (and the softmax)
+    in `rounded_to`, float16 or bfloat16, if given; `scale_weights`: the scale applied to
+    the weights after the softmax instead."""
+    scores = q @ k.transpose(-2, -1) * (1.0 if scale_weights else scale)  # (B, H, Tq, Tk)
+    scores = scores if rounded_to is None else scores.to(rounded_to)
     if blocked is not None and not after_softmax:
         scores = scores.masked_fill(blocked, fill)
     weights = scores.softmax(softmax_dim)
     if blocked is not None and after_softmax:
         weights = weights.masked_fill(blocked, 0.0)
-    return weights @ v  # (B, H, Tq, D)
+    weights = weights * scale if scale_weights else weights
+    return weights.to(v.dtype) @ v  # (B, H, Tq, D)
 
 
 def _heads(y: Tensor, count: int, D: int, split: str) -> Tensor:
@@ -200,7 +208,9 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
               n_rep: int | None = None, only_new: bool = False, prepended: bool = False,
               out_proj: bool = True, mask_after_softmax: bool = False, k_from: str = "k",
               v_from: str = "v", values_get_keys: bool = False,
-              kv_split_heads: int | None = None) -> list[Tensor]:
+              kv_split_heads: int | None = None, anticausal: bool = False,
+              rounded_to: torch.dtype | None = None, scale_weights: bool = False
+              ) -> list[Tensor]:
     """Grouped-query attention over `chunks` (B, t, E) fed one after the other through a
     cache, in float64, with one thing done wrong:
     - heads: tiled instead of repeated in a row, repeated `n_rep` times, the query heads
@@ -213,13 +223,15 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
     - RoPE: also on the values, not on the keys, or on the whole embedding before the heads
       are split;
     - the mask: none, one that blocks the diagonal too (blocked scores filled with `fill`),
+      one that blocks the past instead of the future (`anticausal`: j < i, or j <= i),
       aligned top-left (`only_several`: and none for a single token, as Hugging Face's
       `is_causal=T > 1`);
     - the projections: keys or values made by another one (`k_from`, `v_from`: "q", "k",
       "v"), or split into `kv_split_heads` heads (the view's error);
     - the scores: scaled by 1/√E, 1/D or not at all (`scale_by`: "E", "D_unrooted",
-      "none"), the softmax over another dim, the blocked ones filled with 0 (`fill`), or the
-      blocked weights zeroed after the softmax;
+      "none"), rounded to a low-precision dtype with the softmax (`rounded_to`), the
+      softmax over another dim, the blocked ones filled with 0 (`fill`), the blocked
+      weights zeroed after the softmax, or the weights scaled instead (`scale_weights`);
     - the cache: positions restarting at 0 in each chunk, attending before the chunk's keys
       are in it (`before_update`: "after_prefill", or "always": the prefill sees no key),
       over the chunk's keys only (an update that returns what it was given), each call's
@@ -278,6 +290,7 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
             key, query = torch.arange(L)[None, :], torch.arange(T)[:, None] + (
                 0 if top_left or only_several else start)  # query i is token start + i
             blocked = key >= query if diagonal else key > query  # (T, L)
+            blocked = ~blocked if anticausal else blocked  # the past: j <= i (j < i, diagonal)
         scale = {"E": E ** -0.5, "D": D ** -0.5, "D_unrooted": 1 / D, "none": 1.0}[scale_by]
         if group_summed:  # 'b g r t d, b g s d -> b g t s': one head per key/value head
             scores = torch.einsum("bgrtd,bgsd->bgts", q.view(B, num_kv_heads, group, T, D),
@@ -287,7 +300,8 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
             out = scores.softmax(-1) @ v_all  # (B, Hkv, T, D)
         else:
             out = attend(q, k_all, v_all, blocked, scale=scale, softmax_dim=softmax_dim,
-                         fill=fill, after_softmax=mask_after_softmax)  # (B, H, T, D)
+                         fill=fill, after_softmax=mask_after_softmax,
+                         rounded_to=rounded_to, scale_weights=scale_weights)  # (B, H, T, D)
         if groups == "out":  # slot g·n_rep + r written back to head r·Hkv + g
             out = out.view(B, num_kv_heads, group, T, D).transpose(1, 2).reshape(B, -1, T, D)
         if merge == "no_transpose":
@@ -323,7 +337,12 @@ def gqa_candidates(params: dict[str, Tensor], x: Tensor, num_heads: int, num_kv_
              ("gqa_softmax_over_queries", lambda: variant(softmax_dim=-2)),
              ("gqa_diagonal_blocked", lambda: variant(diagonal=True)),
              ("gqa_diagonal_blocked", lambda: variant(
-                 diagonal=True, fill=torch.finfo(x.dtype).min))]
+                 diagonal=True, fill=torch.finfo(x.dtype).min)),
+             ("gqa_mask_anticausal", lambda: variant(anticausal=True)),
+             ("gqa_mask_anticausal", lambda: variant(anticausal=True, diagonal=True)),
+             ("gqa_scores_low_precision", lambda: variant(rounded_to=torch.float16)),
+             ("gqa_scores_low_precision", lambda: variant(rounded_to=torch.bfloat16)),
+             ("gqa_weights_scaled", lambda: variant(scale_weights=True))]
     if 1 < num_kv_heads < num_heads:
         found += [("gqa_heads_tiled", lambda: variant(tiled=True)),
                   ("gqa_groups_transposed", lambda: variant(groups="in")),
@@ -371,22 +390,29 @@ def cache_candidates(params: dict[str, Tensor], chunks: list[Tensor], num_heads:
     return found
 
 
-def held_candidates(keys: Tensor, chunks: tuple[int, ...]) -> list:
+def held_candidates(keys: Tensor, chunks: tuple[int, ...], rope_base: float | None) -> list:
     """What cache.update gives back (the keys or the values of every token, `keys`, along
     dim 2) by each mistake: the calls' tokens newest first (each call's put before those
-    cached)."""
-    return [("cache_prepends", lambda: torch.cat(keys.split(list(chunks), dim=2)[::-1], dim=2))]
+    cached), or, RoPE's turns adding up, every key turned one position further (positions
+    counted from 1), which leaves the outputs right."""
+    found = [("cache_prepends", lambda: torch.cat(keys.split(list(chunks), dim=2)[::-1], dim=2))]
+    if rope_base is not None:
+        found.append(("rope_positions_from_one", lambda: oracle.rope(
+            keys, torch.ones(keys.shape[2], device=keys.device), rope_base)))
+    return found
 
 
 def cache_length_candidates(B: int, H: int, Hkv: int, D: int, chunks: tuple[int, ...]) -> list:
     """len(cache) after each call, as each mistake gives it: another dim of the keys (B, Hkv,
     L, D) than L (len() of a tensor is its first, the batch; the heads, Hkv, or H after
     repeat_kv; the head size), an update that replaces what was stored (each call's tokens
-    only), or the calls counted (len() of a list of chunks)."""
+    only) or that returns the concatenation without storing it (the prefill's tokens), or
+    the calls counted (len() of a list of chunks)."""
     calls = len(chunks)
     return [*(("cache_len_wrong_dim", lambda n=n: torch.tensor([n] * calls))
               for n in (B, Hkv, H, D)),
             ("cache_update_replaces", lambda: torch.tensor(chunks)),
+            ("cache_update_not_stored", lambda: torch.tensor(chunks[:1] * calls)),
             ("cache_len_counts_calls", lambda: torch.arange(1, calls + 1))]
 
 
@@ -415,23 +441,6 @@ def _load_into_layout(params: dict[str, Tensor], owner: str, E: int, q_rows: int
         module.add_module(name, nn.Linear(cols, rows, bias=False, device="meta"))
     with torch.no_grad():
         load_weights(module, owner, params)
-
-
-# --------------------------------------------------------------------------- sliding window
-
-
-def window_candidates(T: int, window: int) -> list:
-    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
-    right = (j <= i) & (j > i - window)
-    return [
-        ("window_one_too_many", lambda: (j <= i) & (j >= i - window)),
-        ("window_self_excluded", lambda: (j < i) & (j >= i - window)),
-        ("window_one_too_few", lambda: (j <= i) & (j > i - window + 1)),
-        ("window_two_sided", lambda: (j - i).abs() < window),
-        ("window_inverted", lambda: ~right),
-        ("window_not_causal", lambda: j > i - window),
-        ("window_transposed", lambda: right.T),
-    ]
 
 
 def _cat_along(B: int, H: int, Hkv: int, D: int, T: int, L: int, dim: int) -> Tensor:

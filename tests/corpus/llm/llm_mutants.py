@@ -623,6 +623,47 @@ MUTANTS: tuple[Mutant, ...] = (
          "    for start in range(0, Tk, block_size):\n        end = start + block_size",
          "    for start in range(0, Tq if is_causal else Tk, block_size):\n"
          "        end = start + block_size", FLASH, "flash_causal_keys_cut"),
+    # issue 42: RoPE's pair layouts, repeat_kv's axis, the cache's store, GQA's mask and dtypes
+    _one("RoPE turns adjacent pairs and concatenates them as halves", _PAIRS,
+         """    x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, D/2)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., T, D)""",
+         ROPE, "rope_pairs_relaid"),
+    _one("RoPE turns the halves and interleaves them",
+         "return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., T, D)",
+         "return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)",
+         ROPE, "rope_pairs_relaid"),
+    _one("repeat_kv repeats along the features", "x.repeat_interleave(n_rep, dim=1)",
+         "x.repeat_interleave(n_rep, dim=-1)", frozenset({"llm_repeat_kv"}), "kv_repeat_features"),
+    _one("repeat_kv tiles the features", "x.repeat_interleave(n_rep, dim=1)",
+         "x.repeat(1, 1, 1, n_rep)", frozenset({"llm_repeat_kv"}), "kv_repeat_features"),
+    Mutant("the cache returns the concatenation without storing it", (
+        *((f"self.{t} = {t} if self.{t} is None", f"{t} = {t} if self.{t} is None") for t in "kv"),
+        ("        return self.k, self.v",
+         "        if self.k is None:\n            self.k, self.v = k, v\n        return k, v")),
+        CACHE, frozenset({"cache_update_not_stored"})),
+    _one("the module blocks the past (j < i)", "[None, :] > query_pos  # (T, L)",
+         "[None, :] < query_pos  # (T, L)", GQA, "gqa_mask_anticausal"),
+    _one("the module blocks the past and the diagonal (j <= i)", "[None, :] > query_pos  # (T, L)",
+         "[None, :] <= query_pos  # (T, L)", GQA, "gqa_mask_anticausal"),
+    _one("the window leaves out the query's own key (j < i)", _WINDOW,
+         "return (j < i) & (j > i - window)  # (T, T)", WINDOW, "window_self_excluded"),
+    _one("the module takes the softmax in float32 and never casts it back", _MASKED,
+         _MASKED.replace(".softmax(dim=-1)", ".softmax(dim=-1, dtype=torch.float32)"), GQA,
+         "runner.float32_meets_float64"),
+    _one("the module rounds the scores to float16 before the softmax", _MASKED,
+         _MASKED.replace("scores.masked_fill", "scores.half().masked_fill").replace(
+             ".softmax(dim=-1)", ".softmax(dim=-1).to(q.dtype)"), GQA, "gqa_scores_low_precision"),
+    _one("the module rounds the scores to bfloat16 before the softmax", _MASKED,
+         _MASKED.replace("scores.masked_fill", "scores.bfloat16().masked_fill").replace(
+             ".softmax(dim=-1)", ".softmax(dim=-1).to(q.dtype)"), GQA, "gqa_scores_low_precision"),
+    Mutant("the module scales the weights after the softmax instead of the scores", (
+        (_GROUPED, _GROUPED.replace(" / math.sqrt(self.head_dim)", "")),
+        (_MASKED, _MASKED.replace(".softmax(dim=-1)", ".softmax(dim=-1) / math.sqrt(D)"))),
+        GQA, frozenset({"gqa_weights_scaled"})),
+    _one("the module counts RoPE's positions from 1",
+         "positions = torch.arange(start, start + T, device=x.device)  # (T,)",
+         "positions = torch.arange(start + 1, start + T + 1, device=x.device)  # (T,)", CACHE,
+         "rope_positions_from_one"),
 )
 # issue 42: FlashAttention's mask fill, logsumexp, δ, dP and dS
 FILL_DELTA_DP_MUTANTS: tuple[Mutant, ...] = (
