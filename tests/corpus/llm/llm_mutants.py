@@ -664,9 +664,7 @@ MUTANTS: tuple[Mutant, ...] = (
          "positions = torch.arange(start, start + T, device=x.device)  # (T,)",
          "positions = torch.arange(start + 1, start + T + 1, device=x.device)  # (T,)", CACHE,
          "rope_positions_from_one"),
-)
-# issue 42: FlashAttention's mask fill, logsumexp, δ, dP and dS
-FILL_DELTA_DP_MUTANTS: tuple[Mutant, ...] = (
+    # issue 42: FlashAttention's mask fill, logsumexp, δ, dP and dS
     _one("FlashAttention fills the blocked scores with 0", _FLASH_MASK,
          "scores = scores.masked_fill(key_pos > query_pos, 0.0)  # (B, H, Tq, b)", FLASH,
          "flash_causal_filled_zero"),
@@ -705,4 +703,3 @@ FILL_DELTA_DP_MUTANTS: tuple[Mutant, ...] = (
          'scores.masked_fill(key_pos < query_pos, float("-inf"))\n', BACKWARD,
          "flash_causal_inverted"),
 )
-MUTANTS += FILL_DELTA_DP_MUTANTS
