@@ -151,9 +151,9 @@ ZH: dict[str, str] = {
         "这与“dS = dP - δ，缺少因子 P”的结果一致：softmax 的梯度是 dS = P ∘ (dP - δ)，"
         "逐元素乘 P。"),
     "mistake.flash_backward_matmul_mismatch": (
-        "这与反向中乘积尺寸不匹配的几个常见原因之一一致：dP = dO · v_blockᵀ，形状 (B, H, Tq, "
-        "b)，值要转置（grad_out @ vb.transpose(-2, -1)）；dV = Pᵀ · dO，形状 (B, H, b, D)，"
-        "不是 dOᵀ · P；dQ += dS · k_block，dK = dSᵀ · q。"),
+        "这与“反向传播中乘积尺寸不匹配的常见原因”之一一致：dP = dO · v_blockᵀ，形状 (B, H, "
+        "Tq, b)，值要转置（grad_out @ vb.transpose(-2, -1)）；dV = Pᵀ · dO，形状 (B, H, b, "
+        "D)，不是 dOᵀ · P；dQ += dS · k_block，dK = dSᵀ · q。"),
     "mistake.flash_scale_inverted": (
         "这与“分数乘以 √D 而不是除以 √D”的结果一致：缩放因子是 1 / math.sqrt(D)，其中 D = "
         "q.shape[-1]。"),
