@@ -252,7 +252,8 @@ def flash_gradients(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: b
                     mask_shift: int = 0, mask_fill: float = NEG_INF,
                     keys_from_zero: bool = False, delta_from_out: bool = True,
                     dp_transposed: bool = True, delta_sign: float = 1.0,
-                    ds_times_p: bool = True, anticausal: bool = False) -> dict[str, Tensor]:
+                    ds_times_p: bool = True, anticausal: bool = False,
+                    ds_sign: float = 1.0) -> dict[str, Tensor]:
     """FlashAttention's backward over key blocks, in float64, from the oracle's logsumexp, with
     one thing done wrong: the scores recomputed without the scale, or with the causal diagonal
     moved by `mask_shift` (by Tq - Tk: aligned top-left), dS = P ∘ dP without δ = rowsum(dO ∘
@@ -269,7 +270,8 @@ def flash_gradients(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: b
     blocked scores filled with `mask_fill` (0: P = exp(-logsumexp) there), each block's keys
     numbered from 0 in the causal mask, δ = rowsum(dO) without O, dP = dO·v_block (torch's
     error where b differs from D), dS = P ∘ (dP + δ) (`delta_sign` -1), or dS = dP - δ
-    without P, or the causal mask's comparison inverted (`anticausal`)."""
+    without P, the causal mask's comparison inverted (`anticausal`), or dS = P ∘ (δ - dP)
+    (`ds_sign` -1: dQ and dK negated)."""
     q, k, v, d_out = q.double(), k.double(), v.double(), d_out.double()
     Tq, D, Tk = q.shape[2], q.shape[3], k.shape[2]
     scale = D ** -0.5
@@ -291,7 +293,7 @@ def flash_gradients(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is_causal: b
                   else p.transpose(-2, -1) @ (out if dv_from_out else d_out))  # (B, H, b, D)
         dp = d_out @ ((kb if dp_from_keys else vb).transpose(-2, -1) if dp_transposed
                       else vb)  # (B, H, Tq, b)
-        ds = (p if ds_times_p else 1.0) * (dp - delta_sign * (
+        ds = ds_sign * (p if ds_times_p else 1.0) * (dp - delta_sign * (
             (p * dp).sum(-1, keepdim=True) if delta_per_block
             else rows if delta else 0.0))  # (B, H, Tq, b)
         dq = (dq if dq_accumulated else 0.0) + ds @ kb * scale ** dq_scales
@@ -335,7 +337,8 @@ def flash_gradient_candidates(q: Tensor, k: Tensor, v: Tensor, d_out: Tensor, is
             ("flash_delta_without_output", {"delta_from_out": False}),
             ("flash_dp_not_transposed", {"dp_transposed": False}),
             ("flash_delta_sign_flipped", {"delta_sign": -1.0}),
-            ("flash_ds_without_p", {"ds_times_p": False})]
+            ("flash_ds_without_p", {"ds_times_p": False}),
+            ("flash_ds_negated", {"ds_sign": -1.0})]
     if is_causal:
         bugs += [("flash_backward_not_causal", {"masked": False}),
                  ("flash_causal_off_by_one", {"mask_shift": -1}),

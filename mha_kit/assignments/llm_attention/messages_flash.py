@@ -77,6 +77,10 @@ EN: dict[str, str] = {
         "backward: dP = dO · v_blockᵀ, (B, H, Tq, b), with the values transposed "
         "(grad_out @ vb.transpose(-2, -1)); dV = Pᵀ · dO, (B, H, b, D), not dOᵀ · P; dQ += "
         "dS · k_block and dK = dSᵀ · q."),
+    "mistake.flash_ds_negated": (
+        "This matches dS = P ∘ (δ - dP), the subtraction reversed, so that dQ and dK come "
+        "out negated: the softmax's gradient is dS = P ∘ (dP - δ), with dP = dO · v_blockᵀ "
+        "and δ = rowsum(dO ∘ O)."),
     "mistake.flash_scale_inverted": (
         "This matches the scores multiplied by √D instead of divided by it: the scale is 1 / "
         "math.sqrt(D), D = q.shape[-1]."),
@@ -154,6 +158,9 @@ ZH: dict[str, str] = {
         "这与“反向传播中乘积尺寸不匹配的常见原因”之一一致：dP = dO · v_blockᵀ，形状 (B, H, "
         "Tq, b)，值要转置（grad_out @ vb.transpose(-2, -1)）；dV = Pᵀ · dO，形状 (B, H, b, "
         "D)，不是 dOᵀ · P；dQ += dS · k_block，dK = dSᵀ · q。"),
+    "mistake.flash_ds_negated": (
+        "这与“dS = P ∘ (δ - dP)，减法顺序反了，使 dQ 和 dK 的符号相反”的结果一致：softmax "
+        "的梯度是 dS = P ∘ (dP - δ)，其中 dP = dO · v_blockᵀ，δ = rowsum(dO ∘ O)。"),
     "mistake.flash_scale_inverted": (
         "这与“分数乘以 √D 而不是除以 √D”的结果一致：缩放因子是 1 / math.sqrt(D)，其中 D = "
         "q.shape[-1]。"),

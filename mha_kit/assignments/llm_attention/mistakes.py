@@ -55,4 +55,6 @@ CATALOGUE: tuple[str, ...] = (
     # RoPE, repeat_kv, GQA's mask and dtype, the cache's store: issue 42's further mistakes
     "rope_pairs_relaid", "kv_repeat_features", "cache_update_not_stored", "gqa_mask_anticausal",
     "gqa_scores_low_precision", "gqa_weights_scaled", "rope_positions_from_one",
+    # FlashAttention's dS, the cache's length, RoPE's dtype, GQA's transposed keys (issue 42)
+    "flash_ds_negated",
 )

@@ -702,4 +702,6 @@ MUTANTS: tuple[Mutant, ...] = (
          'scores.masked_fill(key_pos > query_pos, float("-inf"))\n',
          'scores.masked_fill(key_pos < query_pos, float("-inf"))\n', BACKWARD,
          "flash_causal_inverted"),
+    _one("a backward with dS = P ∘ (δ - dP)", _GRAD_S,
+         "grad_s = p * (delta - grad_p) * scale  # (B, H, Tq, b)", BACKWARD, "flash_ds_negated"),
 )
