@@ -85,6 +85,11 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "attention sees only the distance between two positions, but every cached key is "
             "turned one position too far. The first token is at position 0: "
             "torch.arange(start, start + T), start = len(cache)."),
+        "mistake.cache_read_while_empty": (
+            "This matches the cache's keys read while it is still empty: a fresh KVCache holds "
+            "no tensor yet (its k is None), so cache.k.shape[2] raises on the first call, in "
+            "__len__ or in forward. An empty cache's length is 0: `0 if self.k is None else "
+            "self.k.shape[2]`, and forward reads len(cache)."),
     },
     "zh": {
         "mistake.rope_cos_sin_swapped": (
@@ -157,5 +162,10 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "这与“RoPE 的位置从 1 开始计数”的结果一致：输出仍然正确，因为注意力只看两个位置"
             "之间的距离，但缓存里的每个键都多转了一个位置。第一个词元的位置是 0："
             "torch.arange(start, start + T)，其中 start = len(cache)。"),
+        "mistake.cache_read_while_empty": (
+            "这与“缓存还为空时就读取它的键”的结果一致：新建的 KVCache 还没有张量（它的 k 是 "
+            "None），所以第一次调用时 cache.k.shape[2] 会出错，无论是在 __len__ 中还是在 "
+            "forward 中。空缓存的长度是 0：`0 if self.k is None else self.k.shape[2]`，"
+            "forward 读取 len(cache)。"),
     },
 }

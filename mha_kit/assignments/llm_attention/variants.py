@@ -11,11 +11,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...checks.diagnosis import RaisesKind
 from ...runner.inprocess import load_weights
 from . import oracle, piece_variants
 
 Tensor = torch.Tensor
 NEG_INF = float("-inf")
+# A fresh KVCache's k or v, None, read as a tensor (cache.k.shape[2] before any update).
+EMPTY_CACHE_READ = RaisesKind(("'NoneType' object has no attribute 'shape'",
+                               "'NoneType' object has no attribute 'size'"))
 
 
 # --------------------------------------------------------------------------- RoPE
@@ -471,8 +475,9 @@ def cache_error_candidates(B: int, H: int, Hkv: int, D: int, chunks: tuple[int, 
     (L, L) mask on a call of several tokens (L against T at dim 2), and come first: an
     (L, L) mask also raises on single-token steps, where they run, so the cases of a cause
     that raise on single-token steps too still name the mask (a match must agree on every
-    one of them)."""
-    found: list = []
+    one of them). A fresh cache's keys read before any update (its k still None) raise on
+    the prefill itself."""
+    found: list = [("cache_read_while_empty", lambda: EMPTY_CACHE_READ)]
     for n in range(1, len(chunks)):
         T, L = chunks[n], sum(chunks[:n + 1])  # the call's tokens, the keys it attends over
         if rope_base is not None:

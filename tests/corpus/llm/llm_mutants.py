@@ -704,4 +704,7 @@ MUTANTS: tuple[Mutant, ...] = (
          "flash_causal_inverted"),
     _one("a backward with dS = P ∘ (δ - dP)", _GRAD_S,
          "grad_s = p * (delta - grad_p) * scale  # (B, H, Tq, b)", BACKWARD, "flash_ds_negated"),
+    _one("a cache whose length reads its keys while it is empty",
+         "return 0 if self.k is None else self.k.shape[2]", "return self.k.shape[2]", CACHE,
+         "cache_read_while_empty"),
 )
