@@ -90,6 +90,11 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "no tensor yet (its k is None), so cache.k.shape[2] raises on the first call, in "
             "__len__ or in forward. An empty cache's length is 0: `0 if self.k is None else "
             "self.k.shape[2]`, and forward reads len(cache)."),
+        "mistake.rope_output_float32": (
+            "This matches RoPE's output promoted to float32 for low-precision inputs: cos and "
+            "sin kept in float32 (.float()), or x cast to float32 and not cast back, make the "
+            "product float32. Cast the table to the input's dtype, angles.cos().to(x.dtype), "
+            "or return the result .to(x.dtype)."),
     },
     "zh": {
         "mistake.rope_cos_sin_swapped": (
@@ -167,5 +172,10 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "None），所以第一次调用时 cache.k.shape[2] 会出错，无论是在 __len__ 中还是在 "
             "forward 中。空缓存的长度是 0：`0 if self.k is None else self.k.shape[2]`，"
             "forward 读取 len(cache)。"),
+        "mistake.rope_output_float32": (
+            "这与“低精度输入时 RoPE 的输出被提升为 float32”的结果一致：cos 和 sin 保持为 "
+            "float32（.float()），或者 x 被转为 float32 后没有转回，都会使乘积变成 float32。"
+            "请把表转为输入的 dtype，即 angles.cos().to(x.dtype)，或把结果 .to(x.dtype) 后"
+            "返回。"),
     },
 }

@@ -56,5 +56,5 @@ CATALOGUE: tuple[str, ...] = (
     "rope_pairs_relaid", "kv_repeat_features", "cache_update_not_stored", "gqa_mask_anticausal",
     "gqa_scores_low_precision", "gqa_weights_scaled", "rope_positions_from_one",
     # FlashAttention's dS, the cache's length, RoPE's dtype, GQA's transposed keys (issue 42)
-    "flash_ds_negated", "cache_read_while_empty",
+    "flash_ds_negated", "cache_read_while_empty", "rope_output_float32",
 )

@@ -123,7 +123,11 @@ def rope_table_candidates(x: Tensor, positions: Tensor, base: float) -> list:
 
 
 def rope_candidates(x: Tensor, positions: Tensor, base: float) -> list:
+    """RoPE's known mistakes; for low-precision inputs, right values returned in float32
+    (cos and sin cast to float32, or x cast and not cast back)."""
     T = x.shape[-2]
+    promoted = ([("rope_output_float32", lambda: oracle.rope(x.float(), positions, base))]
+                if x.dtype in (torch.float16, torch.bfloat16) else [])
     return [
         ("rope_interleaved", lambda: rope_interleaved(x, positions, base)),
         ("rope_base_ignored", lambda: oracle.rope(x, positions, 10000.0)),
@@ -141,6 +145,7 @@ def rope_candidates(x: Tensor, positions: Tensor, base: float) -> list:
         *rope_exponents_candidates(x, positions, base),
         *rope_table_candidates(x, positions, base),
         *piece_variants.rope_layout_candidates(x, positions, base),
+        *promoted,
     ]
 
 

@@ -707,4 +707,7 @@ MUTANTS: tuple[Mutant, ...] = (
     _one("a cache whose length reads its keys while it is empty",
          "return 0 if self.k is None else self.k.shape[2]", "return self.k.shape[2]", CACHE,
          "cache_read_while_empty"),
+    _one("RoPE casts cos and sin to float32",
+         "cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)",
+         "cos, sin = angles.cos().float(), angles.sin().float()", ROPE, "rope_output_float32"),
 )
