@@ -95,6 +95,11 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "sin kept in float32 (.float()), or x cast to float32 and not cast back, make the "
             "product float32. Cast the table to the input's dtype, angles.cos().to(x.dtype), "
             "or return the result .to(x.dtype)."),
+        "mistake.gqa_keys_transposed_wrong_dims": (
+            "This matches the keys transposed on the wrong dims, k.transpose(1, 2): that swaps "
+            "the heads and the keys of (B, H, L, D), so q @ k.transpose(1, 2) pairs heads with "
+            "keys (torch's size error unless their sizes happen to fit). The scores need the "
+            "last two dims swapped: q @ k.transpose(-2, -1), (B, H, T, L)."),
     },
     "zh": {
         "mistake.rope_cos_sin_swapped": (
@@ -177,5 +182,10 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "float32（.float()），或者 x 被转为 float32 后没有转回，都会使乘积变成 float32。"
             "请把表转为输入的 dtype，即 angles.cos().to(x.dtype)，或把结果 .to(x.dtype) 后"
             "返回。"),
+        "mistake.gqa_keys_transposed_wrong_dims": (
+            "这与“键在错误的维度上转置，k.transpose(1, 2)”的结果一致：它交换了 (B, H, L, D) "
+            "的头和键，所以 q @ k.transpose(1, 2) 把头与键配对（除非尺寸恰好相符，否则 torch "
+            "会报尺寸错误）。分数需要交换最后两个维度：q @ k.transpose(-2, -1)，形状 "
+            "(B, H, T, L)。"),
     },
 }

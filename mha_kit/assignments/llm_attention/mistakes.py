@@ -57,4 +57,5 @@ CATALOGUE: tuple[str, ...] = (
     "gqa_scores_low_precision", "gqa_weights_scaled", "rope_positions_from_one",
     # FlashAttention's dS, the cache's length, RoPE's dtype, GQA's transposed keys (issue 42)
     "flash_ds_negated", "cache_read_while_empty", "rope_output_float32",
+    "gqa_keys_transposed_wrong_dims",
 )

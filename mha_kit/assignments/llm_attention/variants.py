@@ -177,13 +177,14 @@ def repeat_kv_candidates(x: Tensor, n_rep: int) -> list:
 
 def attend(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, *, scale: float,
            softmax_dim: int = -1, fill: float = NEG_INF, after_softmax: bool = False,
-           rounded_to: torch.dtype | None = None, scale_weights: bool = False) -> Tensor:
+           rounded_to: torch.dtype | None = None, scale_weights: bool = False,
+           key_dims: tuple[int, int] = (-2, -1)) -> Tensor:
     """softmax(q kᵀ · scale) v written out, as many key/value heads as query heads (else
     torch.matmul's error), the blocked scores filled with `fill` (or, `after_softmax`, the
     blocked weights with 0), the softmax over `softmax_dim`, the scores (and the softmax)
     in `rounded_to`, float16 or bfloat16, if given; `scale_weights`: the scale applied to
-    the weights after the softmax instead."""
-    scores = q @ k.transpose(-2, -1) * (1.0 if scale_weights else scale)  # (B, H, Tq, Tk)
+    the weights after the softmax instead; the keys transposed on `key_dims` (1, 2: heads, keys)."""
+    scores = q @ k.transpose(*key_dims) * (1.0 if scale_weights else scale)  # (B, H, Tq, Tk)
     scores = scores if rounded_to is None else scores.to(rounded_to)
     if blocked is not None and not after_softmax:
         scores = scores.masked_fill(blocked, fill)
@@ -218,8 +219,8 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
               out_proj: bool = True, mask_after_softmax: bool = False, k_from: str = "k",
               v_from: str = "v", values_get_keys: bool = False,
               kv_split_heads: int | None = None, anticausal: bool = False,
-              rounded_to: torch.dtype | None = None, scale_weights: bool = False
-              ) -> list[Tensor]:
+              rounded_to: torch.dtype | None = None, scale_weights: bool = False,
+              key_dims: tuple[int, int] = (-2, -1)) -> list[Tensor]:
     """Grouped-query attention over `chunks` (B, t, E) fed one after the other through a
     cache, in float64, with one thing done wrong:
     - heads: tiled instead of repeated in a row, repeated `n_rep` times, the query heads
@@ -240,7 +241,8 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
     - the scores: scaled by 1/√E, 1/D or not at all (`scale_by`: "E", "D_unrooted",
       "none"), rounded to a low-precision dtype with the softmax (`rounded_to`), the
       softmax over another dim, the blocked ones filled with 0 (`fill`), the blocked
-      weights zeroed after the softmax, or the weights scaled instead (`scale_weights`);
+      weights zeroed after the softmax, the weights scaled instead (`scale_weights`), or
+      the keys transposed on other dims than the last two (`key_dims`);
     - the cache: positions restarting at 0 in each chunk, attending before the chunk's keys
       are in it (`before_update`: "after_prefill", or "always": the prefill sees no key),
       over the chunk's keys only (an update that returns what it was given), each call's
@@ -310,7 +312,8 @@ def gqa_steps(params: dict[str, Tensor], chunks: list[Tensor], num_heads: int,
         else:
             out = attend(q, k_all, v_all, blocked, scale=scale, softmax_dim=softmax_dim,
                          fill=fill, after_softmax=mask_after_softmax,
-                         rounded_to=rounded_to, scale_weights=scale_weights)  # (B, H, T, D)
+                         rounded_to=rounded_to, scale_weights=scale_weights,
+                         key_dims=key_dims)  # (B, H, T, D)
         if groups == "out":  # slot g·n_rep + r written back to head r·Hkv + g
             out = out.view(B, num_kv_heads, group, T, D).transpose(1, 2).reshape(B, -1, T, D)
         if merge == "no_transpose":
@@ -351,7 +354,8 @@ def gqa_candidates(params: dict[str, Tensor], x: Tensor, num_heads: int, num_kv_
              ("gqa_mask_anticausal", lambda: variant(anticausal=True, diagonal=True)),
              ("gqa_scores_low_precision", lambda: variant(rounded_to=torch.float16)),
              ("gqa_scores_low_precision", lambda: variant(rounded_to=torch.bfloat16)),
-             ("gqa_weights_scaled", lambda: variant(scale_weights=True))]
+             ("gqa_weights_scaled", lambda: variant(scale_weights=True)),
+             ("gqa_keys_transposed_wrong_dims", lambda: variant(key_dims=(1, 2)))]
     if 1 < num_kv_heads < num_heads:
         found += [("gqa_heads_tiled", lambda: variant(tiled=True)),
                   ("gqa_groups_transposed", lambda: variant(groups="in")),

@@ -710,4 +710,8 @@ MUTANTS: tuple[Mutant, ...] = (
     _one("RoPE casts cos and sin to float32",
          "cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)",
          "cos, sin = angles.cos().float(), angles.sin().float()", ROPE, "rope_output_float32"),
+    _one("GQA transposes the keys' heads and tokens",
+         "scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)",
+         "scores = q @ k.transpose(1, 2) / math.sqrt(self.head_dim)", GQA,
+         "gqa_keys_transposed_wrong_dims"),
 )
