@@ -11,13 +11,17 @@ from . import oracle
 Tensor = torch.Tensor
 
 
-def _turned(x1: Tensor, x2: Tensor, positions: Tensor, base: float, D: int
-            ) -> tuple[Tensor, Tensor]:
-    """Each pair (x1_i, x2_i) turned by θ_i at each position, in float64."""
-    angles = oracle.rope_angles(positions, D, base)  # (T, D/2)
+def turned_pairs(x1: Tensor, x2: Tensor, angles: Tensor) -> tuple[Tensor, Tensor]:
+    """Each pair (x1_i, x2_i) turned by its angle (T, D/2), in float64."""
     cos, sin = angles.cos(), angles.sin()
     x1, x2 = x1.double(), x2.double()
     return x1 * cos - x2 * sin, x1 * sin + x2 * cos
+
+
+def _turned(x1: Tensor, x2: Tensor, positions: Tensor, base: float, D: int
+            ) -> tuple[Tensor, Tensor]:
+    """Each pair (x1_i, x2_i) turned by θ_i at each position, in float64."""
+    return turned_pairs(x1, x2, oracle.rope_angles(positions, D, base))
 
 
 def rope_layout_candidates(x: Tensor, positions: Tensor, base: float) -> list:

@@ -36,21 +36,8 @@ def rope_interleaved(x: Tensor, positions: Tensor, base: float) -> Tensor:
 def rope_with_angles(x: Tensor, angles: Tensor) -> Tensor:
     """Rotate-half pairing with per-pair angles (T, D/2) of the caller's making."""
     half = x.shape[-1] // 2
-    cos, sin = angles.cos(), angles.sin()
-    x1, x2 = x[..., :half].double(), x[..., half:].double()
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).to(x.dtype)
-
-
-def rope_exponent_halved(x: Tensor, positions: Tensor, base: float) -> Tensor:
-    """θ_i = base^(-i/D) for i = 0 .. D/2 - 1: the 2 of 2i/D left out."""
-    exponents = torch.arange(x.shape[-1] // 2, dtype=torch.float64, device=x.device) / x.shape[-1]
-    return rope_with_angles(x, positions.double()[:, None] * base ** -exponents)
-
-
-def rope_exponent_positive(x: Tensor, positions: Tensor, base: float) -> Tensor:
-    """θ_i = base^(+2i/D): the minus sign of the exponent left out, so the frequencies grow."""
-    exponents = torch.arange(0, x.shape[-1], 2, dtype=torch.float64, device=x.device) / x.shape[-1]
-    return rope_with_angles(x, positions.double()[:, None] * base ** exponents)
+    turned = piece_variants.turned_pairs(x[..., :half], x[..., half:], angles)
+    return torch.cat(turned, dim=-1).to(x.dtype)
 
 
 def rope_halves_swapped(x: Tensor, positions: Tensor, base: float) -> Tensor:
@@ -85,18 +72,21 @@ def rope_mixed_pairing(x: Tensor, positions: Tensor, base: float) -> Tensor:
 
 
 def rope_exponents_candidates(x: Tensor, positions: Tensor, base: float) -> list:
-    """Rotate-half RoPE with θ_i = base^(-e_i) for a wrong exponent e_i: 2i over the pairs,
-    D/2, instead of over D, or 2i/D rounded to an integer by floor division, 2i // D (0), or
+    """Rotate-half RoPE with θ_i = base^(e_i) for a wrong exponent e_i in place of -2i/D:
+    -i/D (the 2 left out), +2i/D (the minus left out, so the frequencies grow), -2i/(D/2)
+    (over the pairs instead of D), or 2i/D rounded by floor division, -(2i // D) (0) or
     -2i // D where the minus comes first (-1 but for pair 0)."""
     D = x.shape[-1]
     twice = torch.arange(0, D, 2, dtype=torch.float64, device=x.device)  # 2i, i < D/2
 
     def turned(exponents: Tensor) -> Tensor:
-        return rope_with_angles(x, positions.double()[:, None] * base ** -exponents)
+        return rope_with_angles(x, positions.double()[:, None] * base ** exponents)
 
-    return [("rope_exponent_doubled", lambda: turned(twice / (D / 2))),
-            ("rope_exponent_floored", lambda: turned(twice // D)),
-            ("rope_exponent_floored", lambda: turned(-(-twice // D)))]
+    return [("rope_exponent_halved", lambda: turned(-(twice / 2) / D)),
+            ("rope_exponent_positive", lambda: turned(twice / D)),
+            ("rope_exponent_doubled", lambda: turned(-twice / (D / 2))),
+            ("rope_exponent_floored", lambda: turned(-(twice // D))),
+            ("rope_exponent_floored", lambda: turned(-twice // D))]
 
 
 def rope_cos_sin_swapped(x: Tensor, positions: Tensor, base: float) -> Tensor:
@@ -133,16 +123,14 @@ def rope_candidates(x: Tensor, positions: Tensor, base: float) -> list:
         ("rope_base_ignored", lambda: oracle.rope(x, positions, 10000.0)),
         ("rope_positions_ignored", lambda: oracle.rope(x, torch.arange(T, device=x.device), base)),
         ("rope_reversed", lambda: oracle.rope(x, -positions, base)),
-        ("rope_exponent_halved", lambda: rope_exponent_halved(x, positions, base)),
+        *rope_exponents_candidates(x, positions, base),
         ("rope_mixed_pairing", lambda: rope_mixed_pairing(x, positions, base)),
-        ("rope_exponent_positive", lambda: rope_exponent_positive(x, positions, base)),
         ("rope_halves_swapped", lambda: rope_halves_swapped(x, positions, base)),
         ("rope_float64_angles", lambda: rope_float64_angles(x, positions, base)),
         ("rope_angles_in_dtype", lambda: rope_angles_in_dtype(x, positions, base)),
         ("rope_angles_in_dtype", lambda: rope_with_angles(  # cast before cos and sin
             x, oracle.rope_angles(positions, x.shape[-1], base).to(x.dtype))),
         ("rope_cos_sin_swapped", lambda: rope_cos_sin_swapped(x, positions, base)),
-        *rope_exponents_candidates(x, positions, base),
         *rope_table_candidates(x, positions, base),
         *piece_variants.rope_layout_candidates(x, positions, base),
         *promoted,
