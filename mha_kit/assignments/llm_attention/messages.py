@@ -469,4 +469,7 @@ TEMPLATES: dict[str, dict[str, str]] = {
 }
 for more in (messages_decoding, messages_flash):  # files of their own, each within 500 lines
     for language, sentences in more.TEMPLATES.items():
+        if TEMPLATES[language].keys() & sentences.keys():  # one sentence per id, never two
+            raise ValueError(f"{more.__name__} repeats ids: "
+                             f"{sorted(TEMPLATES[language].keys() & sentences.keys())}")
         TEMPLATES[language] |= sentences
