@@ -172,3 +172,29 @@ def test_a_cell_is_named_as_jupyterlab_shows_it_never_by_its_position(tmp_path):
         msg("load.cell_starting", line="print(apply_rope)"), msg("load.cell_ran", count=3)]
     path = notebook(tmp_path, nbformat.v4.new_markdown_cell("# 1 / 0, the title"), code("1 / 0"))
     assert load_source(path).problems[0].params["where"] == msg("load.cell_starting", line="1 / 0")
+
+
+def test_a_kit_run_from_a_source_tree_passes_the_setup_cell(monkeypatch):
+    """With no `mha-kit` metadata installed (a checkout on PYTHONPATH, as on the GPU machine),
+    the setup cell's check for the kit's distribution still finds the kit that grades: the
+    reference's cells all run (it scored 20/100 there before)."""
+    import importlib.metadata
+    from importlib.machinery import PathFinder
+
+    from mha_kit.runner import kit_distribution
+
+    found = PathFinder.find_distributions
+
+    def without_the_kit(*args, **kwargs):
+        return (d for d in found(*args, **kwargs) if d.metadata["Name"] != "mha-kit")
+
+    monkeypatch.setattr(PathFinder, "find_distributions", without_the_kit)
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    kit_distribution.make_findable.cache_clear()
+    with pytest.raises(importlib.metadata.PackageNotFoundError):
+        importlib.metadata.distribution("mha-kit")
+    loaded = load_source(ROOT / "solutions" / "mha" / "multi_head_attention.ipynb")
+    assert loaded.problems == [] and {"math", "torch", "MultiHeadAttention"} <= set(
+        loaded.namespace)
+    assert importlib.metadata.distribution("mha_kit").metadata["Name"] == "mha-kit"
+    kit_distribution.make_findable.cache_clear()

@@ -163,6 +163,28 @@ def test_the_worker_is_in_a_network_namespace_of_its_own_unless_turned_off(tmp_p
             assert (sub.call("causal_mask", 1).value.item() != ours) == sandboxed, setting
 
 
+PROC_READS = """
+import torch
+
+
+def causal_mask(seq_len, device=None):  # bytes read from /proc/devices and /proc/self/status
+    return torch.tensor([len(open(p).read()) for p in ("/proc/devices", "/proc/self/status")])
+"""
+
+
+@pytest.mark.skipif(sandbox.layer_problem(sandbox.LANDLOCK) is not None,
+                    reason=f"no Landlock here ({sandbox.layer_problem(sandbox.LANDLOCK)})")
+def test_a_landlock_worker_reads_what_cudas_start_reads_of_proc(tmp_path, monkeypatch):
+    """CUDA's start reads /proc/driver/nvidia and /proc/devices: a worker confined by Landlock
+    alone failed it on a GPU (error 304). Here, without a GPU, /proc/devices stands for both."""
+    assert {"/proc/driver/nvidia", "/proc/devices"} <= set(sandbox.WORKER_PROC)
+    source = tmp_path / "proc_reads.py"
+    source.write_text(PROC_READS)
+    monkeypatch.setenv(SANDBOX, sandbox.LANDLOCK)
+    with WorkerSubmission(source) as sub:
+        assert min(sub.call("causal_mask", 1).value.tolist()) > 0
+
+
 @pytest.mark.skipif(sandbox.layer_problem(sandbox.LANDLOCK) is not None,
                     reason=f"no Landlock here ({sandbox.layer_problem(sandbox.LANDLOCK)})")
 @pytest.mark.parametrize("forked", [True, False], ids=["forked", "the zygote itself"])

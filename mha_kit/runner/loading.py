@@ -21,6 +21,7 @@ from typing import Any
 
 from ..contract import ENTRIES
 from ..messages import Message, msg
+from .kit_distribution import make_findable
 from .student_code import at_line, first_line, take_refused, type_name
 
 SUBMISSION_MODULE = "submission"
@@ -245,6 +246,7 @@ def load_source(path: str | Path, skip: Collection[str] = (),
     path = Path(path)
     if path.suffix == ".ipynb":
         chunks = _notebook_chunks(path)
+        make_findable()  # the setup cell asks for the kit's distribution
     elif path.suffix == ".py":
         chunks = _python_chunks(path)
     else:

@@ -239,8 +239,11 @@ WORKER_ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/
               "/etc/timezone", "/etc/fonts", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
               "/etc/alternatives", "/etc/os-release", "/etc/debian_version", "/etc/lsb-release",
               "/etc/mime.types", "/etc/matplotlibrc")
+# CUDA's start reads the driver's files and the device numbers: without them a confined worker's
+# cudaGetDeviceCount failed with error 304 on an H200 (Linux 6.18, 2026-11-29).
+CUDA_PROC = ("/proc/driver/nvidia", "/proc/devices")
 WORKER_PROC = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/sys", "/proc/filesystems",
-               "/proc/self")
+               "/proc/self", *CUDA_PROC)
 
 
 # The programs torch's compiler runs (inductor: the C++ compiler, which runs the assembler and

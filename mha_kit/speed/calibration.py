@@ -57,12 +57,15 @@ class Band:
 
     @property
     def threshold(self) -> float:
-        """The geometric middle, to one decimal: equal margins on both sides."""
-        return round(math.sqrt(self.slowest * self.fastest), 1)
+        """The geometric middle, to two significant figures (a share of SDPA's speed is below 1,
+        a speedup over a loop above): equal margins on both sides."""
+        return float(f"{math.sqrt(self.slowest * self.fastest):.2g}")
 
     def margins(self, threshold: float) -> tuple[float, float]:
         """(below the slowest correct style, above the fastest whole loop)."""
-        return self.slowest / threshold, threshold / self.fastest
+        if threshold <= 0:
+            return 0.0, math.nan
+        return self.slowest / threshold, threshold / self.fastest if self.fastest > 0 else math.inf
 
 
 def band_between(correct: dict[str, list[float]], loops: dict[str, list[float]]) -> Band | None:
@@ -81,8 +84,8 @@ def describe_band(band: Band | None, threshold: float, name: str) -> tuple[list[
     `name` in its check); whether they hold."""
     if band is None:
         return ["dead band: needs a correct style and a whole loop"], False
-    lines = [f"dead band: {band.fastest:.2f}× (fastest whole loop: {band.fastest_style}) to "
-             f"{band.slowest:.2f}× (slowest correct style: {band.slowest_style})"]
+    lines = [f"dead band: {band.fastest:.3g}× (fastest whole loop: {band.fastest_style}) to "
+             f"{band.slowest:.3g}× (slowest correct style: {band.slowest_style})"]
     if band.slowest <= band.fastest:
         return lines + ["no dead band: no threshold separates them"], False
     below, above = band.margins(band.threshold)
