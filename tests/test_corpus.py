@@ -3,7 +3,8 @@
 Every single-mistake mutant of template.py fails exactly its checks, and the diagnosis names
 its mistake for at least 95% of them; every alternative correct implementation passes with
 no diagnosis; the all-stub submission gets 0 with "not implemented" messages. Checks run in
-process (the speed check aside), which is what makes 40 submissions affordable.
+process (the speed check aside), and a mutant only on the checks its edit reaches, with the
+template's results on the others (`reach`): that is what makes 40 submissions affordable.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+import reach
 from conftest import (
     CORPUS,
     DETERMINISTIC,
@@ -27,7 +29,7 @@ from conftest import (
 from mha_kit.catalog import modules
 from mha_kit.checks.core import CheckResult
 from mha_kit.checks.diagnosis import CATALOGUE, named_in
-from mha_kit.grading.registry import run_checks
+from mha_kit.grading.registry import ASSIGNMENTS, run_checks
 from mha_kit.messages import ids_in, msg
 from mha_kit.runner.inprocess import InProcessSubmission
 
@@ -46,12 +48,25 @@ def grade(path: Path) -> list[CheckResult]:
 RENDERED: dict[str, list[str]] = {}  # mutant label -> the messages rendered while grading it
 
 
+def checks_reaching_edits(source: str) -> list[str]:
+    return reach.checks_reaching_edits(TEMPLATE.read_text(), source, ASSIGNMENTS["mha"],
+                                       DETERMINISTIC)
+
+
+@cache
+def graded_template() -> dict[str, CheckResult]:
+    return {r.id: r for r in grade(TEMPLATE)}
+
+
 @cache
 def graded_mutant(mutant: Mutant, folder: Path) -> list[CheckResult]:
+    """The mutant graded on the checks its edits reach; the template's results elsewhere."""
     path = folder / f"mutant_{MUTANTS.index(mutant)}.py"
     path.write_text(mutant.source())
+    reached = checks_reaching_edits(mutant.source())
     with renders_recorded() as RENDERED[mutant.label]:
-        return grade(path)
+        own = {r.id: r for r in run_checks(InProcessSubmission.from_path(path), only=reached)}
+    return [own.get(check_id) or graded_template()[check_id] for check_id in DETERMINISTIC]
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +102,21 @@ def test_mutant_messages_are_chinese(mutant: Mutant, folder: Path, monkeypatch):
     failed = [r for r in graded_mutant(mutant, folder) if not r.passed]
     assert failed
     assert_chinese(failed, [], monkeypatch)
+
+
+def test_a_mutant_is_graded_again_on_every_check_its_edits_reach():
+    """An edit of a step reaches its own check and those of the modules built on it; an edit
+    of AttentionHead reaches the looped module's too, and never the fused module's."""
+    template = TEMPLATE.read_text()
+    attend = template.replace("def attend(scores, v, mask=None):",
+                              "def attend(scores, v, mask=None):\n    'edited'", 1)
+    assert checks_reaching_edits(attend) == [
+        "attend", "attention_head", "looped_mha", "fused_mha", "fused_mha_masks",
+        "fused_mha_contract"]
+    head = template.replace("class AttentionHead(nn.Module):",
+                            "class AttentionHead(nn.Module):\n    'edited'", 1)
+    assert checks_reaching_edits(head) == ["attention_head", "looped_mha"]
+    assert checks_reaching_edits(template + "\nprint('top level')\n") == DETERMINISTIC
 
 
 def test_words_decide_nothing(folder: Path):

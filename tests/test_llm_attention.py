@@ -10,12 +10,12 @@ reference's results on the others (`checks_reaching_edits`).
 
 from __future__ import annotations
 
-import ast
 import sys
 from functools import cache
 from pathlib import Path
 
 import pytest
+import reach
 import torch
 import torch.nn.functional as F
 from conftest import (
@@ -61,44 +61,9 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 RENDERED: dict[str, list[str]] = {}  # mutant label -> the messages rendered while grading it
 
 
-def _statements(source: str) -> dict[str, str]:
-    """A file's top-level statements, by the names each binds (one that binds none, by its
-    code), as code."""
-    found = {}
-    for node in ast.parse(source).body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            names = [node.name]
-        else:
-            names = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)
-                     and isinstance(n.ctx, ast.Store)] + [
-                (a.asname or a.name).split(".")[0] for a in getattr(node, "names", ())]
-        found[",".join(names) or ast.unparse(node)] = ast.unparse(node)
-    return found
-
-
 def checks_reaching_edits(source: str) -> list[str]:
-    """The checks of CHECK_IDS whose names (`uses`, `stand_ins`) reach, through the names the
-    code refers to, a top-level statement that `source` changes in reference.py. Every other
-    check runs only unchanged code: its result is the reference's."""
-    before, after = _statements(REFERENCE.read_text()), _statements(source)
-    changed = {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
-    if any(not name.isidentifier() for key in changed for name in key.split(",")):
-        return CHECK_IDS  # a statement that binds no name: it may change anything
-    refers = {name: {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)}
-              for key, code in after.items() for name in key.split(",")}
-    edited = {name for key in changed for name in key.split(",")}
-
-    def reaches(roots: tuple[str, ...]) -> bool:
-        seen, todo = set(), list(roots)
-        while todo:
-            name = todo.pop()
-            if name not in seen:
-                seen.add(name)
-                todo += refers.get(name, ())
-        return bool(seen & edited)
-
-    return [spec.id for spec in ASSIGNMENTS["llm_attention"]
-            if spec.id in CHECK_IDS and reaches((*spec.uses, *spec.stand_ins))]
+    return reach.checks_reaching_edits(REFERENCE.read_text(), source,
+                                       ASSIGNMENTS["llm_attention"], CHECK_IDS)
 
 
 @cache

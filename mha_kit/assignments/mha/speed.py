@@ -252,6 +252,7 @@ def decide(verdicts: list[Verdict], device: str) -> tuple[float, Message]:
 
 
 CANDIDATES = ["student", "looped", "fused"]  # the first in its worker, the others in a clean one
+FASTEST_SEEN = 1e-9  # seconds of CPU a round of the student's calls is counted at least
 
 
 def _reported(request: Request) -> Any:
@@ -271,7 +272,9 @@ def student_times(student: list[Request], baselines: list[Request], calls: int,
         return [_reported(r) for r in student]
     extra = statistics.median(spent - _reported(r) * calls for spent, r in zip(
         cpu[len(student):], baselines) if isinstance(_reported(r), float))
-    return [max(spent - extra, 0.0) / calls for spent in cpu[:len(student)]]
+    # A round within the overhead's noise (calls that do no work) is as fast as can be seen,
+    # not a malformed report: the outputs then decide (the red team's zeros, under load).
+    return [max(spent - extra, FASTEST_SEEN) / calls for spent in cpu[:len(student)]]
 
 
 def timed_run(sub: Submission, device: str, seed: int) -> TimedRun:
