@@ -102,6 +102,10 @@ def test_solution_passes_every_test_cell(course, name):
     ok = msg("ok").render(lang)
     assert all(ok in "".join(o.get("text", "") for o in c.outputs)
                for c in nb.cells if is_test_cell(c) and nbgrader_meta(c)["grade_id"] not in TIMED)
+    for cell in filter(is_test_cell, nb.cells):  # one verdict a cell: the graded run's
+        lines = "".join(o.text for o in cell.outputs if o.output_type == "stream").splitlines()
+        assert len([line for line in lines if line.startswith(("✓", "✗"))]) == 1, cell.id
+        assert all(line.startswith(("✓", "✗", "  ")) for line in lines), lines  # wrapped
 
 
 @pytest.mark.parametrize("name", SUBMITTED)
