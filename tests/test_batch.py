@@ -18,7 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS, HOSTILE, KILL_REFUSED, ROOT, SPEED, TEMPLATE, run_cli
+from conftest import (
+    CORPUS,
+    HOSTILE,
+    KILL_REFUSED,
+    ROOT,
+    SPEED,
+    TEMPLATE,
+    kit_source,
+    run_cli,
+)
 
 from mha_kit import settings
 from mha_kit.cli import main
@@ -581,13 +590,7 @@ def test_gradescope_zip_from_a_pip_install_carries_an_installable_kit(tmp_path):
     writes the zip, whose mha-kit/ (a pyproject.toml from the installed metadata) installs
     and imports, with the dependencies and the triton extra of the installed kit."""
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    source = tmp_path / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "setup.py", "README.md", "MANIFEST.in", "nbgrader_config.py"):
-        shutil.copy(ROOT / name, source)
-    for name in ("mha_kit", "solutions", "translations"):
-        shutil.copytree(ROOT / name, source / name,
-                        ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+    source = kit_source(tmp_path / "source")
     installed, reinstalled, cwd = tmp_path / "installed", tmp_path / "reinstalled", tmp_path / "cwd"
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index",
                     "-w", str(tmp_path / "dist"), str(source)], check=True, timeout=300)
