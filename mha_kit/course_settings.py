@@ -12,12 +12,15 @@ autograde` alike.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from traitlets import Bool, Enum, Float, List, TraitType, Unicode
 from traitlets.config import Config, Configurable
+from traitlets.config.loader import PyFileConfigLoader
 
 from . import settings
+from .course_layout import CONFIG
 
 
 def _trait(name: str) -> TraitType:
@@ -47,3 +50,11 @@ def configured(config: Config) -> dict[str, Any]:
     section = config.get("MhaKit", {})
     kit = MhaKit(config=config)
     return {name: getattr(kit, name) for name in section if name in CONFIGURABLE}
+
+
+def from_folder(course: Path) -> dict[str, Any]:
+    """The settings the nbgrader_config.py of folder `course` sets (none without one), for a
+    command that nbgrader does not run (`mha-kit gradescope`)."""
+    if not (course / CONFIG).is_file():
+        return {}
+    return configured(PyFileConfigLoader(CONFIG, path=str(course)).load_config())

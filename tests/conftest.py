@@ -87,6 +87,17 @@ def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None,
     )
 
 
+def kit_source(folder: Path) -> Path:
+    """`folder`, a copy of what the kit publishes (its sources, masters and build files), for
+    pip to build from: a build in the checkout would write into it."""
+    for name in ("mha_kit", "solutions", "translations"):
+        shutil.copytree(ROOT / name, folder / name,
+                        ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "nbgrader_config.py"):
+        shutil.copy(ROOT / name, folder)
+    return folder
+
+
 def table_entries(printed: str) -> list[list[str]]:
     """The rows and the problems of a table `mha-kit check` printed, each as its lines: a row
     starts with its mark, a problem with "  - ", and the indented lines under one (its message

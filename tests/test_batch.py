@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import importlib.metadata
 import json
 import os
 import re
@@ -17,10 +18,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS, HOSTILE, KILL_REFUSED, ROOT, SPEED, TEMPLATE, run_cli
+from conftest import (
+    CORPUS,
+    HOSTILE,
+    KILL_REFUSED,
+    ROOT,
+    SPEED,
+    TEMPLATE,
+    kit_source,
+    run_cli,
+)
 
 from mha_kit import settings
 from mha_kit.cli import main
+from mha_kit.cli.exits import EXIT_USAGE
+from mha_kit.cli.gradescope import zippable_assignments
 from mha_kit.grading.batch import in_parallel, write_csv
 from mha_kit.grading.files import (
     MixedAssignments,
@@ -372,7 +384,7 @@ def run_autograder(submission: Path, results: Path, cwd: Path, **env: str
                    ) -> subprocess.CompletedProcess:
     env = {**os.environ, **LIMITS, "MHA_KIT_SUBMISSION_DIR": str(submission),
            "MHA_KIT_RESULTS": str(results), **env}
-    return subprocess.run([sys.executable, str(ROOT / "gradescope" / "run_autograder")],
+    return subprocess.run([sys.executable, str(ROOT / "mha_kit" / "gradescope" / "run_autograder")],
                           capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
 
 
@@ -502,43 +514,119 @@ def test_hidden_input_tests_can_be_left_out(tmp_path):
     assert bad.returncode != 0 and "soon" in bad.stderr
 
 
-def make_zip(out: Path, *assignment: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(ROOT / "gradescope" / "make_zip.sh"), str(out),
-                           *assignment], capture_output=True, text=True,
-                          env={**os.environ, "PYTHON": sys.executable, **env})
+def make_zip(out: Path, *args: str) -> int:
+    """`mha-kit gradescope OUT ARGS...`, in this process: its exit status."""
+    return main(["gradescope", str(out), *args])
 
 
-def test_gradescope_zip_holds_the_entry_point_the_kit_and_the_assignment(tmp_path):
-    run = make_zip(tmp_path / "autograder.zip")
-    assert run.returncode == 0, run.stderr
+def zipped(path: Path, name: str) -> str:
+    return zipfile.ZipFile(path).read(name).decode().strip()
+
+
+def test_gradescope_zip_holds_the_entry_point_the_kit_and_the_assignment(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no course here: the defaults
+    monkeypatch.delenv(settings.variable("default_assignment"), raising=False)
+    assert make_zip(tmp_path / "autograder.zip") == 0
     archive = zipfile.ZipFile(tmp_path / "autograder.zip")
     names = set(archive.namelist())
-    assert {"run_autograder", "setup.sh", "assignment", "mha-kit/pyproject.toml",
-            "mha-kit/mha_kit/runner/worker.py"} <= names
-    assert not any("__pycache__" in n for n in names)
-    assert archive.read("assignment").decode().strip() == "mha"
-    assert archive.read("hidden_visibility").decode().strip() == "after_published"
-    assert make_zip(tmp_path / "shapes.zip", "shapes").returncode == 0
-    assert zipfile.ZipFile(tmp_path / "shapes.zip").read("assignment").decode().strip() == "shapes"
-    assert make_zip(tmp_path / "zh.zip", "mha_zh").returncode == 0  # the Chinese edition's
-    assert zipfile.ZipFile(tmp_path / "zh.zip").read("assignment").decode().strip() == "mha_zh"
-    run = make_zip(tmp_path / "wrong.zip", "nope")
-    assert run.returncode == 2 and "nope" in run.stderr
-    assert make_zip(tmp_path / "due.zip", "mha", "after_due_date").returncode == 0
-    assert zipfile.ZipFile(tmp_path / "due.zip").read("hidden_visibility").decode().strip() == (
-        "after_due_date")
-    assert make_zip(tmp_path / "soon.zip", "mha", "soon").returncode == 2
+    assert {"run_autograder", "setup.sh", "assignment", "hidden_visibility",
+            "mha-kit/pyproject.toml", "mha-kit/README.md", "mha-kit/mha_kit/runner/worker.py",
+            "mha-kit/mha_kit/gradescope/run_autograder"} <= names
+    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+    entry_point = ROOT / "mha_kit" / "gradescope" / "run_autograder"
+    assert archive.read("run_autograder") == entry_point.read_bytes()
+    assert archive.getinfo("run_autograder").external_attr >> 16 & 0o111  # Gradescope runs it
+    assert archive.read("mha-kit/pyproject.toml") == (ROOT / "pyproject.toml").read_bytes()
+    assert zipped(tmp_path / "autograder.zip", "assignment") == settings.Settings.default_assignment
+    assert zipped(tmp_path / "autograder.zip", "hidden_visibility") == "after_published"
+    assert make_zip(tmp_path / "shapes.zip", "--assignment", "shapes") == 0
+    assert zipped(tmp_path / "shapes.zip", "assignment") == "shapes"
+    assert make_zip(tmp_path / "zh.zip", "--assignment", "mha_zh") == 0  # the Chinese edition's
+    assert zipped(tmp_path / "zh.zip", "assignment") == "mha_zh"
+    monkeypatch.setenv(settings.variable("default_assignment"), "shapes")  # the setting's
+    assert make_zip(tmp_path / "default.zip") == 0
+    assert zipped(tmp_path / "default.zip", "assignment") == "shapes"
+    assert make_zip(tmp_path / "due.zip", "--hidden", "after_due_date") == 0
+    assert zipped(tmp_path / "due.zip", "hidden_visibility") == "after_due_date"
 
 
-def test_gradescope_zip_holds_the_course_secret_only_when_given(tmp_path):
+def test_gradescope_zip_of_an_unknown_assignment_or_visibility_is_refused(tmp_path, monkeypatch,
+                                                                           capsys):
+    monkeypatch.chdir(tmp_path)
+    assert make_zip(tmp_path / "wrong.zip", "--assignment", "nope") == EXIT_USAGE
+    said = capsys.readouterr().err.strip()
+    assert said.splitlines() == [render(msg("gradescope.no_assignment", assignment="nope",
+                                            known=", ".join(zippable_assignments())))]
+    assert make_zip(tmp_path / "soon.zip", "--hidden", "soon") == EXIT_USAGE
+    assert "--hidden soon" in capsys.readouterr().err
+    monkeypatch.setenv(settings.variable("default_assignment"), "nope")  # the setting's, too
+    assert make_zip(tmp_path / "default.zip") == EXIT_USAGE
+    assert "nope" in capsys.readouterr().err
+    assert not list(tmp_path.glob("*.zip"))
+
+
+def test_gradescope_zip_holds_the_course_secret_only_when_given(tmp_path, monkeypatch):
     """The secret that salts every input (red team n4) travels in the zip, which students
-    never see; run_autograder reads it from beside itself."""
+    never see; run_autograder reads it from beside itself. It comes from the environment or
+    from the course's nbgrader_config.py, which overrides it."""
+    monkeypatch.chdir(tmp_path)
     variable = settings.variable("secret")
-    assert make_zip(tmp_path / "open.zip", **{variable: ""}).returncode == 0
+    monkeypatch.setenv(variable, "")
+    assert make_zip(tmp_path / "open.zip") == 0
     assert "secret" not in zipfile.ZipFile(tmp_path / "open.zip").namelist()
-    assert make_zip(tmp_path / "salted.zip", **{variable: "s3cr3t words"}).returncode == 0
-    assert zipfile.ZipFile(tmp_path / "salted.zip").read("secret").decode().strip() == (
-        "s3cr3t words")
+    monkeypatch.setenv(variable, "s3cr3t words")
+    assert make_zip(tmp_path / "salted.zip") == 0
+    assert zipped(tmp_path / "salted.zip", "secret") == "s3cr3t words"
+    secret = zipfile.ZipFile(tmp_path / "salted.zip").getinfo("secret")
+    assert secret.external_attr >> 16 & 0o077 == 0  # root's alone
+    (tmp_path / "nbgrader_config.py").write_text(
+        "c = get_config()  # noqa: F821\nc.MhaKit.secret = 'the course words'\n")
+    assert make_zip(tmp_path / "course.zip") == 0
+    assert zipped(tmp_path / "course.zip", "secret") == "the course words"
+
+
+def test_gradescope_zip_from_a_pip_install_carries_an_installable_kit(tmp_path):
+    """An instructor without a checkout: the kit built as a wheel and installed elsewhere
+    writes the zip, whose mha-kit/ (a pyproject.toml from the installed metadata) installs
+    and imports, with the dependencies and the triton extra of the installed kit."""
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    source = kit_source(tmp_path / "source")
+    installed, reinstalled, cwd = tmp_path / "installed", tmp_path / "reinstalled", tmp_path / "cwd"
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                    "-w", str(tmp_path / "dist"), str(source)], check=True, timeout=300)
+    wheel = next((tmp_path / "dist").glob("mha_kit-*.whl"))
+    subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", str(installed),
+                    str(wheel)], check=True, timeout=300)
+    shutil.rmtree(source)  # nothing of a checkout is left to read
+    cwd.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(installed)}
+    run = subprocess.run([sys.executable, "-m", "mha_kit.cli", "gradescope", "out.zip"],
+                         cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    archive = zipfile.ZipFile(cwd / "out.zip")
+    assert {"run_autograder", "setup.sh", "mha-kit/pyproject.toml"} <= set(archive.namelist())
+    assert "mha-kit/README.md" not in archive.namelist()  # the installed kit's, not a checkout's
+    archive.extractall(cwd / "unzipped")
+    subprocess.run([*pip, "install", "--no-deps", "--no-build-isolation", "--no-index",
+                    "--target", str(reinstalled), str(cwd / "unzipped" / "mha-kit")],
+                   check=True, timeout=300)
+    probe = "import mha_kit, mha_kit.cli; print(mha_kit.__file__)"
+    imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                              cwd=cwd, env={**os.environ, "PYTHONPATH": str(reinstalled)},
+                              check=True)
+    assert Path(imported.stdout.strip()).is_relative_to(reinstalled)
+    assert (reinstalled / "mha_kit" / "gradescope" / "run_autograder").is_file()
+
+    def metadata(folder: Path) -> importlib.metadata.PackageMetadata:
+        return importlib.metadata.PathDistribution(next(folder.glob("mha_kit-*.dist-info"))
+                                                   ).metadata
+
+    built, rebuilt = metadata(installed), metadata(reinstalled)
+    for field_name in ("Name", "Version", "Requires-Python"):
+        assert rebuilt[field_name] == built[field_name]
+    kept = [r for r in built.get_all("Requires-Dist")
+            if "extra ==" not in r or r.endswith('extra == "triton"')]
+    assert rebuilt.get_all("Requires-Dist") == kept
 
 
 def _returned_or_died(item: str) -> str:

@@ -11,14 +11,13 @@ does, release and the nbgrader cycle, is conftest's `course`, a folder `course i
 import copy
 import json
 import re
-import shutil
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
 import nbformat
-from conftest import ROOT
+from conftest import ROOT, kit_source
 from notebook_helpers import RELEASE, errors, execute, is_test_cell, read, unexpected_errors
 
 SOURCE_LINE = re.compile(r'^MHA_KIT_SOURCE = ".*"$', re.MULTILINE)
@@ -61,11 +60,7 @@ def test_setup_cell_installs_the_kit_in_a_fresh_environment(tmp_path, monkeypatc
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
 
     # What the instructor publishes; a copy, so that pip's build leaves the checkout alone.
-    kit = tmp_path / "kit"
-    for name in ("mha_kit", "solutions", "translations"):
-        shutil.copytree(ROOT / name, kit / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "nbgrader_config.py"):
-        shutil.copy(ROOT / name, kit)
+    kit = kit_source(tmp_path / "kit")
 
     # With the placeholder (as this repository releases it, whatever an instructor's fork set
     # in its masters), the setup cell says in one sentence what to do.

@@ -35,7 +35,7 @@ LAYERS = {
     "grading": 5,
     "notebook": 6, "training": 6, "trusted_autograde": 6, "release": 6, "editions": 6,
     "scaffold": 6, "course_folder": 6,
-    "course_autograde": 6, "sandboxed_kernel": 6, "course_settings": 6,
+    "course_autograde": 6, "sandboxed_kernel": 6, "course_settings": 6, "gradescope": 6,
     "conftest": 6, "test_submission": 6,
     "cli": 7,
 }
@@ -281,7 +281,7 @@ def test_mha_kit_check_does_not_load_the_calibration_code():
 
 def test_nothing_outside_the_cli_imports_it():
     outside = [p for p in (*PACKAGE.rglob("*.py"), *(ROOT / "scripts").glob("*.py"),
-                           ROOT / "gradescope" / "run_autograder")
+                           ROOT / "mha_kit" / "gradescope" / "run_autograder")
                if "cli" not in p.relative_to(ROOT).parts]
     users = [str(p.relative_to(ROOT)) for p in outside
              if any(name.startswith("mha_kit.cli") for name in imported(p))]

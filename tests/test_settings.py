@@ -17,7 +17,8 @@ from mha_kit.runner.policy import Limits
 
 SETTINGS = ROOT / "mha_kit" / "settings.py"
 KIT_CODE = [p for p in (*(ROOT / "mha_kit").rglob("*.py"),
-                        ROOT / "gradescope" / "run_autograder") if p != SETTINGS]
+                        ROOT / "mha_kit" / "gradescope" / "run_autograder")
+            if p != SETTINGS]
 
 
 def test_only_the_settings_module_names_a_kit_variable_or_reads_the_environment_for_one():

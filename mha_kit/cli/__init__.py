@@ -20,7 +20,8 @@ from .. import catalog, settings
 from ..messages import msg, render
 from .exits import EXIT_PASS, EXIT_USAGE
 
-COMMANDS = ("check", "grade", "autograde", "bench", "release", "new", "course")
+COMMANDS = ("check", "grade", "autograde", "bench", "release", "new", "course",
+            "gradescope")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -123,7 +123,7 @@ def detect_assignment(path: Path) -> str:
     `default_assignment` setting's.
     A .py file's definitions count only where the student grades it alone (`mha-kit check`,
     pytest); under nbgrader (`trusted_autograde`) a notebook's restored test cells decide,
-    Gradescope takes the instructor's (`gradescope/assignment`), and `mha-kit grade` goes by
+    Gradescope takes the instructor's (the zip's `assignment`), and `mha-kit grade` goes by
     the notebooks' test cells alone (`class_assignment`)."""
     return (_named_assignment(path) or _defined_assignment(path)
             or settings.current().default_assignment)

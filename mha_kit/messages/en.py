@@ -44,6 +44,10 @@ TEMPLATES: dict[str, str] = {
                              "could write this grading's results itself. Give the image a kernel "
                              "with Landlock, or make Python, torch and the kit readable by "
                              "`nobody`; or set {variable}=1 to grade anyway",
+    "gradescope.no_assignment": "mha-kit gradescope: the kit has no assignment {assignment} "
+                                "to grade on Gradescope; choose from {known}",
+    "gradescope.no_visibility": "mha-kit gradescope: --hidden {visibility} is no visibility of "
+                                "the hidden-input tests; choose from {known}",
     "report.check": "check",
     "report.points": "points",
     "report.message": "message",

@@ -39,6 +39,10 @@ TEMPLATES: dict[str, str] = {
                              "约束它（也没有可以降级的账户），因此它可以自己写这次评分的结果。"
                              "请使用带 Landlock 的内核，或让 `nobody` 能读取 Python、torch 和"
                              "本套件；或者设置 {variable}=1 仍然评分",
+    "gradescope.no_assignment": "mha-kit gradescope：套件没有可在 Gradescope 上评分的作业 "
+                                "{assignment}；可选：{known}",
+    "gradescope.no_visibility": "mha-kit gradescope：--hidden {visibility} 不是隐藏输入测试的"
+                                "可见性；可选：{known}",
     "report.check": "检查项",
     "report.points": "得分",
     "report.message": "说明",
