@@ -138,6 +138,25 @@ def test_measure_again_only_when_the_first_result_is_near() -> None:
     assert not mha_speed.wants_another([Verdict(mha_speed.msg("speed.no_outputs"))])
 
 
+def busy_beside() -> Verdict:
+    """A run the machine made unfair: the student's worker busy while a baseline ran."""
+    return Verdict(mha_speed.msg("speed.not_scored", reason=mha_speed.msg(
+        "speed.busy_beside", share=6.0)))
+
+
+def test_an_unfair_run_is_measured_again_and_decides_only_if_every_run_was() -> None:
+    """A worker busy beside a baseline in one run (a busy machine stretching the tail of its
+    own loop) costs nothing where another run was fair; busy in every run, the points."""
+    assert mha_speed.wants_another([busy_beside()])
+    assert mha_speed.wants_another([busy_beside(), verdict(SPEEDUP_NEEDED * 1.1)])
+    assert not mha_speed.wants_another([busy_beside(), verdict(SPEEDUP_NEEDED * 2)])
+    assert not mha_speed.wants_another([busy_beside()] * 3)  # MAX_RUNS
+    fraction, message = mha_speed.decide([busy_beside(), verdict(SPEEDUP_NEEDED * 2)], "cpu")
+    assert fraction == 1.0 and {"speed.passed", "speed.one_run"} <= ids_in(message), message
+    fraction, message = mha_speed.decide([busy_beside()] * 3, "cpu")
+    assert fraction == 0.0 and "speed.busy_beside" in ids_in(message), message
+
+
 @pytest.mark.parametrize(("speedups", "fraction"), [
     ([2.4, 2.7, 2.6], 1.0),  # the median decides, not the first
     ([2.6, 2.3, 2.4], 0.0),

@@ -28,6 +28,7 @@ from ...speed.timing import rotation
 from ...speed.verdict import (
     Request,
     TimedRun,
+    counted_runs,
     deciding_run,
     gpu_turn,
     how_measured,
@@ -38,6 +39,7 @@ from ...speed.verdict import (
     runs_until_decided,
     timed_request,
     total_measured,
+    unfair,
 )
 from . import jobs
 from .speed_config import (
@@ -216,10 +218,11 @@ def judge(measurement: Any, device: str, seed: int, reveal: Reveal) -> Verdict:
 
 
 def wants_another(verdicts: list[Verdict]) -> bool:
-    """Measure again: the first result fell near the threshold, and nothing else decides."""
-    first = verdicts[0]
-    return (len(verdicts) < MAX_RUNS and near_threshold(first.speedup)
-            and all(v.problem is None and not v.loops for v in verdicts))
+    """Measure again: every run so far was unfair (`speed.verdict.unfair`), or the first fair
+    result fell near the threshold and nothing else decides."""
+    fair = [v for v in verdicts if not unfair(v)]
+    return len(verdicts) < MAX_RUNS and (not fair or (
+        near_threshold(fair[0].speedup) and all(v.problem is None and not v.loops for v in fair)))
 
 
 def speed_message(med: dict[str, float], speedup: float, device: str, runs: int = 1
@@ -235,7 +238,7 @@ def decide(verdicts: list[Verdict], device: str) -> tuple[float, Message]:
     problem, median = deciding_run(verdicts)
     if problem is not None:
         return 0.0, problem
-    measured = speed_message(median.medians, median.speedup, device, len(verdicts))
+    measured = speed_message(median.medians, median.speedup, device, len(counted_runs(verdicts)))
     heads, half = median.heads
     if median.loops:
         op, count, half_count = median.loops[0]
