@@ -274,6 +274,7 @@ def test_a_sample_drawn_after_the_commitment_is_revealed_and_checked(tiny, monke
     monkeypatch.setattr(mha_jobs, "config_for", lambda device: sampled)
     drawn = [1, 5, 6, 17]
     monkeypatch.setattr(mha_speed, "checked_indices", lambda cfg: drawn)
+    monkeypatch.setattr(mha_speed, "round_seeds", lambda rounds: [100 + r for r in range(rounds)])
     asked: list[list[int]] = []
 
     def judged(cls: type[nn.Module]) -> Message:
@@ -289,7 +290,8 @@ def test_a_sample_drawn_after_the_commitment_is_revealed_and_checked(tiny, monke
 
     class ZeroAt(as_student_class(FusedReference)):
         def forward(self, query, **kwargs):
-            if torch.equal(query, speed_config.speed_input(TINY, 8, self.zero_at)):
+            r, c = divmod(self.zero_at, TINY.calls)  # round r's seed is 100 + r (above)
+            if torch.equal(query, speed_config.speed_input(TINY, 100 + r, c)):
                 return torch.zeros_like(query), None
             return super().forward(query, **kwargs)
 

@@ -199,4 +199,25 @@ ATTACKS: tuple[Attack, ...] = (
            "    return self.per_head(x)\n\n\n"
            "MultiHeadAttention.trick = _trick\n",
            _SPEED, message="speed.wrong_output"),
+    Attack("every round's outputs computed in the first from the inputs the worker holds, "
+           "looked up after, the counted calls fused (red team 51: 10/10 at 70x while the "
+           "worker made every round's inputs at the start)", "mha",
+           _PER_HEAD + "\n\n"
+           "import gc\n"
+           "import sys\n\n"
+           "_ahead = {}\n\n\n"
+           "def _trick(self, x):\n"
+           "    frame = sys._getframe(1)\n"
+           "    while frame is not None:\n"
+           "        if frame.f_code.co_name == 'count_ops':\n"
+           "            return _Fused.forward(self, x, is_causal=True, need_weights=False)[0]\n"
+           "        frame = frame.f_back\n"
+           "    if id(x) not in _ahead:  # every (B, T, E) tensor alive: this round's, and later\n"
+           "        for t in gc.get_objects():  # ones if the worker holds them already\n"
+           "            if (isinstance(t, torch.Tensor) and t.shape == x.shape\n"
+           "                    and id(t) not in _ahead):\n"
+           "                _ahead[id(t)] = (t, self.per_head(t))  # t kept: its id stays its\n"
+           "    return _ahead[id(x)][1] if id(x) in _ahead else self.per_head(x)\n\n\n"
+           "MultiHeadAttention.trick = _trick\n",
+           _SPEED, message="speed.too_slow"),
 )

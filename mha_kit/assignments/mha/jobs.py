@@ -129,20 +129,20 @@ def start_timing(sub: LocalSubmission, device: str, seed: int, names: list[str]
             for _ in range(cfg.warmup):
                 sub.guard(NAME, lambda f=forward: f(x), watch=False)
     _TIMING[sub] = {**_TIMING.get(sub, {}), **candidates}  # in process, one holds all three
-    # Every round's inputs made now, on the CPU: not part of any round's CPU time.
-    _INPUTS[sub] = [[speed_input(cfg, seed, r * cfg.calls + c) for c in range(cfg.calls)]
-                    for r in range(cfg.rounds)]
     if "student" in names:
         _KEPT[sub] = []
     return summary
 
 
-def time_round(sub: LocalSubmission, device: str, seed: int, round: int, name: str
-               ) -> dict[str, Any]:
-    """Round `round` of candidate `name` (`start_timing`): its calls on the round's inputs, and
-    their time per call by this worker's clock. The student's outputs are kept, for
-    `commit_outputs` and `reveal_outputs`."""
-    xs = [x.to(device) for x in _INPUTS[sub][round]]
+def time_round(sub: LocalSubmission, device: str, seed: int, round: int, name: str,
+               inputs: int) -> dict[str, Any]:
+    """Round `round` of candidate `name` (`start_timing`): its calls on the round's inputs,
+    made from `inputs`, the round's own seed, which the grader draws and sends with this round
+    only (no code in the worker can know a later round's inputs, and compute their outputs in
+    a round of its own), and their time per call by this worker's clock. The student's outputs
+    are kept, for `commit_outputs` and `reveal_outputs`."""
+    cfg = config_for(device)
+    xs = [speed_input(cfg, inputs, c).to(device) for c in range(cfg.calls)]  # each (B, T, E)
     forward, clock = _TIMING[sub][name], timer_for(device)
     with timing_conditions():
         seconds, outs = sub.guard(NAME, lambda: clock(forward, xs), watch=False)
@@ -157,9 +157,8 @@ def commit_outputs(sub: LocalSubmission) -> list[str]:
     return [output_digest(out) for out in _KEPT.get(sub, [])]
 
 
-# The candidates `start_timing` made ready for `time_round`, and every round's inputs.
+# The candidates `start_timing` made ready for `time_round`.
 _TIMING: weakref.WeakKeyDictionary[Any, dict[str, Forward]] = weakref.WeakKeyDictionary()
-_INPUTS: weakref.WeakKeyDictionary[Any, list[list[Tensor]]] = weakref.WeakKeyDictionary()
 # Every timed output of the student's last timing run, by submission, until the grader asks.
 _KEPT: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
 

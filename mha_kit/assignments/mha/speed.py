@@ -143,13 +143,25 @@ def malformed(measurement: Any, cfg: SpeedConfig, seed: int) -> Message | None:
 Reveal = Callable[[list[int]], Any]  # the timed outputs at these indices, from the worker
 
 
-def expected_outputs(cfg: SpeedConfig, seed: int, indices: list[int], heads: int | None = None
+def round_seeds(rounds: int) -> list[int]:
+    """Each round's own seed for its inputs, drawn here and sent with that round alone."""
+    return [secrets.randbelow(2**31) for _ in range(rounds)]
+
+
+def timed_input(cfg: SpeedConfig, measurement: dict[str, Any], index: int) -> Tensor:
+    """The input of timed call `index` (round r, call c is r * calls + c): from its round's
+    seed, which the grader drew (`round_seeds`). (B, T, E)"""
+    r, c = divmod(index, cfg.calls)
+    return speed_input(cfg, measurement["round_seeds"][r], c)
+
+
+def expected_outputs(cfg: SpeedConfig, seed: int, inputs: list[Tensor], heads: int | None = None
                      ) -> list[Tensor]:
-    """nn.MultiheadAttention's outputs (float64) for the timed calls at `indices`, with the
-    run's weights and `heads` heads (the config's by default), in one batched call."""
+    """nn.MultiheadAttention's outputs (float64) for `inputs`, each (B, T, E), with the run's
+    weights and `heads` heads (the config's by default), in one batched call."""
     params = {k: v.double() for k, v in speed_params(cfg, seed).items()}
     mha = oracle.torch_mha(params, cfg.E, heads or cfg.H)
-    x = torch.cat([speed_input(cfg, seed, i).double() for i in indices])  # (n * B, T, E)
+    x = torch.cat([t.double() for t in inputs])  # (n * B, T, E)
     expected = oracle.multi_head_attention(mha, x, x, x, oracle.causal_mask(cfg.T))[0]
     return list(expected.split(cfg.B))
 
@@ -168,7 +180,8 @@ def output_check(measurement: dict[str, Any], reveal: Reveal, cfg: SpeedConfig, 
     revealed = reveal(indices)
     if not isinstance(revealed, dict) or set(revealed) != set(indices):
         return msg("speed.no_outputs")
-    for i, expected in zip(indices, expected_outputs(cfg, seed, indices)):
+    inputs = [timed_input(cfg, measurement, i) for i in indices]
+    for i, expected in zip(indices, expected_outputs(cfg, seed, inputs)):
         r, c = divmod(i, cfg.calls)
         if output_digest(revealed[i]) != measurement["digests"][i]:
             return msg("speed.output_changed", call=c + 1, round=r + 1)
@@ -181,7 +194,7 @@ def counted_check(counted: list[Any], cfg: SpeedConfig, seed: int) -> Message | 
     """Compare the outputs of the two counted forwards (H and H / 2 heads, the run's weights,
     its first input) with nn.MultiheadAttention: the calls counted are those of a right answer."""
     for got, heads in zip(counted, (cfg.H, cfg.H // 2)):
-        if not _right(got, expected_outputs(cfg, seed, [0], heads)[0]):
+        if not _right(got, expected_outputs(cfg, seed, [speed_input(cfg, seed, 0)], heads)[0]):
             return msg("speed.wrong_counted", heads=heads)
     return None
 
@@ -296,19 +309,22 @@ def timed_run(sub: Submission, device: str, seed: int) -> TimedRun:
     summary = sub.run_job(jobs.START_JOB, WHAT, device=device, seed=seed, names=CANDIDATES[:1])
     baselines.run_job(jobs.START_JOB, WHAT, device=device, seed=seed, names=CANDIDATES[1:])
     done: dict[str, list[Request]] = {name: [] for name in CANDIDATES}
+    inputs = round_seeds(cfg.rounds)
     with gpu_turn(device):
         for r in range(cfg.rounds):
             for name in rotation(CANDIDATES, r):
                 student = name == "student"
                 done[name].append(timed_request(
                     sub if student else baselines, None if student or clean is None else sub,
-                    jobs.ROUND_JOB, WHAT, device=device, seed=seed, round=r, name=name))
+                    jobs.ROUND_JOB, WHAT, device=device, seed=seed, round=r, name=name,
+                    inputs=inputs[r]))
     times = {name: [_reported(r) for r in done[name]] for name in CANDIDATES[1:]}
     times["student"] = student_times(done["student"], done["looped"] + done["fused"], cfg.calls,
                                      device == "cpu" and clean is not None)
     measurement = {"config": asdict(cfg), "device": device, "seed": seed, "times": times,
                    "digests": sub.run_job(jobs.COMMIT_JOB, WHAT),
-                   **(summary if isinstance(summary, dict) else {})}
+                   **(summary if isinstance(summary, dict) else {}),
+                   "round_seeds": inputs}  # the grader's own, after what the worker sent
     if isinstance(measurement.get("counted"), list):
         measurement["counted"] = [vetted(o, jobs.NAME) for o in measurement["counted"]]
     requests = [r for name in CANDIDATES for r in done[name]]
