@@ -25,6 +25,8 @@ from speed_styles import STYLES  # noqa: E402
 
 from mha_kit.assignments.triton_attention.calibration import (  # noqa: E402
     calibration_table,
+    style_row,
+    table_head,
     timed_runs,
 )
 from mha_kit.runner.inprocess import InProcessSubmission  # noqa: E402
@@ -40,13 +42,15 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TRITON_INTERPRET"] = triton_interpret(device)
     triton_as_configured()
     results = {}
+    print("\n".join(table_head(device)), file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="triton-styles-") as folder:
         for i, style in enumerate(STYLES):
             path = Path(folder, f"style_{i}.py")
             path.write_text(style.source(), encoding="utf-8")
             sub = InProcessSubmission.from_path(path, kit_code=True)
             results[style.label] = (style.kind, timed_runs(sub, device, args.runs))
-            print(f"timed: {style.label}", file=sys.stderr, flush=True)
+            # each row as soon as it is timed: a run cut short still leaves its rows
+            print(style_row(style.label, *results[style.label]), file=sys.stderr, flush=True)
     lines, ok = calibration_table(results, device)
     print("\n".join(lines))
     return 0 if ok else 1

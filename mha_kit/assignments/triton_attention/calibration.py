@@ -30,25 +30,35 @@ def timed_runs(sub: LocalSubmission, device: str, runs: int) -> list[speed.Verdi
     return verdicts
 
 
+def table_head(device: str) -> list[str]:
+    """The table's title and column heads."""
+    return [f"Triton speed check, {device}: share of SDPA's speed (SDPA's time / the style's, "
+            "forward and backward), min / median / max; ms per call, medians",
+            f"{'style':28} {'kind':8} {'share of SDPA':20} {'style':>8} {'SDPA':>8} "
+            f"{'PyTorch':>8}"]
+
+
+def style_row(label: str, kind: str, verdicts: list[speed.Verdict]) -> str:
+    """One style's row: its share of SDPA's speed over its scored runs, and its median times."""
+    good = [v for v in verdicts if v.problem is None]
+    problems = len(verdicts) - len(good)
+    ms = {name: statistics.median(v.medians[name] for v in good) * 1e3 if good else math.nan
+          for name in speed.CANDIDATES}
+    return (f"{label:28} {kind:8} {spread([v.speedup for v in good], '{:.3f}'):20} "
+            f"{ms['student']:8.2f} {ms['sdpa']:8.2f} {ms['pytorch']:8.2f}"
+            + (f"  ({problems} runs not scored)" if problems else ""))
+
+
 def calibration_table(results: dict[str, tuple[str, list[speed.Verdict]]], device: str
                       ) -> tuple[list[str], bool]:
     """For each style (label: its kind and its runs): its share of SDPA's speed (min / median
     / max) and its median times per call; then the dead band, the threshold it supports and
     the margins of SDPA_SHARE_NEEDED (its suggested value while unset); whether they hold."""
-    lines = [f"Triton speed check, {device}: share of SDPA's speed (SDPA's time / the style's, "
-             "forward and backward), min / median / max; ms per call, medians",
-             f"{'style':28} {'kind':8} {'share of SDPA':20} {'style':>8} {'SDPA':>8} "
-             f"{'PyTorch':>8}"]
+    lines = table_head(device)
     shares: dict[str, dict[str, list[float]]] = {kind: {} for kind in KINDS}
     for label, (kind, verdicts) in results.items():
-        good = [v for v in verdicts if v.problem is None]
-        problems = len(verdicts) - len(good)
-        shares[kind][label] = [v.speedup for v in good]
-        ms = {name: statistics.median(v.medians[name] for v in good) * 1e3 if good else math.nan
-              for name in speed.CANDIDATES}
-        lines.append(f"{label:28} {kind:8} {spread(shares[kind][label], '{:.3f}'):20} "
-                     f"{ms['student']:8.2f} {ms['sdpa']:8.2f} {ms['pytorch']:8.2f}"
-                     + (f"  ({problems} runs not scored)" if problems else ""))
+        shares[kind][label] = [v.speedup for v in verdicts if v.problem is None]
+        lines.append(style_row(label, kind, verdicts))
     band = band_between(shares["correct"], shares["slow"])
     needed = speed.SDPA_SHARE_NEEDED
     if needed is None and band is not None:
