@@ -13,7 +13,7 @@ from conftest import HOSTILE, TEMPLATE, TINY
 from mha_kit import settings
 from mha_kit.assignments.mha import speed_config
 from mha_kit.assignments.mha.baselines import SdpaReference, TorchMHA
-from mha_kit.assignments.mha.jobs import COMMIT_JOB, PREPARE_JOB, ROUND_JOB, START_JOB
+from mha_kit.assignments.mha.jobs import PREPARE_JOB, REVEAL_JOB, ROUND_JOB, START_JOB
 from mha_kit.grading.batch import grade_submission
 from mha_kit.grading.registry import run_check
 from mha_kit.messages import ids_in, msg
@@ -80,7 +80,7 @@ def test_the_speed_check_times_without_the_watch(monkeypatch):
     assert not {"runner.forbidden", "speed.not_scored", "speed.not_scored_spot"} & ids_in(
         result.message), result.message
     prepare, start = watching.index(PREPARE_JOB), watching.index(START_JOB)
-    timed = watching[watching.index(ROUND_JOB):watching.index(COMMIT_JOB)]
+    timed = watching[watching.index(ROUND_JOB):watching.index(REVEAL_JOB)]
     assert True in watching[prepare:start - 2]  # the first forward, before the timing
     assert watching[start - 2:start] == [True, True]  # the counted ones, last
     assert set(timed) == {ROUND_JOB, False}  # every round unwatched

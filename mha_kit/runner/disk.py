@@ -56,7 +56,7 @@ def _in_folder(folder: Path, sizes: Sizes) -> None:
                 stack.append(entry.path)
 
 
-def _tree(pid: int) -> list[int]:
+def process_tree(pid: int) -> list[int]:
     """`pid` and its descendants, as /proc lists each thread's children."""
     tree = [pid]
     for parent in tree:  # grows as it goes
@@ -111,7 +111,7 @@ def used(folder: Path, pid: int) -> float:
         _in_folder(folder, sizes)
     except PermissionError:
         return math.inf
-    for process in _tree(pid):
+    for process in process_tree(pid):
         _held(process, sizes)
     return sum(sizes.values())
 

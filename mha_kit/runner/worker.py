@@ -36,7 +36,7 @@ from ..messages import Message, msg
 from ..runtime import triton_environment
 from . import fonts, no_student_code, sandbox
 from .devices import on_meta
-from .disk import DiskWatch
+from .disk import DiskWatch, process_tree
 from .framing import TEXT_KEEP, clean, encode, fields_of, receive, run_to_dict, write_all
 from .inprocess import vetted
 from .loading import cell_names
@@ -80,6 +80,12 @@ def _printed(data: Any) -> Message | None:
     text, count = shown_printed(data["text"]), data["count"]
     return (msg("worker.printed_more", text=text, count=count) if count > len(data["text"])
             else msg("worker.printed", text=text))
+
+
+def _threads_cpu(pid: int) -> float:
+    """CPU seconds the threads of process `pid` have used, by the kernel's count."""
+    return sum(int((task / "schedstat").read_text().split()[0])
+               for task in Path(f"/proc/{pid}/task").iterdir()) / 1e9
 
 
 class WorkerSubmission:
@@ -314,15 +320,24 @@ class WorkerSubmission:
             self._loaded()
 
     def cpu_seconds(self) -> float | None:
-        """CPU time the worker's threads have used so far, by the kernel's count in nanoseconds
-        (Linux: /proc/<pid>/task/*/schedstat), else None."""
+        """CPU time the worker and the programs it started have used so far, by the kernel's
+        count: the threads of the worker and of each live descendant in nanoseconds (Linux:
+        /proc/<pid>/task/*/schedstat), and the children the worker has reaped (their utime and
+        stime, in clock ticks); else None. A program started from student code (red team 52
+        ran the loop over heads in a Python started through the dynamic loader, beside the
+        timed calls) counts as the worker's own."""
         if self._proc is None:
             return None
         try:
-            tasks = list(Path(f"/proc/{self._proc.pid}/task").iterdir())
-            return sum(int((task / "schedstat").read_text().split()[0]) for task in tasks) / 1e9
+            total = _threads_cpu(self._proc.pid)
+            after_name = Path(f"/proc/{self._proc.pid}/stat").read_text().rpartition(")")[2]
+            cutime, cstime = map(int, after_name.split()[13:15])
         except (OSError, ValueError, IndexError):  # no /proc, or a thread that just ended
             return None
+        for pid in process_tree(self._proc.pid)[1:]:
+            with contextlib.suppress(OSError, ValueError, IndexError):  # one that just ended
+                total += _threads_cpu(pid)
+        return total + (cutime + cstime) / os.sysconf("SC_CLK_TCK")
 
     def clean_worker(self) -> WorkerSubmission:
         """A worker like this one (device, limits) that loads no student code: the kit's jobs

@@ -220,4 +220,56 @@ ATTACKS: tuple[Attack, ...] = (
            "    return _ahead[id(x)][1] if id(x) in _ahead else self.per_head(x)\n\n\n"
            "MultiHeadAttention.trick = _trick\n",
            _SPEED, message="speed.too_slow"),
+    Attack("the worker's reply to the start of the timing carries times of its own, which "
+           "overwrote the grader's, the counted calls fused (review 52: 10/10 at 100x)", "mha",
+           _PER_HEAD + "\n\n"
+           "import sys\n\n"
+           "import mha_kit.assignments.mha.jobs as _jobs\n\n\n"
+           "def _trick(self, x):\n"
+           "    frame = sys._getframe(1)\n"
+           "    while frame is not None:\n"
+           "        if frame.f_code.co_name == 'count_ops':\n"
+           "            return _Fused.forward(self, x, is_causal=True, need_weights=False)[0]\n"
+           "        frame = frame.f_back\n"
+           "    return self.per_head(x)\n\n\n"
+           "_start = _jobs.start_timing\n\n\n"
+           "def _start_forged(sub, **kwargs):\n"
+           "    summary = _start(sub, **kwargs)\n"
+           "    rounds = _jobs.config_for(kwargs['device']).rounds\n"
+           "    summary['times'] = {'student': [1e-6] * rounds, 'looped': [1e-4] * rounds,\n"
+           "                        'fused': [1e-6] * rounds}\n"
+           "    return summary\n\n\n"
+           "_jobs.start_timing = _start_forged\n"
+           "MultiHeadAttention.trick = _trick\n",
+           _SPEED, message="speed.too_slow"),
+    Attack("outputs left empty while timed and filled by the loop over heads after the rounds, "
+           "before they are shown (review 52: 10/10 while the digests were made after the "
+           "rounds)", "mha",
+           _PER_HEAD + "\n\n"
+           "import sys\n\n"
+           "import mha_kit.assignments.mha.jobs as _jobs\n\n"
+           "_pending = []\n\n\n"
+           "def _trick(self, x):\n"
+           "    frame = sys._getframe(1)\n"
+           "    while frame is not None:\n"
+           "        if frame.f_code.co_name == 'count_ops':\n"
+           "            return _Fused.forward(self, x, is_causal=True, need_weights=False)[0]\n"
+           "        frame = frame.f_back\n"
+           "    out = torch.full_like(x, 7.0)  # nothing computed while timed\n"
+           "    _pending.append((self, x, out))\n"
+           "    return out\n\n\n"
+           "_reveal = _jobs.reveal_outputs\n\n\n"
+           "def _reveal_filled(sub, **kwargs):\n"
+           "    with torch.no_grad():\n"
+           "        for module, x, out in _pending:\n"
+           "            out.copy_(module.per_head(x))\n"
+           "    _pending.clear()\n"
+           "    return _reveal(sub, **kwargs)\n\n\n"
+           "_jobs.reveal_outputs = _reveal_filled\n"
+           "MultiHeadAttention.trick = _trick\n",
+           _SPEED, message="speed.output_changed"),
+    Attack("the loop over heads in a Python the worker starts through the dynamic loader, "
+           "whose CPU time the worker's count missed (red team 52: 10/10 at 8.9x)", "mha",
+           (CORPUS / "attack_tricks" / "helper_program.txt").read_text(),
+           _SPEED, message="speed.too_slow"),
 )

@@ -34,7 +34,6 @@ Tensor = torch.Tensor
 PREPARE_JOB = "mha_kit.assignments.mha.jobs:prepare_speed"
 START_JOB = "mha_kit.assignments.mha.jobs:start_timing"
 ROUND_JOB = "mha_kit.assignments.mha.jobs:time_round"
-COMMIT_JOB = "mha_kit.assignments.mha.jobs:commit_outputs"
 REVEAL_JOB = "mha_kit.assignments.mha.jobs:reveal_outputs"
 NAME = "MultiHeadAttention.forward"  # what the student's code is called in messages
 
@@ -139,22 +138,20 @@ def time_round(sub: LocalSubmission, device: str, seed: int, round: int, name: s
     """Round `round` of candidate `name` (`start_timing`): its calls on the round's inputs,
     made from `inputs`, the round's own seed, which the grader draws and sends with this round
     only (no code in the worker can know a later round's inputs, and compute their outputs in
-    a round of its own), and their time per call by this worker's clock. The student's outputs
-    are kept, for `commit_outputs` and `reveal_outputs`."""
+    a round of its own); their time per call by this worker's clock; and the SHA-256 digest of
+    each output, made here, in the round's request, whose CPU time the grader counts: work put
+    off until after the rounds (empty outputs filled later) cannot make a digest the grader
+    will check (review 52). Every candidate makes its digests, so that a round costs each the
+    same besides its calls. The student's outputs are kept for `reveal_outputs`."""
     cfg = config_for(device)
     xs = [speed_input(cfg, inputs, c).to(device) for c in range(cfg.calls)]  # each (B, T, E)
     forward, clock = _TIMING[sub][name], timer_for(device)
     with timing_conditions():
         seconds, outs = sub.guard(NAME, lambda: clock(forward, xs), watch=False)
+    kept = [vetted(out, NAME) for out in outs]
     if name == "student":
-        _KEPT[sub] += [vetted(out, NAME) for out in outs]
-    return {"seconds": seconds}
-
-
-def commit_outputs(sub: LocalSubmission) -> list[str]:
-    """The digests of every timed output the student's module gave, in the order of its calls:
-    sent before the grader draws which outputs it checks (`reveal_outputs`)."""
-    return [output_digest(out) for out in _KEPT.get(sub, [])]
+        _KEPT[sub] += kept
+    return {"seconds": seconds, "digests": [output_digest(out) for out in kept]}
 
 
 # The candidates `start_timing` made ready for `time_round`.

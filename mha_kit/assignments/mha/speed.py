@@ -268,12 +268,20 @@ def decide(verdicts: list[Verdict], device: str) -> tuple[float, Message]:
 
 
 CANDIDATES = ["student", "looped", "fused"]  # the first in its worker, the others in a clean one
+WORKER_TOLD = ("ops", "counted")  # what the measurement takes of the student's START_JOB reply
 FASTEST_SEEN = 1e-9  # seconds of CPU a round of the student's calls is counted at least
 
 
 def _reported(request: Request) -> Any:
     """The seconds per call a round's worker reports (a float, if the worker is honest)."""
     return request.reply.get("seconds") if isinstance(request.reply, dict) else None
+
+
+def round_digests(student: list[Request]) -> list[Any] | None:
+    """The digests of the student's timed outputs, in the order of its calls, as its rounds
+    sent them (`jobs.time_round`); None where a round sent no list."""
+    sent = [r.reply.get("digests") if isinstance(r.reply, dict) else None for r in student]
+    return None if any(not isinstance(d, list) for d in sent) else [x for d in sent for x in d]
 
 
 def student_times(student: list[Request], baselines: list[Request], calls: int,
@@ -321,10 +329,13 @@ def timed_run(sub: Submission, device: str, seed: int) -> TimedRun:
     times = {name: [_reported(r) for r in done[name]] for name in CANDIDATES[1:]}
     times["student"] = student_times(done["student"], done["looped"] + done["fused"], cfg.calls,
                                      device == "cpu" and clean is not None)
-    measurement = {"config": asdict(cfg), "device": device, "seed": seed, "times": times,
-                   "digests": sub.run_job(jobs.COMMIT_JOB, WHAT),
-                   **(summary if isinstance(summary, dict) else {}),
-                   "round_seeds": inputs}  # the grader's own, after what the worker sent
+    # What the worker told at the start: its counted calls and their outputs, and nothing
+    # else (a summary of its own `times` overwrote the grader's: review 52).
+    told = {key: summary[key] for key in WORKER_TOLD if isinstance(summary, dict)
+            and key in summary}
+    measurement = {**told, "config": asdict(cfg), "device": device, "seed": seed,
+                   "times": times, "digests": round_digests(done["student"]),
+                   "round_seeds": inputs}
     if isinstance(measurement.get("counted"), list):
         measurement["counted"] = [vetted(o, jobs.NAME) for o in measurement["counted"]]
     requests = [r for name in CANDIDATES for r in done[name]]
