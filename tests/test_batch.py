@@ -523,6 +523,32 @@ def zipped(path: Path, name: str) -> str:
     return zipfile.ZipFile(path).read(name).decode().strip()
 
 
+def test_run_autograder_reads_the_zips_files_where_gradescope_puts_them(tmp_path, monkeypatch):
+    """Gradescope unpacks the zip into /autograder/source/ and copies run_autograder alone to
+    /autograder/run_autograder: there it still grades the zip's assignment, with its hidden
+    tests' visibility (review 52: it graded mha, unsalted, whatever the zip said)."""
+    monkeypatch.chdir(tmp_path)
+    assert make_zip(tmp_path / "shapes.zip", "--assignment", "shapes", "--hidden", "hidden") == 0
+    autograder = tmp_path / "autograder"
+    zipfile.ZipFile(tmp_path / "shapes.zip").extractall(autograder / "source")
+    shutil.copy(autograder / "source" / "run_autograder", autograder / "run_autograder")
+    upload = tmp_path / "submission"
+    upload.mkdir()
+    shutil.copy(next((ROOT / "solutions" / "shapes").glob("*.ipynb")), upload)
+    results = tmp_path / "results.json"
+    env = {**os.environ, **LIMITS, "MHA_KIT_SUBMISSION_DIR": str(upload),
+           "MHA_KIT_RESULTS": str(results)}
+    env.pop(settings.variable("assignment"), None)
+    env.pop(settings.variable("hidden_visibility"), None)
+    run = subprocess.run([sys.executable, str(autograder / "run_autograder")], env=env,
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr
+    tests = json.loads(results.read_text())["tests"]
+    assert {t["name"] for t in tests if "(hidden inputs)" not in t["name"]} == {
+        c.id for c in ASSIGNMENTS["shapes"]}
+    assert {t["visibility"] for t in tests if "(hidden inputs)" in t["name"]} == {"hidden"}
+
+
 def test_gradescope_zip_holds_the_entry_point_the_kit_and_the_assignment(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no course here: the defaults
     monkeypatch.delenv(settings.variable("default_assignment"), raising=False)

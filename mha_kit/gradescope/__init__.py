@@ -83,6 +83,7 @@ def package_files(folder: Path = PACKAGE) -> Iterator[Path]:
 
 def _add(archive: zipfile.ZipFile, name: str, data: bytes, mode: int = 0o644) -> None:
     info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.create_system = 3  # unix, wherever it is built: else the modes below are not read
     info.external_attr = (0o100000 | mode) << 16  # a regular file with this mode
     info.compress_type = zipfile.ZIP_DEFLATED
     archive.writestr(info, data)
