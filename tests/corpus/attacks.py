@@ -54,6 +54,16 @@ class MultiHeadAttention(_Fused):
     def trick(self, x):
         return self.per_head(x)
 """
+# The head of a trick whose counted calls (`count_ops`) take the fused path, so that the op
+# count sees no loop over heads: the rest of `_trick` decides the timed calls.
+_COUNTED_FUSED = (
+    "def _trick(self, x):\n"
+    "    frame = sys._getframe(1)\n"
+    "    while frame is not None:\n"
+    "        if frame.f_code.co_name == 'count_ops':\n"
+    "            return _Fused.forward(self, x, is_causal=True, need_weights=False)[0]\n"
+    "        frame = frame.f_back\n"
+)
 _MODES = "torch.overrides._get_current_function_mode_stack()"
 # Red team n1's second trick (for the kit's module names): the kit's timer, patched in the
 # student's worker, moves 85% of the student's time onto the looped baseline's.
@@ -206,12 +216,7 @@ ATTACKS: tuple[Attack, ...] = (
            "import gc\n"
            "import sys\n\n"
            "_ahead = {}\n\n\n"
-           "def _trick(self, x):\n"
-           "    frame = sys._getframe(1)\n"
-           "    while frame is not None:\n"
-           "        if frame.f_code.co_name == 'count_ops':\n"
-           "            return _Fused.forward(self, x, is_causal=True, need_weights=False)[0]\n"
-           "        frame = frame.f_back\n"
+           + _COUNTED_FUSED +
            "    if id(x) not in _ahead:  # every (B, T, E) tensor alive: this round's, and later\n"
            "        for t in gc.get_objects():  # ones if the worker holds them already\n"
            "            if (isinstance(t, torch.Tensor) and t.shape == x.shape\n"
@@ -225,12 +230,7 @@ ATTACKS: tuple[Attack, ...] = (
            _PER_HEAD + "\n\n"
            "import sys\n\n"
            "import mha_kit.assignments.mha.jobs as _jobs\n\n\n"
-           "def _trick(self, x):\n"
-           "    frame = sys._getframe(1)\n"
-           "    while frame is not None:\n"
-           "        if frame.f_code.co_name == 'count_ops':\n"
-           "            return _Fused.forward(self, x, is_causal=True, need_weights=False)[0]\n"
-           "        frame = frame.f_back\n"
+           + _COUNTED_FUSED +
            "    return self.per_head(x)\n\n\n"
            "_start = _jobs.start_timing\n\n\n"
            "def _start_forged(sub, **kwargs):\n"
@@ -249,12 +249,7 @@ ATTACKS: tuple[Attack, ...] = (
            "import sys\n\n"
            "import mha_kit.assignments.mha.jobs as _jobs\n\n"
            "_pending = []\n\n\n"
-           "def _trick(self, x):\n"
-           "    frame = sys._getframe(1)\n"
-           "    while frame is not None:\n"
-           "        if frame.f_code.co_name == 'count_ops':\n"
-           "            return _Fused.forward(self, x, is_causal=True, need_weights=False)[0]\n"
-           "        frame = frame.f_back\n"
+           + _COUNTED_FUSED +
            "    out = torch.full_like(x, 7.0)  # nothing computed while timed\n"
            "    _pending.append((self, x, out))\n"
            "    return out\n\n\n"
