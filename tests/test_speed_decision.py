@@ -312,6 +312,9 @@ def test_the_dead_band_lies_between_correct_styles_and_whole_loops() -> None:
     assert (band.slowest, band.slowest_style) == (3.3, "per-head: slices in split and merge")
     assert (band.fastest, band.fastest_style) == (1.8, "loop: column slices")
     assert band.threshold == 2.4  # √(3.3 × 1.8) = 2.437, to two figures
+    # Shares of another's speed, below 1 (the Triton check's): two figures, not one decimal
+    shares = calibration.dead_band({"fast enough": [0.36], "loop: one launch per head": [0.04]})
+    assert shares.threshold == 0.12 and min(shares.margins(0.12)) == pytest.approx(3.0)
     below, above = band.margins(2.4)
     assert below == pytest.approx(3.3 / 2.4) and above == pytest.approx(2.4 / 1.8)
     lines, ok = calibration.describe_band(band, SPEEDUP_NEEDED, "SPEEDUP_NEEDED")
