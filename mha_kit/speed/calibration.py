@@ -63,9 +63,7 @@ class Band:
 
     def margins(self, threshold: float) -> tuple[float, float]:
         """(below the slowest correct style, above the fastest whole loop)."""
-        if threshold <= 0:
-            return 0.0, math.nan
-        return self.slowest / threshold, threshold / self.fastest if self.fastest > 0 else math.inf
+        return self.slowest / threshold, threshold / self.fastest
 
 
 def band_between(correct: dict[str, list[float]], loops: dict[str, list[float]]) -> Band | None:

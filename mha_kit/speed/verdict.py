@@ -190,15 +190,15 @@ def unfair(run: Any) -> bool:
     return isinstance(reason, Message) and reason.id == "speed.busy_beside"
 
 
-def counted_runs(runs: list[Run]) -> list[Run]:
+def fair_runs(runs: list[Run]) -> list[Run]:
     """The runs that decide: the fair ones, or every run where none was fair."""
     return [r for r in runs if not unfair(r)] or runs
 
 
 def deciding_run(runs: list[Run]) -> tuple[Message | None, Run]:
     """The first problem that stops the scoring, if any; and the run whose speedup decides:
-    the median one (the upper one of two), whose times are shown; of the `counted_runs`."""
-    runs = counted_runs(runs)
+    the median one (the upper one of two), whose times are shown; of the `fair_runs`."""
+    runs = fair_runs(runs)
     problem = next((r.problem for r in runs if r.problem is not None), None)
     return problem, sorted(runs, key=lambda r: r.speedup)[len(runs) // 2]
 

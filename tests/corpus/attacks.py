@@ -200,7 +200,7 @@ ATTACKS: tuple[Attack, ...] = (
            "        loop = frame.f_locals if frame.f_code.co_name in (\n"
            "            'interleaved_times', 'time_round') else {}\n"
            "        if 'xs' in loop:  # a timed round (the warm-up has none)\n"
-           "            xs, r = loop['xs'], loop.get('r', loop.get('round'))\n"
+           "            xs, r = loop['xs'], loop.get('r', loop.get('round', 0))\n"
            "            c = next(i for i, t in enumerate(xs) if t is x)\n"
            "            checked = loop.get('keep', ())\n"
            "            return self.per_head(x) if r * len(xs) + c in checked else (\n"

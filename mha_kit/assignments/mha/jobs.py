@@ -133,9 +133,8 @@ def start_timing(sub: LocalSubmission, device: str, seed: int, names: list[str]
     return summary
 
 
-def time_round(sub: LocalSubmission, device: str, seed: int, round: int, name: str,
-               inputs: int) -> dict[str, Any]:
-    """Round `round` of candidate `name` (`start_timing`): its calls on the round's inputs,
+def time_round(sub: LocalSubmission, device: str, name: str, inputs: int) -> dict[str, Any]:
+    """A round of candidate `name` (`start_timing`): its calls on the round's inputs,
     made from `inputs`, the round's own seed, which the grader draws and sends with this round
     only (no code in the worker can know a later round's inputs, and compute their outputs in
     a round of its own); their time per call by this worker's clock; and the SHA-256 digest of

@@ -28,8 +28,8 @@ from ...speed.timing import rotation
 from ...speed.verdict import (
     Request,
     TimedRun,
-    counted_runs,
     deciding_run,
+    fair_runs,
     gpu_turn,
     how_measured,
     implausible_times,
@@ -251,7 +251,7 @@ def decide(verdicts: list[Verdict], device: str) -> tuple[float, Message]:
     problem, median = deciding_run(verdicts)
     if problem is not None:
         return 0.0, problem
-    measured = speed_message(median.medians, median.speedup, device, len(counted_runs(verdicts)))
+    measured = speed_message(median.medians, median.speedup, device, len(fair_runs(verdicts)))
     heads, half = median.heads
     if median.loops:
         op, count, half_count = median.loops[0]
@@ -324,8 +324,7 @@ def timed_run(sub: Submission, device: str, seed: int) -> TimedRun:
                 student = name == "student"
                 done[name].append(timed_request(
                     sub if student else baselines, None if student or clean is None else sub,
-                    jobs.ROUND_JOB, WHAT, device=device, seed=seed, round=r, name=name,
-                    inputs=inputs[r]))
+                    jobs.ROUND_JOB, WHAT, device=device, name=name, inputs=inputs[r]))
     times = {name: [_reported(r) for r in done[name]] for name in CANDIDATES[1:]}
     times["student"] = student_times(done["student"], done["looped"] + done["fused"], cfg.calls,
                                      device == "cpu" and clean is not None)
