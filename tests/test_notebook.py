@@ -97,7 +97,12 @@ def test_sync_points_takes_the_points_from_the_table(tmp_path):
 def test_mha_kit_check_gives_the_notebooks_verdicts(tmp_path):
     path = tmp_path / "partial.ipynb"
     nbformat.write(solved(read(RELEASE), PARTIAL), str(path))
-    in_notebook = verdicts(execute(read(path), tmp_path))
+    executed = execute(read(path), tmp_path)
+    in_notebook = verdicts(executed)
+    for cell in filter(is_test_cell, executed.cells):  # as a student sees it: one verdict
+        lines = "".join(o.text for o in cell.outputs if o.output_type == "stream").splitlines()
+        assert len([line for line in lines if line.startswith(("✓", "✗"))]) == 1, cell.id
+        assert all(line.startswith(("✓", "✗", "  ")) for line in lines), lines  # wrapped
 
     results = tmp_path / "results.json"
     run = run_cli("check", str(path), "--json", str(results))
