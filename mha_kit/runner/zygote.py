@@ -293,6 +293,9 @@ class Zygote:
 
 
 _zygote: Zygote | None = None
+# A zygote of the other sandbox (inside bubblewrap or not) than `_zygote`'s, kept for when
+# that sandbox is asked for again (the `sandbox` setting changed back): not a second import.
+_parked: dict[bool, Zygote] = {}
 _lock = threading.Lock()
 
 
@@ -307,16 +310,19 @@ def prestart() -> None:
 
 
 def _close_at_exit() -> None:
-    if _zygote is not None:
-        _zygote.close()
+    for zygote_ in (_zygote, *_parked.values()):
+        if zygote_ is not None:
+            zygote_.close()
 
 
 def _forget_in_child() -> None:
     """A fork of the grader (multiprocessing, say) starts its own zygote if it needs one."""
     global _zygote, _lock
-    if _zygote is not None:
-        _zygote.sock.close()
-        _zygote = None
+    for zygote_ in (_zygote, *_parked.values()):
+        if zygote_ is not None:
+            zygote_.sock.close()
+    _zygote = None
+    _parked.clear()
     _lock = threading.Lock()
 
 
@@ -332,8 +338,9 @@ def _from_zygote(fds: tuple[int, int, int], deadline: float
     global _zygote
     with _lock:
         bwrap = sandbox.BUBBLEWRAP in sandbox.layers()
-        if _zygote is not None and (not _zygote.alive()  # killed by student code?
-                                    or _zygote.sandboxed != bwrap):
+        if _zygote is not None and _zygote.sandboxed != bwrap:
+            _parked[_zygote.sandboxed], _zygote = _zygote, _parked.pop(bwrap, None)
+        if _zygote is not None and not _zygote.alive():  # killed by student code?
             _zygote.close()
             _zygote = None
         if _zygote is None:
