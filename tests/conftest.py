@@ -120,11 +120,12 @@ def table_texts(printed: str) -> list[str]:
     return [" ".join(line.strip() for line in entry) for entry in table_entries(printed)]
 
 
-def check_here(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *args: str,
-               **env: str) -> subprocess.CompletedProcess:
-    """`mha-kit check ARGS` as `run_cli` runs it, but in this process: the same `main`, its
-    exit code and output, without a fresh interpreter and zygote importing torch again.
-    `env` is set for the call; MHA_KIT_LANG (which `--lang` sets) is restored after the test."""
+def cli_here(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *argv: str,
+             **env: str) -> subprocess.CompletedProcess:
+    """`mha-kit ARGV` as `run_cli` runs it, but in this process: the same `main`, its exit code
+    and output, without a fresh interpreter and zygote importing torch again (a batch's
+    graders are processes of their own either way). `env` is set for the call; MHA_KIT_LANG
+    (which `--lang` sets) is restored after the test."""
     from mha_kit.cli import main
     from mha_kit.messages import LANG_VARIABLE
 
@@ -132,9 +133,15 @@ def check_here(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     capsys.readouterr()
-    code = main(["check", *args])
+    code = main(list(argv))
     out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(["mha-kit", "check", *args], code, out, err)
+    return subprocess.CompletedProcess(["mha-kit", *argv], code, out, err)
+
+
+def check_here(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *args: str,
+               **env: str) -> subprocess.CompletedProcess:
+    """`mha-kit check ARGS` in this process (`cli_here`)."""
+    return cli_here(capsys, monkeypatch, "check", *args, **env)
 
 
 @contextlib.contextmanager

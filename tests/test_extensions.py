@@ -4,7 +4,7 @@ points on the check that names them."""
 import json
 
 import pytest
-from conftest import CORPUS, ROOT, run_cli
+from conftest import CORPUS, ROOT, check_here
 
 from mha_kit.grading import registry
 from mha_kit.grading.files import detect_assignment
@@ -72,9 +72,10 @@ def test_a_mistake_fails_its_own_checks(tmp_path, label, seed, old, new, failing
     assert {r.id for r in grade(path) if not r.passed} == failing
 
 
-def test_the_cli_grades_a_seed_in_a_worker(tmp_path):
+def test_the_cli_grades_a_seed_in_a_worker(tmp_path, capsys, monkeypatch):
     results = tmp_path / "results.json"
-    run = run_cli("check", str(SEEDS[0]), "--json", str(results))  # the names it defines say
+    # the names it defines say which assignment it answers
+    run = check_here(capsys, monkeypatch, str(SEEDS[0]), "--json", str(results))
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"Grading {SEEDS[0]} as mha_extensions on " in run.stdout
     data = json.loads(results.read_text())

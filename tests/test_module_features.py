@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import CORPUS, ROOT, assert_full_marks, run_cli
+from conftest import CORPUS, ROOT, assert_full_marks, cli_here
 from notebook_helpers import read, with_module_features
 
 from mha_kit.grading.batch import grade_submission
@@ -50,15 +50,15 @@ def test_full_marks_in_the_worker(base: Path, tmp_path: Path):
                       [c.id for c in ASSIGNMENTS[assignment]])
 
 
-def test_full_marks_through_mha_kit_grade(tmp_path: Path):
+def test_full_marks_through_mha_kit_grade(tmp_path: Path, capsys, monkeypatch):
     """A class of two: mha's .py file and its notebook, each after the features."""
     folder = tmp_path / "submitted"
     for student, base in (("py", PY_FILES["mha"]), ("notebook", NOTEBOOKS["mha"])):
         (folder / student).mkdir(parents=True)
         _with_features(base, folder / student)
     sheet = tmp_path / "grades.csv"
-    done = run_cli("grade", str(folder), "--assignment", "mha", "--jobs", "1",  # 2: test_batch
-                   "--csv", str(sheet))
+    done = cli_here(capsys, monkeypatch, "grade", str(folder), "--assignment", "mha",
+                    "--jobs", "1", "--csv", str(sheet))  # 2: test_batch
     assert done.returncode == 0, done.stdout + done.stderr
     rows = {row["student"]: row for row in csv.DictReader(sheet.open())}
     assert set(rows) == {"py", "notebook"}

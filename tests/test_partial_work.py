@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import TEMPLATE, messages_with, run_cli, table_texts
+from conftest import TEMPLATE, check_here, messages_with, table_texts
 
 from mha_kit.checks.diagnosis import named_in
 from mha_kit.grading.batch import grade_submission
@@ -235,14 +235,14 @@ def test_a_huge_or_hostile_error_is_told_in_one_short_true_line(name: str, tmp_p
         assert shown.isprintable() and len(shown) < 2 * ERROR_KEEP, shown
 
 
-def test_a_hostile_error_cannot_fake_the_graders_lines(tmp_path: Path):
+def test_a_hostile_error_cannot_fake_the_graders_lines(tmp_path: Path, capsys, monkeypatch):
     """`mha-kit check` as a person sees it, and Gradescope's results.json, which shows it as
     plain text: one line per check, the grader's total, and the student's text as text."""
     source, line = raising(RAISED["hostile"][0])
     path = tmp_path / "raises.py"
     path.write_text(source)
-    run = run_cli("check", str(path), "--json", str(tmp_path / "results.json"),
-                  *(f"--only={check}" for check in FUSED), env={"MHA_KIT_LANG": "en"})
+    run = check_here(capsys, monkeypatch, str(path), "--json", str(tmp_path / "results.json"),
+                     *(f"--only={check}" for check in FUSED), MHA_KIT_LANG="en")
     assert run.returncode == 1, run.stdout + run.stderr
     lines, rows = run.stdout.splitlines(), table_texts(run.stdout)
     assert all(shown.isprintable() for shown in lines), run.stdout
@@ -277,14 +277,15 @@ def test_a_module_that_hangs_on_one_kind_of_case_is_told_the_case(hang: str, tmp
     assert "Tk=" in str(case), case  # the cross-attention case, by its sizes
 
 
-def test_what_the_code_prints_cannot_fake_the_graders_lines(tmp_path: Path):
+def test_what_the_code_prints_cannot_fake_the_graders_lines(tmp_path: Path, capsys,
+                                                           monkeypatch):
     """What a student's code prints (at load and in its calls) is told in one line after
     "your code printed:", line breaks written `\\n`, escape sequences left out: as the CLI
     shows it and in Gradescope's output."""
     path = tmp_path / "prints.py"
     path.write_text(TEMPLATE.read_text() + f"\nprint({FAKE!r})\n")
-    run = run_cli("check", str(path), "--json", str(tmp_path / "results.json"),
-                  *(f"--only={check}" for check in FUSED), env={"MHA_KIT_LANG": "en"})
+    run = check_here(capsys, monkeypatch, str(path), "--json", str(tmp_path / "results.json"),
+                     *(f"--only={check}" for check in FUSED), MHA_KIT_LANG="en")
     assert run.returncode == 0, run.stdout + run.stderr
     lines, entries = run.stdout.splitlines(), table_texts(run.stdout)
     assert all(shown.isprintable() for shown in lines), run.stdout
