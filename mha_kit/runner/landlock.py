@@ -35,6 +35,7 @@ import glob
 import json
 import os
 import platform
+import stat
 import sys
 from collections.abc import Iterable
 
@@ -274,7 +275,7 @@ def _add_path(ruleset: int, path: str, rights: int) -> None:
     except OSError:
         return
     try:
-        if not os.path.isdir(path):
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
             rights &= FILE_RIGHTS
         rule = _PathBeneathAttr(rights, fd)
         _syscall(ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(RULE_PATH_BENEATH),
@@ -284,11 +285,13 @@ def _add_path(ruleset: int, path: str, rights: int) -> None:
 
 
 def confine(readable: Iterable[str], writable: Iterable[str], *,
-            local_sockets: bool = False, executable: Iterable[str] | None = None) -> None:
+            local_sockets: bool = False, executable: Iterable[str] | None = None,
+            listable: Iterable[str] = ()) -> None:
     """Confine this process for good (see the module). It must have one thread: Landlock and
     seccomp bind the calling thread and those it starts, never one already running.
     With `executable`, only the programs there (files, or folders and all beneath) may be
     run, not everything `readable` holds: a worker runs a compiler, never another Python.
+    `listable`: folders whose entries (and all folders beneath) may be listed, not read.
     ConfinementError: a step failed, and the caller must stop rather than run student code."""
     if (why := problem()) is not None:
         raise ConfinementError(errno.ENOSYS, f"Landlock cannot confine here: {why}")
@@ -309,6 +312,8 @@ def confine(readable: Iterable[str], writable: Iterable[str], *,
                       & handled)
         for path in executable or ():
             _add_path(ruleset, path, READ & handled)
+        for path in listable:
+            _add_path(ruleset, path, READ_DIR & handled)
         for path in sorted({p for pattern in DEVICES for p in glob.glob(pattern)}):
             _add_path(ruleset, path, (READ_FILE | WRITE_FILE | IOCTL_DEV) & handled)
         if _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

@@ -227,7 +227,7 @@ def confinement(writable: Sequence[Path], programs: Sequence[str] = (), *,
         return setup
     narrowed = [p for p in setup["readable"] if p not in WORKER_NARROWED] + [
         *WORKER_ETC, *WORKER_PROC]
-    return {**setup, "readable": narrowed, "executable": executables()}
+    return {**setup, **_without_interpreters(tuple(narrowed), tuple(executables()))}
 
 
 # A worker reads of /etc and /proc only what Python, torch and its compiler read: not the
@@ -280,6 +280,78 @@ def executables() -> list[str]:
     found = [shutil.which(name) for name in named if name]
     found += [p for pattern in (*COMPILER_FOLDERS, *ELF_INTERPRETERS) for p in glob.glob(pattern)]
     return sorted({os.path.realpath(p) for p in (*found, *triton_tools()) if p})
+
+
+# The CPython interpreters and libraries a worker must not open: the dynamic loader, which it
+# may run (a compiler's ELF interpreter), runs any program it can read, and a second Python
+# would run torch where no watch of the worker's sees it (red team 52).
+PYTHON_PROGRAMS = "python*"
+PYTHON_LIBRARIES = ("libpython*.so*", "libpython*.a")
+ELF_MAGIC = b"\x7fELF"
+
+
+@functools.cache
+def interpreters() -> frozenset[str]:
+    """The real paths of this machine's Pythons a student could load: this one's program
+    (sys.executable, sys._base_executable), the ELF `python*` programs in the bin folders of
+    /, /usr, /usr/local and Python's prefixes, and the libpython shared and static libraries
+    in their lib folders (and a lib folder's own folders: multiarch, python3.X/config-*)."""
+    prefixes = {"/", "/usr", "/usr/local", sys.prefix, sys.base_prefix, sys.exec_prefix}
+    programs = [p for prefix in prefixes for folder in ("bin", "sbin")
+                for p in glob.glob(os.path.join(prefix, folder, PYTHON_PROGRAMS))
+                if _is_elf(p)]
+    libraries = [p for prefix in prefixes for folder in ("lib", "lib64", "lib32", "libx32")
+                 for depth in ("", "*", "python*/config-*")
+                 for p in glob.glob(os.path.join(prefix, folder, depth, "libpython*"))
+                 if any(fnmatch.fnmatchcase(os.path.basename(p), n) for n in PYTHON_LIBRARIES)]
+    named = [sys.executable, getattr(sys, "_base_executable", sys.executable), *programs,
+             *libraries]
+    return frozenset(os.path.realpath(p) for p in named if os.path.isfile(p))
+
+
+def _is_elf(path: str) -> bool:
+    try:
+        with open(path, "rb") as file:
+            return file.read(len(ELF_MAGIC)) == ELF_MAGIC
+    except OSError:
+        return False
+
+
+@functools.cache
+def _without_interpreters(readable: tuple[str, ...], executable: tuple[str, ...]) -> dict:
+    """A worker's `readable` and `executable` rules, none of which reaches an interpreter
+    (`interpreters`), and the folders split for that, left `listable` only (an import lists
+    its folder: the standard library's lies beside libpython's static library)."""
+    denied, readable_split, executable_split = interpreters(), set(), set()
+    return {"readable": _beside(readable, denied, readable_split),
+            "executable": _beside(executable, denied, executable_split),
+            "listable": sorted(readable_split | executable_split)}
+
+
+def _beside(paths: Sequence[str], denied: frozenset[str], split: set[str]) -> list[str]:
+    """`paths` as Landlock rules (each for all beneath it) that reach no file of `denied`
+    (real paths). A path with none beneath it stays as named (/proc/self names the worker's
+    own folder where the rule is made); one with some gives way to its entries, each the same
+    way down, and joins `split`. A path counts as the one it resolves to (a rule on /lib is a
+    rule on /usr/lib, split already where /usr is); an entry that is a link gets no rule (a
+    rule follows it: /usr/bin/X11 is /usr/bin), and what it names stays as readable as it was."""
+    rules: list[str] = []
+
+    def add(path: str, real: str) -> None:
+        if real in denied or real in split:
+            return
+        if not any(d.startswith(real.rstrip("/") + "/") for d in denied):
+            rules.append(path)
+            return
+        split.add(real)
+        with os.scandir(real) as entries:
+            for entry in entries:
+                if not entry.is_symlink():
+                    add(entry.path, entry.path)
+
+    for path in paths:
+        add(path, os.path.realpath(path))
+    return rules
 
 
 def confined(argv: Sequence[str], writable: Sequence[Path], *, kit_link: Path,
