@@ -202,6 +202,7 @@ def test_every_thread_of_a_worker_is_confined(forked, tmp_path, monkeypatch):
 
 
 SECOND_PYTHON = """
+import os
 import subprocess
 import sys
 
@@ -219,11 +220,16 @@ def _opens(path):
     return 1
 
 
-def split_heads(x, num_heads):  # each file opened (1) or not, ld.so python's exit code, new import
-    new = "graphlib" not in sys.modules
+def _rulesets():  # Landlock rulesets this process holds open, to which it could add a rule
+    fds = [os.path.join("/proc/self/fd", fd) for fd in os.listdir("/proc/self/fd")]
+    return sum("landlock" in os.readlink(fd) for fd in fds if os.path.islink(fd))
+
+
+def split_heads(x, num_heads):  # each file opened (1) or not, ld.so python's exit code, new
+    new = "graphlib" not in sys.modules  # import, rulesets open
     import graphlib  # noqa: F401  (a module the worker had not imported)
     run = subprocess.run([LOADER, sys.executable, "-c", "pass"], capture_output=True)
-    return torch.tensor([*(_opens(p) for p in FILES), run.returncode, new])
+    return torch.tensor([*(_opens(p) for p in FILES), run.returncode, new, _rulesets()])
 """
 
 
@@ -233,7 +239,8 @@ def test_a_landlock_worker_can_load_no_second_python(tmp_path, monkeypatch):
     """The dynamic loader, which a worker may run (a compiler's ELF interpreter), runs any
     program it can read: red team 52 ran a Python through it, which no watch of the worker's
     saw. A worker reads no interpreter and no libpython, and what lies beside them it still
-    reads (the standard library beside libpython's static library), and imports anew."""
+    reads (the standard library beside libpython's static library), and imports anew. The
+    ruleset that says so, which the zygote made for all its workers, is closed in each."""
     interpreters = sorted(sandbox.interpreters())
     python = os.path.realpath(sys.executable)
     assert python in interpreters and any("libpython" in p for p in interpreters)
@@ -246,9 +253,11 @@ def test_a_landlock_worker_can_load_no_second_python(tmp_path, monkeypatch):
     source.write_text(SECOND_PYTHON.format(files=[*denied, *beside], loader=loader))
     monkeypatch.setenv(SANDBOX, sandbox.LANDLOCK)
     with WorkerSubmission(source) as sub:
-        *opened, returncode, imported_anew = sub.call("split_heads", 1, 1).value.tolist()
+        *opened, returncode, imported_anew, rulesets = sub.call("split_heads", 1, 1
+                                                               ).value.tolist()
     assert opened == [0] * len(denied) + [1, 1], dict(zip([*denied, *beside], opened))
     assert returncode != 0 and imported_anew == 1
+    assert rulesets == 0  # the zygote's ruleset, which its later workers share, is closed
 
 
 FILLS_DISK = """

@@ -6,7 +6,9 @@ Two layers, each used where this machine offers it (`layers()`):
   Jupyter kernel starts (`confined`). No privilege, no user namespace, nothing but Python:
   it works from `pip install` alone, as an ordinary user, and in an unprivileged Docker
   container. It also keeps reading to Python, the kit and the system's folders (never a
-  course folder, a home folder or another submission), and makes no socket.
+  course folder, a home folder or another submission), and makes no socket. A worker reads no
+  Python program or libpython either (`interpreters_layer`): the dynamic loader, which it may
+  run, would start a second Python from one.
 - **bubblewrap** (`wrap`), where `bwrap` is installed (apt, or the `bwrap` extra's wheel)
   and may build namespaces (not in an unprivileged container, as a rule): mount,
   network and IPC namespaces for the zygote and the kernels. The whole filesystem read-only;
@@ -227,7 +229,7 @@ def confinement(writable: Sequence[Path], programs: Sequence[str] = (), *,
         return setup
     narrowed = [p for p in setup["readable"] if p not in WORKER_NARROWED] + [
         *WORKER_ETC, *WORKER_PROC]
-    return {**setup, **_without_interpreters(tuple(narrowed), tuple(executables()))}
+    return {**setup, "readable": narrowed, "executable": executables()}
 
 
 # A worker reads of /etc and /proc only what Python, torch and its compiler read: not the
@@ -318,39 +320,37 @@ def _is_elf(path: str) -> bool:
 
 
 @functools.cache
-def _without_interpreters(readable: tuple[str, ...], executable: tuple[str, ...]) -> dict:
-    """A worker's `readable` and `executable` rules, none of which reaches an interpreter
-    (`interpreters`), and the folders split for that, left `listable` only (an import lists
-    its folder: the standard library's lies beside libpython's static library)."""
-    denied, readable_split, executable_split = interpreters(), set(), set()
-    return {"readable": _beside(readable, denied, readable_split),
-            "executable": _beside(executable, denied, executable_split),
-            "listable": sorted(readable_split | executable_split)}
+def interpreters_layer() -> int | None:
+    """A Landlock ruleset that lets a worker read every file but the interpreters
+    (`interpreters`): `landlock.confine`'s `layer`, wherever Landlock works (the `sandbox`
+    setting a zygote's workers get may not be the one it started with); None elsewhere. Its
+    2,000 rules (this machine: one for each entry of /usr/bin and of /usr/lib/x86_64-linux-gnu,
+    beside the Python there) took a worker 17 ms to add at each start: a zygote makes it
+    once, before it forks, and each worker inherits it."""
+    if landlock.problem() is not None:
+        return None
+    return landlock.reading_layer(_beside("/", interpreters()))
 
 
-def _beside(paths: Sequence[str], denied: frozenset[str], split: set[str]) -> list[str]:
-    """`paths` as Landlock rules (each for all beneath it) that reach no file of `denied`
-    (real paths). A path with none beneath it stays as named (/proc/self names the worker's
-    own folder where the rule is made); one with some gives way to its entries, each the same
-    way down, and joins `split`. A path counts as the one it resolves to (a rule on /lib is a
-    rule on /usr/lib, split already where /usr is); an entry that is a link gets no rule (a
-    rule follows it: /usr/bin/X11 is /usr/bin), and what it names stays as readable as it was."""
+def _beside(root: str, denied: frozenset[str]) -> list[str]:
+    """Landlock rules (each for all beneath it) for all beneath `root` but the files of
+    `denied` (real paths): a folder with none of them beneath it gets a rule; one with some
+    gives way to its entries, each the same way down. An entry that is a link gets no rule (a
+    rule follows it, to where another rule may reach already: /usr/bin/X11 is /usr/bin)."""
     rules: list[str] = []
 
-    def add(path: str, real: str) -> None:
-        if real in denied or real in split:
+    def add(path: str) -> None:
+        if path in denied:
             return
-        if not any(d.startswith(real.rstrip("/") + "/") for d in denied):
+        if not any(d.startswith(path.rstrip("/") + "/") for d in denied):
             rules.append(path)
             return
-        split.add(real)
-        with os.scandir(real) as entries:
+        with os.scandir(path) as entries:
             for entry in entries:
                 if not entry.is_symlink():
-                    add(entry.path, entry.path)
+                    add(entry.path)
 
-    for path in paths:
-        add(path, os.path.realpath(path))
+    add(os.path.realpath(root))
     return rules
 
 
