@@ -260,6 +260,21 @@ def test_a_landlock_worker_can_load_no_second_python(tmp_path, monkeypatch):
     assert rulesets == 0  # the zygote's ruleset, which its later workers share, is closed
 
 
+def test_the_rules_beside_an_interpreter_reach_all_but_it(tmp_path):
+    """A folder that holds an interpreter gives way to its entries, down the way to it; a link
+    gets no rule (a rule follows it: to the interpreter, or to the folder split)."""
+    root = tmp_path.resolve()
+    (root / "bin").mkdir()
+    (root / "lib").mkdir()
+    python = root / "bin" / "python3.11"
+    python.write_bytes(b"\x7fELF")
+    (root / "bin" / "gcc").write_text("")
+    (root / "bin" / "python3").symlink_to("python3.11")
+    (root / "bin" / "X11").symlink_to(".")
+    rules = sandbox._beside(str(root), frozenset({str(python)}))
+    assert sorted(rules) == [str(root / "bin" / "gcc"), str(root / "lib")]
+
+
 FILLS_DISK = """
 import mmap, os
 
