@@ -201,6 +201,80 @@ def test_every_thread_of_a_worker_is_confined(forked, tmp_path, monkeypatch):
     assert count > 1 and modes == [2] * count, modes  # 2: a seccomp filter
 
 
+SECOND_PYTHON = """
+import os
+import subprocess
+import sys
+
+import torch
+
+FILES = {files!r}
+LOADER = {loader!r}
+
+
+def _opens(path):
+    try:
+        open(path, "rb").close()
+    except PermissionError:
+        return 0
+    return 1
+
+
+def _rulesets():  # Landlock rulesets this process holds open, to which it could add a rule
+    fds = [os.path.join("/proc/self/fd", fd) for fd in os.listdir("/proc/self/fd")]
+    return sum("landlock" in os.readlink(fd) for fd in fds if os.path.islink(fd))
+
+
+def split_heads(x, num_heads):  # each file opened (1) or not, ld.so python's exit code, new
+    new = "graphlib" not in sys.modules  # import, rulesets open
+    import graphlib  # noqa: F401  (a module the worker had not imported)
+    run = subprocess.run([LOADER, sys.executable, "-c", "pass"], capture_output=True)
+    return torch.tensor([*(_opens(p) for p in FILES), run.returncode, new, _rulesets()])
+"""
+
+
+@pytest.mark.skipif(sandbox.layer_problem(sandbox.LANDLOCK) is not None,
+                    reason=f"no Landlock here ({sandbox.layer_problem(sandbox.LANDLOCK)})")
+def test_a_landlock_worker_can_load_no_second_python(tmp_path, monkeypatch):
+    """The dynamic loader, which a worker may run (a compiler's ELF interpreter), runs any
+    program it can read: red team 52 ran a Python through it, which no watch of the worker's
+    saw. A worker reads no interpreter and no libpython, and what lies beside them it still
+    reads (the standard library beside libpython's static library), and imports anew. The
+    ruleset that says so, which the zygote made for all its workers, is closed in each."""
+    interpreters = sorted(sandbox.interpreters())
+    python = os.path.realpath(sys.executable)
+    assert python in interpreters and any("libpython" in p for p in interpreters)
+    beside = [os.__file__, *(str(p) for p in Path(python).parent.iterdir()
+                             if p.is_file() and str(p.resolve()) not in interpreters)][:2]
+    assert len(beside) == 2
+    loader = next(p for p in sandbox.executables() if "ld-linux" in p)
+    source = tmp_path / "second_python.py"
+    denied = [*interpreters, "/proc/self/exe"]  # the worker's own program, by its magic link
+    source.write_text(SECOND_PYTHON.format(files=[*denied, *beside], loader=loader))
+    monkeypatch.setenv(SANDBOX, sandbox.LANDLOCK)
+    with WorkerSubmission(source) as sub:
+        *opened, returncode, imported_anew, rulesets = sub.call("split_heads", 1, 1
+                                                               ).value.tolist()
+    assert opened == [0] * len(denied) + [1, 1], dict(zip([*denied, *beside], opened))
+    assert returncode != 0 and imported_anew == 1
+    assert rulesets == 0  # the zygote's ruleset, which its later workers share, is closed
+
+
+def test_the_rules_beside_an_interpreter_reach_all_but_it(tmp_path):
+    """A folder that holds an interpreter gives way to its entries, down the way to it; a link
+    gets no rule (a rule follows it: to the interpreter, or to the folder split)."""
+    root = tmp_path.resolve()
+    (root / "bin").mkdir()
+    (root / "lib").mkdir()
+    python = root / "bin" / "python3.11"
+    python.write_bytes(b"\x7fELF")
+    (root / "bin" / "gcc").write_text("")
+    (root / "bin" / "python3").symlink_to("python3.11")
+    (root / "bin" / "X11").symlink_to(".")
+    rules = sandbox._beside(str(root), frozenset({str(python)}))
+    assert sorted(rules) == [str(root / "bin" / "gcc"), str(root / "lib")]
+
+
 FILLS_DISK = """
 import mmap, os
 

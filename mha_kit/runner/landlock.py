@@ -35,6 +35,7 @@ import glob
 import json
 import os
 import platform
+import stat
 import sys
 from collections.abc import Iterable
 
@@ -274,7 +275,7 @@ def _add_path(ruleset: int, path: str, rights: int) -> None:
     except OSError:
         return
     try:
-        if not os.path.isdir(path):
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
             rights &= FILE_RIGHTS
         rule = _PathBeneathAttr(rights, fd)
         _syscall(ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(RULE_PATH_BENEATH),
@@ -283,13 +284,41 @@ def _add_path(ruleset: int, path: str, rights: int) -> None:
         os.close(fd)
 
 
+def reading_layer(readable: Iterable[str]) -> int:
+    """A ruleset, for `confine`'s `layer`, that lets a process read files only under
+    `readable` and handles no other right. Each process that inherits it may use it."""
+    attr = _RulesetAttr(READ_FILE, 0, 0)
+    ruleset = _syscall(CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
+                       ctypes.c_uint32(0))
+    try:
+        for path in readable:
+            _add_path(ruleset, path, READ_FILE)
+    except ConfinementError:
+        os.close(ruleset)
+        raise
+    return ruleset
+
+
 def confine(readable: Iterable[str], writable: Iterable[str], *,
-            local_sockets: bool = False, executable: Iterable[str] | None = None) -> None:
+            local_sockets: bool = False, executable: Iterable[str] | None = None,
+            layer: int | None = None) -> None:
     """Confine this process for good (see the module). It must have one thread: Landlock and
     seccomp bind the calling thread and those it starts, never one already running.
     With `executable`, only the programs there (files, or folders and all beneath) may be
     run, not everything `readable` holds: a worker runs a compiler, never another Python.
+    `layer` (`reading_layer`'s) is enforced as well: a file is read only where both allow it.
+    It is closed here, enforced or not: no code this process runs later adds a rule to it (the
+    processes that inherited it, a zygote's later workers, share it).
     ConfinementError: a step failed, and the caller must stop rather than run student code."""
+    try:
+        _confine(readable, writable, local_sockets, executable, layer)
+    finally:
+        if layer is not None:
+            os.close(layer)
+
+
+def _confine(readable: Iterable[str], writable: Iterable[str], local_sockets: bool,
+             executable: Iterable[str] | None, layer: int | None) -> None:
     if (why := problem()) is not None:
         raise ConfinementError(errno.ENOSYS, f"Landlock cannot confine here: {why}")
     if _threads() != 1:
@@ -319,7 +348,8 @@ def confine(readable: Iterable[str], writable: Iterable[str], *,
             fprog = _SockFprog(len(program), instructions)
             if _libc().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
                 raise ConfinementError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
-        _syscall(RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
+        for each in (ruleset,) if layer is None else (layer, ruleset):
+            _syscall(RESTRICT_SELF, ctypes.c_int(each), ctypes.c_uint32(0))
     finally:
         os.close(ruleset)
 

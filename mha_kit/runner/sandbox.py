@@ -6,7 +6,9 @@ Two layers, each used where this machine offers it (`layers()`):
   Jupyter kernel starts (`confined`). No privilege, no user namespace, nothing but Python:
   it works from `pip install` alone, as an ordinary user, and in an unprivileged Docker
   container. It also keeps reading to Python, the kit and the system's folders (never a
-  course folder, a home folder or another submission), and makes no socket.
+  course folder, a home folder or another submission), and makes no socket. A worker reads no
+  Python program or libpython either (`interpreters_layer`): the dynamic loader, which it may
+  run, would start a second Python from one.
 - **bubblewrap** (`wrap`), where `bwrap` is installed (apt, or the `bwrap` extra's wheel)
   and may build namespaces (not in an unprivileged container, as a rule): mount,
   network and IPC namespaces for the zygote and the kernels. The whole filesystem read-only;
@@ -280,6 +282,76 @@ def executables() -> list[str]:
     found = [shutil.which(name) for name in named if name]
     found += [p for pattern in (*COMPILER_FOLDERS, *ELF_INTERPRETERS) for p in glob.glob(pattern)]
     return sorted({os.path.realpath(p) for p in (*found, *triton_tools()) if p})
+
+
+# The CPython interpreters and libraries a worker must not open: the dynamic loader, which it
+# may run (a compiler's ELF interpreter), runs any program it can read, and a second Python
+# would run torch where no watch of the worker's sees it (red team 52).
+PYTHON_PROGRAMS = "python*"
+PYTHON_LIBRARIES = ("libpython*.so*", "libpython*.a")
+ELF_MAGIC = b"\x7fELF"
+
+
+@functools.cache
+def interpreters() -> frozenset[str]:
+    """The real paths of this machine's Pythons a student could load: this one's program
+    (sys.executable, sys._base_executable), the ELF `python*` programs in the bin folders of
+    /, /usr, /usr/local and Python's prefixes, and the libpython shared and static libraries
+    in their lib folders (and a lib folder's own folders: multiarch, python3.X/config-*)."""
+    prefixes = {"/", "/usr", "/usr/local", sys.prefix, sys.base_prefix, sys.exec_prefix}
+    programs = [p for prefix in prefixes for folder in ("bin", "sbin")
+                for p in glob.glob(os.path.join(prefix, folder, PYTHON_PROGRAMS))
+                if _is_elf(p)]
+    libraries = [p for prefix in prefixes for folder in ("lib", "lib64", "lib32", "libx32")
+                 for depth in ("", "*", "python*/config-*")
+                 for p in glob.glob(os.path.join(prefix, folder, depth, "libpython*"))
+                 if any(fnmatch.fnmatchcase(os.path.basename(p), n) for n in PYTHON_LIBRARIES)]
+    named = [sys.executable, getattr(sys, "_base_executable", sys.executable), *programs,
+             *libraries]
+    return frozenset(os.path.realpath(p) for p in named if os.path.isfile(p))
+
+
+def _is_elf(path: str) -> bool:
+    try:
+        with open(path, "rb") as file:
+            return file.read(len(ELF_MAGIC)) == ELF_MAGIC
+    except OSError:
+        return False
+
+
+@functools.cache
+def interpreters_layer() -> int | None:
+    """A Landlock ruleset that lets a worker read every file but the interpreters
+    (`interpreters`): `landlock.confine`'s `layer`, wherever Landlock works (the `sandbox`
+    setting a zygote's workers get may not be the one it started with); None elsewhere. Its
+    2,000 rules (this machine: one for each entry of /usr/bin and of /usr/lib/x86_64-linux-gnu,
+    beside the Python there) took a worker 17 ms to add at each start: a zygote makes it
+    once, before it forks, and each worker inherits it."""
+    if landlock.problem() is not None:
+        return None
+    return landlock.reading_layer(_beside("/", interpreters()))
+
+
+def _beside(root: str, denied: frozenset[str]) -> list[str]:
+    """Landlock rules (each for all beneath it) for all beneath `root` but the files of
+    `denied` (real paths): a folder with none of them beneath it gets a rule; one with some
+    gives way to its entries, each the same way down. An entry that is a link gets no rule (a
+    rule follows it, to where another rule may reach already: /usr/bin/X11 is /usr/bin)."""
+    rules: list[str] = []
+
+    def add(path: str) -> None:
+        if path in denied:
+            return
+        if not any(d.startswith(path.rstrip("/") + "/") for d in denied):
+            rules.append(path)
+            return
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if not entry.is_symlink():
+                    add(entry.path)
+
+    add(os.path.realpath(root))
+    return rules
 
 
 def confined(argv: Sequence[str], writable: Sequence[Path], *, kit_link: Path,

@@ -25,7 +25,7 @@ import torch
 
 from ..messages import msg
 from ..runtime import triton_as_configured
-from . import compiler, landlock
+from . import compiler, landlock, sandbox
 from .framing import backward_from_dict, encode, receive, run_from_dict, write_all
 from .inprocess import InProcessSubmission
 from .policy import forbidden_functions, refuse_starts
@@ -105,7 +105,7 @@ def serve(config: dict, request_fd: int, reply_fd: int,
     if config.get("confine"):  # Landlock, for good, while this process has its one thread
         if config.get("account"):
             open_to_grader()
-        landlock.confine(**config["confine"])
+        landlock.confine(**config["confine"], layer=sandbox.interpreters_layer())
     after_confining()
     limit_resources(config["device"], config["memory_gib"], config["disk_gib"])
     triton_as_configured()

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from . import landlock
+from . import landlock, sandbox
 from .zygote import BECOME_WORKER, FORK_WORKER, KIT_ROOT, PID, READY, worker_env
 
 
@@ -37,6 +37,7 @@ def _run_zygote(sock_fd: int, parent: int) -> NoReturn:
     threads = torch.get_num_threads()  # the default a fresh interpreter gets: no pool starts
     devices.warm_up()  # meta ops only: no thread pool starts either
     gc.freeze()  # the workers' collections (gc.enable in each) skip what they inherit
+    sandbox.interpreters_layer()  # made once, here: each worker inherits it
     sock.sendall(READY)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)  # the grader reads stderr only until ready
@@ -109,7 +110,7 @@ def _become_worker(request_fd: int, reply_fd: int, stderr_fd: int, threads: int)
     try:
         if os.getsid(0) != os.getpid():  # the zygote itself may lead its session already
             os.setsid()
-        keep = {request_fd, reply_fd, stderr_fd}
+        keep = {request_fd, reply_fd, stderr_fd, sandbox.interpreters_layer()}
         open_fds = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"
         for fd in [int(name) for name in os.listdir(open_fds)]:  # the zygote's own
             if fd > 2 and fd not in keep:

@@ -264,7 +264,15 @@ ATTACKS: tuple[Attack, ...] = (
            "MultiHeadAttention.trick = _trick\n",
            _SPEED, message="speed.output_changed"),
     Attack("the loop over heads in a Python the worker starts through the dynamic loader, "
-           "whose CPU time the worker's count missed (red team 52: 10/10 at 8.9x)", "mha",
+           "whose CPU time the worker's count missed (red team 52: 10/10 at 8.9x), and which "
+           "now cannot read a Python to load", "mha",
            (CORPUS / "attack_tricks" / "helper_program.txt").read_text(),
-           _SPEED, message="speed.too_slow"),
+           _SPEED, message="runner.raised_text"),
+    Attack("F.scaled_dot_product_attention in a Python the worker starts through the dynamic "
+           "loader, where the watch of forbidden functions does not look (red team 52: 37 of "
+           "37, where its twin in the worker earns 21)", "mha",
+           (CORPUS / "attack_tricks" / "sdpa_in_helper.txt").read_text(),
+           {"fused_mha": POINTS["fused_mha"], "fused_mha_masks": POINTS["fused_mha_masks"],
+            "fused_mha_contract": 0, "speed_fused_vs_looped": 0},
+           message="runner.raised_text"),
 )
