@@ -230,16 +230,16 @@ def test_the_students_rounds_are_timed_by_the_kernels_count() -> None:
     the clean worker (CPU less report: 0.5 ms here); what the student reports is ignored."""
     baselines = [request(0.0305, 0.010), request(0.0035, 0.001), request(0.0040, 0.001)]
     student = [request(0.0065, 1e-9), request(0.0095, 1e-9)]  # a rewound clock reports ~0
-    assert mha_speed.student_times(student, baselines, 3, True) == [
+    assert speed_verdict.student_times(student, baselines, 3, True) == [
         pytest.approx(0.002), pytest.approx(0.003)]
     # No count to read (no /proc, or on a GPU, where the times are CUDA events): the reports
-    assert mha_speed.student_times(student, baselines, 3, False) == [1e-9, 1e-9]
+    assert speed_verdict.student_times(student, baselines, 3, False) == [1e-9, 1e-9]
     unread = [request(None, 2e-3), request(0.0095, 3e-3)]
-    assert mha_speed.student_times(unread, baselines, 3, True) == [2e-3, 3e-3]
+    assert speed_verdict.student_times(unread, baselines, 3, True) == [2e-3, 3e-3]
     # A round that costs less than the overhead (calls that do nothing, on a busy machine) is
     # the fastest the count can see, a positive time, never a malformed 0: its outputs decide.
     idle = [request(0.0003, 1e-9)]
-    assert mha_speed.student_times(idle, baselines, 3, True) == [mha_speed.FASTEST_SEEN / 3]
+    assert speed_verdict.student_times(idle, baselines, 3, True) == [speed_verdict.FASTEST_SEEN / 3]
 
 
 class Clocked(InProcessSubmission):

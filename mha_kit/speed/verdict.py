@@ -121,6 +121,32 @@ def timed_job(sub: Submission, what: Message, device: str, prepare: str, job: st
     return TimedRun(request.reply, request.wall)
 
 
+# Seconds of CPU a round of the student's calls is counted at least (`student_times`).
+FASTEST_SEEN = 1e-9
+
+
+def reported_seconds(request: Request) -> Any:
+    """The seconds per call a round's worker reports (a float, if the worker is honest)."""
+    return request.reply.get("seconds") if isinstance(request.reply, dict) else None
+
+
+def student_times(student: list[Request], baselines: list[Request], calls: int,
+                  counted: bool) -> list[Any]:
+    """The student's seconds per call in each round. Where `counted` (on the CPU, beside a
+    clean worker, the kernel's count readable): the CPU time the kernel counted for its worker
+    over the round's request, less what such a request costs besides its timed calls, the
+    median over the baseline rounds of their CPU time less their report, which no student code
+    can touch. Else what the student's worker reports."""
+    cpu = [r.cpu for r in student + baselines]
+    if not counted or None in cpu:
+        return [reported_seconds(r) for r in student]
+    extra = statistics.median(spent - reported_seconds(r) * calls for spent, r in zip(
+        cpu[len(student):], baselines) if isinstance(reported_seconds(r), float))
+    # A round within the overhead's noise (calls that do no work) is as fast as can be seen,
+    # not a malformed report: the outputs then decide (the red team's zeros, under load).
+    return [max(spent - extra, FASTEST_SEEN) / calls for spent in cpu[:len(student)]]
+
+
 def implausible_times(reported: float, run: TimedRun) -> Message | None:
     """Why `reported` seconds of timed calls cannot be right: more than the wall clock the
     grader waited; or why the run is not fair: the student's worker ran while a baseline was

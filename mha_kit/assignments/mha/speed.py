@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import re
 import secrets
-import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -36,7 +35,9 @@ from ...speed.verdict import (
     malformed_times,
     medians,
     paired_ratio,
+    reported_seconds,
     runs_until_decided,
+    student_times,
     timed_request,
     total_measured,
     unfair,
@@ -269,12 +270,6 @@ def decide(verdicts: list[Verdict], device: str) -> tuple[float, Message]:
 
 CANDIDATES = ["student", "looped", "fused"]  # the first in its worker, the others in a clean one
 WORKER_TOLD = ("ops", "counted")  # what the measurement takes of the student's START_JOB reply
-FASTEST_SEEN = 1e-9  # seconds of CPU a round of the student's calls is counted at least
-
-
-def _reported(request: Request) -> Any:
-    """The seconds per call a round's worker reports (a float, if the worker is honest)."""
-    return request.reply.get("seconds") if isinstance(request.reply, dict) else None
 
 
 def round_digests(student: list[Request]) -> list[Any] | None:
@@ -282,23 +277,6 @@ def round_digests(student: list[Request]) -> list[Any] | None:
     sent them (`jobs.time_round`); None where a round sent no list."""
     sent = [r.reply.get("digests") if isinstance(r.reply, dict) else None for r in student]
     return None if any(not isinstance(d, list) for d in sent) else [x for d in sent for x in d]
-
-
-def student_times(student: list[Request], baselines: list[Request], calls: int,
-                  counted: bool) -> list[Any]:
-    """The student's seconds per call in each round. Where `counted` (on the CPU, beside a
-    clean worker, the kernel's count readable): the CPU time the kernel counted for its worker
-    over the round's request, less what such a request costs besides its timed calls, the
-    median over the baseline rounds of their CPU time less their report, which no student code
-    can touch. Else what the student's worker reports."""
-    cpu = [r.cpu for r in student + baselines]
-    if not counted or None in cpu:
-        return [_reported(r) for r in student]
-    extra = statistics.median(spent - _reported(r) * calls for spent, r in zip(
-        cpu[len(student):], baselines) if isinstance(_reported(r), float))
-    # A round within the overhead's noise (calls that do no work) is as fast as can be seen,
-    # not a malformed report: the outputs then decide (the red team's zeros, under load).
-    return [max(spent - extra, FASTEST_SEEN) / calls for spent in cpu[:len(student)]]
 
 
 def timed_run(sub: Submission, device: str, seed: int) -> TimedRun:
@@ -325,7 +303,7 @@ def timed_run(sub: Submission, device: str, seed: int) -> TimedRun:
                 done[name].append(timed_request(
                     sub if student else baselines, None if student or clean is None else sub,
                     jobs.ROUND_JOB, WHAT, device=device, name=name, inputs=inputs[r]))
-    times = {name: [_reported(r) for r in done[name]] for name in CANDIDATES[1:]}
+    times = {name: [reported_seconds(r) for r in done[name]] for name in CANDIDATES[1:]}
     times["student"] = student_times(done["student"], done["looped"] + done["fused"], cfg.calls,
                                      device == "cpu" and clean is not None)
     # What the worker told at the start: its counted calls and their outputs, and nothing
