@@ -127,8 +127,8 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "llm.speed_time_contradicts": "{measured}; but timed from outside your code's process, "
                                       "its decoding took {student:.2f} ms of CPU per token, "
                                       "and the kit's, recomputing the prefix, {kit:.2f} ms: "
-                                      "{speedup:.1f}× its speed, where a cache that does this "
-                                      "much less work decodes at least {needed:g}× as fast. The "
+                                      "{speedup:.1f}× faster, where a cache that does this "
+                                      "much less work is at least {needed:g}× faster. The "
                                       "measured time contradicts the count, which ran in your "
                                       "code's process: no points",
         "waiting.llm_kv_cache": "counted only once decoding with the KVCache gives the right "

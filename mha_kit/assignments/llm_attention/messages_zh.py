@@ -102,9 +102,9 @@ ZH: dict[str, str] = {
     "llm.speed_unmeasured": "为解码计时时，无法读取你的代码所在进程的 CPU 时间",
     "llm.speed_time_contradicts": "{measured}；但在你的代码所在进程之外计时，它的解码每个词元"
                                   "用了 {student:.2f} ms CPU 时间，本套件重算整个前缀的解码用了 "
-                                  "{kit:.2f} ms：速度只是后者的 {speedup:.1f} 倍，而计算量少这么多"
-                                  "的缓存解码速度至少是它的 {needed:g} 倍。测得的时间与计数"
-                                  "相矛盾（计数是在你的代码所在进程里做的）：不得分",
+                                  "{kit:.2f} ms：只快 {speedup:.1f} 倍，而计算量少这么多的缓存"
+                                  "至少快 {needed:g} 倍。测得的时间与计数相矛盾（计数是在你的代码"
+                                  "所在进程里做的）：不得分",
     "waiting.llm_kv_cache": "用 KVCache 解码的输出正确之后才计数",
     "waiting.llm_gqa": "GroupedQueryAttention 不带缓存通过检查后才运行：缓存是在它的 forward "
                        "里读写的，套件没有可以代替它的版本",
