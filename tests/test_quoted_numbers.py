@@ -14,10 +14,7 @@ import torch
 from conftest import ROOT, SPEED
 
 from mha_kit.assignments.llm_attention.decode_config import GRADED
-from mha_kit.assignments.llm_attention.decode_speed import (
-    LESS_WORK_NEEDED,
-    MEASURED_SPEEDUP_NEEDED,
-)
+from mha_kit.assignments.llm_attention.decode_speed import LESS_WORK_NEEDED
 from mha_kit.assignments.llm_attention.flash import FLASH_CASES, MEMORY_SHAPE
 from mha_kit.assignments.mha.speed import MAX_RUNS, NEAR, SPEEDUP_NEEDED
 from mha_kit.grading.registry import POINTS
@@ -44,7 +41,6 @@ QUOTES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"`LESS_WORK_NEEDED` 倍\s*（(?P<less_work>[^，]+)，见 `decode_speed\.py`）", (CONCEPTS_ZH,)),
     (r"`LESS_WORK_NEEDED` = (?P<less_work>\S+) times", (SPEED_DOC,)),
     (r"needed: at least (?P<less_work>\S+)× less", (SPEED_DOC,)),
-    (r"`MEASURED_SPEEDUP_NEEDED` =\s+(?P<measured_speedup>\S+) times faster", (SPEED_DOC,)),
     (r"decodes (?P<decode_N>\d+) tokens one at a time through your `KVCache` after a prefill of "
      r"(?P<decode_P>\d+)", (LLM, CONCEPTS)),
     (rf"在 (?P<decode_P>\d+) {TOKENS_ZH}的预填充之后，\s*经你的 `KVCache` 一次一个地解码 "
@@ -88,8 +84,7 @@ def code_values() -> dict[str, str]:
     scores = POWERS[math.floor(math.log10(largest))]
     memory = {f"memory_{name}": str(size) for name, size in MEMORY_SHAPE.items()}
     decode = {f"decode_{name}": str(getattr(GRADED, name)) for name in ("N", "P", "E", "H", "Hkv")}
-    return {"less_work": f"{LESS_WORK_NEEDED:g}", **decode,
-            "measured_speedup": f"{MEASURED_SPEEDUP_NEEDED:g}", "speedup": f"{SPEEDUP_NEEDED:g}",
+    return {"less_work": f"{LESS_WORK_NEEDED:g}", **decode, "speedup": f"{SPEEDUP_NEEDED:g}",
             "speed_points": str(POINTS[SPEED]), "near": f"{NEAR:g}", "max_runs": str(MAX_RUNS),
             "budget": f"{BUDGET_S:g}", **memory, "scale": scale[0], "scale_zh": scale[1],
             "scores": scores[0], "scores_zh": scores[1]}

@@ -89,40 +89,6 @@ def _patch_timer():
 
 _patch_timer()
 """
-# Red team 52's honest twin (llm): a decoding that recomputes the whole prefix for each token,
-# its cache kept right besides (it passes llm_kv_cache); counted, 1.0x less work than
-# recomputing: no decoding points.
-RECOMPUTING_BESIDE_CACHE = """
-_cached = GroupedQueryAttention.forward
-
-
-def _recomputing(self, x, cache=None):
-    out = _cached(self, x, cache)  # the cache kept right: its keys and values appended
-    if cache is None:
-        return out
-    cache.tokens = x if getattr(cache, "tokens", None) is None else torch.cat(
-        [cache.tokens, x], dim=1)
-    return _cached(self, cache.tokens)[:, -x.shape[1]:]  # the whole prefix recomputed
-
-
-GroupedQueryAttention.forward = _recomputing
-"""
-# Red team 52's attack on it: the kit's work count, patched in the worker, counts a thirtieth.
-_WORK_COUNT_PATCHED = """
-
-from mha_kit.assignments.llm_attention import jobs as _jobs
-
-
-class _Lighter(_jobs.WorkCount):
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        before = self.work
-        out = super().__torch_dispatch__(func, types, args, kwargs)
-        self.work = before + (self.work - before) // 30
-        return out
-
-
-_jobs.WorkCount = _Lighter
-"""
 _SPEED = {"fused_mha": POINTS["fused_mha"], "fused_mha_masks": POINTS["fused_mha_masks"],
           "speed_fused_vs_looped": 0}
 
@@ -297,25 +263,6 @@ ATTACKS: tuple[Attack, ...] = (
            "_jobs.reveal_outputs = _reveal_filled\n"
            "MultiHeadAttention.trick = _trick\n",
            _SPEED, message="speed.output_changed"),
-    Attack("the kit's work count patched in the worker to count a thirtieth, beside a decoding "
-           "that recomputes the prefix (red team 52: 10/10 at 29.4x)", "llm_attention",
-           RECOMPUTING_BESIDE_CACHE + _WORK_COUNT_PATCHED,
-           {"llm_kv_cache": POINTS["llm_kv_cache"], "llm_decode_speed": 0},
-           message="llm.speed_time_contradicts"),
-    Attack("the same, and zeros where the grader times the decoding from outside", "llm_attention",
-           RECOMPUTING_BESIDE_CACHE + _WORK_COUNT_PATCHED + "\n\n"
-           "import sys\n\n"
-           "_counted = GroupedQueryAttention.forward\n\n\n"
-           "def _zeros_when_timed(self, x, cache=None):\n"
-           "    frame = sys._getframe(1)\n"
-           "    while frame is not None:\n"
-           "        if frame.f_code.co_name == 'decode_round':\n"
-           "            return torch.zeros_like(x)\n"
-           "        frame = frame.f_back\n"
-           "    return _counted(self, x, cache)\n\n\n"
-           "GroupedQueryAttention.forward = _zeros_when_timed\n",
-           {"llm_kv_cache": POINTS["llm_kv_cache"], "llm_decode_speed": 0},
-           message="llm.speed_spot_timed"),
     Attack("the loop over heads in a Python the worker starts through the dynamic loader, "
            "whose CPU time the worker's count missed (red team 52: 10/10 at 8.9x), and which "
            "now cannot read a Python to load", "mha",

@@ -36,7 +36,6 @@ GRADED = DecodeConfig(B=1, P=192, N=12, E=512, H=8, Hkv=4, rounds=3)
 # graded sizes and times one round, "tiny" takes milliseconds, for the check's logic only.
 TINY = DecodeConfig(B=1, P=6, N=3, E=16, H=4, Hkv=2, rounds=1)
 SPOT_TOLERANCE = {"rtol": 1e-3, "atol": 1e-3}  # float32 against a float64 oracle
-ROPE_BASE = 10000.0  # the module's default, which the check builds it with
 
 
 def decode_config() -> DecodeConfig:
@@ -56,15 +55,7 @@ def decode_params(cfg: DecodeConfig, seed: int) -> dict[str, Tensor]:
             for name, n in rows.items()}
 
 
-def decode_input(cfg: DecodeConfig, seed: int, tokens: int | None = None) -> Tensor:
-    """The tokens (B, P + N, E), float32, on the CPU: the prefix from `seed`, the N decoded
-    from `tokens` (`seed` unless given: a timed round sends them apart, `decode_speed`)."""
-    whole = _drawn(cfg, seed)
-    if tokens is None:
-        return whole
-    return torch.cat([whole[:, :cfg.P], _drawn(cfg, tokens)[:, cfg.P:]], dim=1)
-
-
-def _drawn(cfg: DecodeConfig, seed: int) -> Tensor:
+def decode_input(cfg: DecodeConfig, seed: int) -> Tensor:
+    """The tokens (B, P + N, E), float32, on the CPU."""
     return torch.randn(cfg.B, cfg.P + cfg.N, cfg.E, generator=torch.Generator().manual_seed(
         seed + 1))

@@ -1,7 +1,6 @@
 """Kit code that runs beside the student's code (the worker, or the notebook's kernel) for the
 checks that drive it through more than one call or watch it run: decoding with the KV cache,
-the memory watch of FlashAttention on the `meta` device, the count of decoding's work, and the
-decodings the grader times from outside (the student's, and the kit's in a clean worker).
+the memory watch of FlashAttention on the `meta` device, and the count of decoding's work.
 What these return is untrusted data: the checks (`gqa.py`, `flash.py`, `decode_speed.py`)
 judge it, on their side of the pipe."""
 
@@ -25,20 +24,12 @@ from ...runner.inprocess import load_weights, vetted
 from ...runner.protocol import LocalSubmission, StudentCodeError
 from ...runner.student_code import type_name
 from ...speed.timing import CPU_CLOCK, timing_conditions
-from . import oracle
-from .decode_config import ROPE_BASE, DecodeConfig, decode_config, decode_input, decode_params
+from .decode_config import DecodeConfig, decode_config, decode_input, decode_params
 
 Tensor = torch.Tensor
 DECODE_JOB = "mha_kit.assignments.llm_attention.jobs:decode"
 MEMORY_JOB = "mha_kit.assignments.llm_attention.jobs:memory"
 WORK_JOB = "mha_kit.assignments.llm_attention.jobs:decode_work"
-# A timed round of the decoding speed check (`decode_speed.timed_decoding`): the student's
-# prefill, untimed, then its decoding, whose request the grader times from outside; in a clean
-# worker, the kit's the same way: its weights, then its decoding by recomputing the prefix.
-PREFILL_JOB = "mha_kit.assignments.llm_attention.jobs:prefill"
-DECODE_ROUND_JOB = "mha_kit.assignments.llm_attention.jobs:decode_round"
-WEIGHTS_JOB = "mha_kit.assignments.llm_attention.jobs:weights"
-RECOMPUTE_ROUND_JOB = "mha_kit.assignments.llm_attention.jobs:recompute_round"
 MODULE = "GroupedQueryAttention"
 # Ops that read a tensor's values into Python (`.item()`, `int(t)`, `if t:`): meta tensors
 # have none, so code that does cannot be measured there.
@@ -442,59 +433,3 @@ def decode_work(sub: LocalSubmission, *, seed: int) -> dict[str, Any]:
     return {"work": work, "uncounted": sorted(count.uncounted),
             "reads": sorted(reads.reads or count.reads),
             "outputs": [vetted(out, forward) for out in outs], **times}
-
-
-# The student's module and its cache after `prefill`, by submission, for the next `decode_round`.
-_PREFILLED: weakref.WeakKeyDictionary[Any, tuple[nn.Module, Any]] = weakref.WeakKeyDictionary()
-
-
-def prefill(sub: LocalSubmission, *, seed: int) -> None:
-    """The student's module holding the weights of `seed` and a fresh KVCache, after a prefill
-    of the P tokens of `seed`'s prefix: ready for `decode_round`. The tokens to decode are not
-    here (`seed` cannot tell them): this request's time is not counted."""
-    cfg = decode_config()
-    module, cache = _load(sub, cfg, seed), sub.guard("KVCache", sub.lookup("KVCache"))
-    x = decode_input(cfg, seed)[:, :cfg.P]  # (B, P, E)
-    with timing_conditions():
-        sub.guard(f"{MODULE}.forward", lambda: module(x, cache=cache), watch=False)
-    _PREFILLED[sub] = (module, cache)
-
-
-def decode_round(sub: LocalSubmission, *, seed: int, tokens: int) -> list[Any] | None:
-    """The N tokens drawn from `tokens` decoded one at a time through the cache `prefill` made
-    for `seed` (None where none is kept): the outputs, (B, 1, E) each, which the grader checks.
-    The grader counts this request's CPU time from outside, the programs it starts included."""
-    cfg, prefilled = decode_config(), _PREFILLED.pop(sub, None)
-    if prefilled is None:
-        return None
-    module, cache = prefilled
-    x = decode_input(cfg, seed, tokens)
-    forward = f"{MODULE}.forward"
-    with timing_conditions():
-        outs = sub.guard(forward, lambda: [module(x[:, n:n + 1], cache=cache)
-                                           for n in range(cfg.P, cfg.P + cfg.N)], watch=False)
-    return [vetted(out, forward) for out in outs]
-
-
-def weights(sub: LocalSubmission, *, seed: int) -> None:
-    """The weights of `seed`, made ready for `recompute_round` (the kit's `prefill`)."""
-    _WEIGHTS[sub] = decode_params(decode_config(), seed)
-
-
-def recompute_round(sub: LocalSubmission, *, seed: int, tokens: int) -> dict[str, Any]:
-    """The kit's decoding of `decode_round`'s tokens by recomputing the whole prefix for each
-    (the oracle, float32, on one thread) with the weights `weights` made, in a worker that
-    loads no student code: its CPU seconds per token by this process's clock, which the grader
-    trusts (what a request costs besides decoding is its CPU time less theirs,
-    `speed.verdict.student_times`), and the outputs, as `decode_round` gives them back."""
-    cfg, params = decode_config(), _WEIGHTS.pop(sub)
-    x = decode_input(cfg, seed, tokens)
-    with timing_conditions():
-        started = CPU_CLOCK()
-        outs = [oracle.gqa(params, x[:, :L], cfg.H, cfg.Hkv, ROPE_BASE)[:, -1:]
-                for L in range(cfg.P + 1, cfg.P + cfg.N + 1)]
-        return {"seconds": (CPU_CLOCK() - started) / cfg.N, "outputs": outs}
-
-
-# The weights of the kit's next `recompute_round`, by submission (a clean worker's).
-_WEIGHTS: weakref.WeakKeyDictionary[Any, dict[str, Tensor]] = weakref.WeakKeyDictionary()

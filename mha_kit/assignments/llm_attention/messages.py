@@ -120,17 +120,6 @@ TEMPLATES: dict[str, dict[str, str]] = {
                             "one token's key and value takes ({least:.2f} M): work done where "
                             "the counter cannot see it (another thread, code outside PyTorch) "
                             "is not scored",
-        "llm.timing_decoding": "{name} (decoding through the KVCache, timed)",
-        "llm.speed_spot_timed": "{name} decoded other values while timed than the oracle's",
-        "llm.speed_unmeasured": "the CPU time of your code's process could not be read while "
-                                "its decoding was timed",
-        "llm.speed_time_contradicts": "{measured}; but timed from outside your code's process, "
-                                      "its decoding took {student:.2f} ms of CPU per token, "
-                                      "and the kit's, recomputing the prefix, {kit:.2f} ms: "
-                                      "{speedup:.1f}× faster, where a cache that does this "
-                                      "much less work is at least {needed:g}× faster. The "
-                                      "measured time contradicts the count, which ran in your "
-                                      "code's process: no points",
         "waiting.llm_kv_cache": "counted only once decoding with the KVCache gives the right "
                                 "outputs",
         "waiting.llm_gqa": "run once GroupedQueryAttention passes its check without a cache: "

@@ -97,14 +97,6 @@ ZH: dict[str, str] = {
     "llm.speed_unseen": "统计到的计算量为每个词元 {work:.2f} M，少于计算一个词元的键和值所需"
                         "（{least:.2f} M）：在计数器看不到的地方完成的计算（另一个线程、"
                         "PyTorch 之外的代码）不计分",
-    "llm.timing_decoding": "{name}（经 KVCache 解码，并计时）",
-    "llm.speed_spot_timed": "{name} 在计时时解码出的值与标准答案不同",
-    "llm.speed_unmeasured": "为解码计时时，无法读取你的代码所在进程的 CPU 时间",
-    "llm.speed_time_contradicts": "{measured}；但在你的代码所在进程之外计时，它的解码每个词元"
-                                  "用了 {student:.2f} ms CPU 时间，本套件重算整个前缀的解码用了 "
-                                  "{kit:.2f} ms：只快 {speedup:.1f} 倍，而计算量少这么多的缓存"
-                                  "至少快 {needed:g} 倍。测得的时间与计数相矛盾（计数是在你的代码"
-                                  "所在进程里做的）：不得分",
     "waiting.llm_kv_cache": "用 KVCache 解码的输出正确之后才计数",
     "waiting.llm_gqa": "GroupedQueryAttention 不带缓存通过检查后才运行：缓存是在它的 forward "
                        "里读写的，套件没有可以代替它的版本",
