@@ -115,22 +115,17 @@ def grade_entry(entry: StudentFile, device: str, assignment: str, limits: Limits
                                           error=str(err)))
 
 
-def _prepare_grader(scratch: str, chosen: settings.Settings, environ: dict[str, str],
-                    safe_path: str | None) -> None:
-    """A grader process, before its first submission: the settings the batch was started
-    with (`settings.adopt`); the batch's environment as it is now (the fork server that
-    started this process kept the one it started with), with Python's safe path as the
-    batch found it, for what it starts; worker folders go into the batch's scratch folder
-    (removed at the end, even those of a grader that was killed); its workers' zygote,
-    started at once (its sandbox lets them write there); and one torch thread, since the
-    grader's side is small tensors and the workers need the cores."""
+def _prepare_grader(scratch: str, chosen: settings.Settings, safe_path: str | None) -> None:
+    """In each grader process: the batch's settings; the grader's own PYTHONSAFEPATH (`_pool`)
+    for what it starts; worker folders go into the batch's scratch folder (removed at the end,
+    even those of a grader that was killed); its workers' zygote, started at once (its sandbox
+    lets them write there); and one torch thread, since the grader's side is small tensors and
+    the workers need the cores."""
     import torch
 
     from ..runner import zygote
 
     settings.adopt(chosen)
-    os.environ.clear()
-    os.environ.update(environ)
     if safe_path is None:
         os.environ.pop(SAFE_PATH, None)
     else:
@@ -140,33 +135,19 @@ def _prepare_grader(scratch: str, chosen: settings.Settings, environ: dict[str, 
     torch.set_num_threads(1)
 
 
-def _grader_context() -> multiprocessing.context.BaseContext:
-    """How grader processes start: forked by a fork server that has imported this module
-    (torch and the kit: two core-seconds) once for all the pools of this process, where there
-    is one (Linux, macOS); else each a new interpreter that imports them itself. A fork
-    server runs no torch op, so its forks start no thread pool they cannot use."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
-    return context
-
-
 @contextlib.contextmanager
 def _pool(jobs: int, scratch: str) -> Iterator[ProcessPoolExecutor]:
-    """`jobs` grader processes (`_grader_context`). Python starts the fork server (or each
-    spawned grader) with `-c`, which puts the folder the grader runs in first on the import
-    path: a folder of submissions, maybe, where a student's `multiprocessing.py` would run as
-    the grader before a line of the kit does. So they start with Python's safe path
-    (PYTHONSAFEPATH, from Python 3.11), which `_prepare_grader` drops again for what they
-    start."""
+    """`jobs` grader processes. Python starts each with `-c`, which puts the folder the grader
+    runs in first on the import path: a folder of submissions, maybe, where a student's
+    `multiprocessing.py` would run as the grader before a line of the kit does. So they start
+    with Python's safe path (PYTHONSAFEPATH, from Python 3.11), which `_prepare_grader` drops
+    again for what they start."""
     before = os.environ.get(SAFE_PATH)
     os.environ[SAFE_PATH] = "1"
     try:
-        with ProcessPoolExecutor(jobs, mp_context=_grader_context(),
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
                                  initializer=_prepare_grader,
-                                 initargs=(scratch, settings.current(), dict(os.environ),
-                                           before)) as pool:
+                                 initargs=(scratch, settings.current(), before)) as pool:
             yield pool
     finally:
         if before is None:
