@@ -215,3 +215,35 @@ def test_a_root_kernel_keeps_no_capability(tmp_path, monkeypatch):
                             kit_link=tmp_path / "kit", drop_capabilities=True)
     run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert run.stdout.split() == ["CapEff:", "0000000000000000"], run.stdout + run.stderr
+
+
+HELD_RULESETS = """
+import os, torch
+
+
+def causal_mask(seq_len, device=None):  # the Landlock rulesets this worker holds open
+    held = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            held += "landlock-ruleset" in os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the listing's own descriptor, closed since
+            pass
+    return torch.tensor([held])
+"""
+
+
+@pytest.mark.parametrize("setting", ["off", sandbox.BUBBLEWRAP])
+def test_a_worker_that_landlock_does_not_confine_holds_no_ruleset(setting, tmp_path,
+                                                                   monkeypatch):
+    """The zygote makes its workers' interpreters layer wherever Landlock works; a worker that
+    Landlock does not confine closed it too: student code that added a rule to it would widen
+    it for the zygote's later Landlock workers (review 53 opened every Python this way)."""
+    from mha_kit.runner.worker import WorkerSubmission
+
+    if setting == sandbox.BUBBLEWRAP and sandbox.layer_problem(setting) is not None:
+        pytest.skip(f"no bubblewrap here ({sandbox.layer_problem(setting)})")
+    source = tmp_path / "held.py"
+    source.write_text(HELD_RULESETS)
+    monkeypatch.setenv(settings.variable("sandbox"), setting)
+    with WorkerSubmission(source) as sub:
+        assert sub.call("causal_mask", 2).value.tolist() == [0]

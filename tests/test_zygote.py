@@ -14,6 +14,7 @@ import time
 import pytest
 from conftest import ROOT, TEMPLATE
 
+from mha_kit import settings
 from mha_kit.runner import sandbox, zygote
 from mha_kit.runner.policy import Limits, worker_user
 from mha_kit.runner.worker import WorkerSubmission
@@ -243,3 +244,25 @@ def test_a_zygote_too_slow_to_start_is_killed_once(monkeypatch):
     with pytest.raises(zygote.ZygoteError, match="did not start within"):
         zygote.start_worker(time.monotonic() + 0.05)
     assert len(killed) == 1 and zygote._zygote is None
+
+
+@pytest.mark.skipif(not zygote.FORK or len(sandbox.layers()) < 2,
+                    reason="workers forked by zygotes inside bubblewrap and outside it")
+def test_a_zygote_of_the_other_sandbox_is_parked_and_taken_up_again(monkeypatch):
+    """Each change of the `sandbox` setting cost a zygote's import of torch: the zygote of
+    the other sandbox waits, parked, and serves again, also where the one in use was lost."""
+
+    def zygote_serving(layer: str) -> int:
+        monkeypatch.setenv(settings.variable("sandbox"), layer)
+        with WorkerSubmission(TEMPLATE) as sub:
+            sub.ensure_loaded()
+        assert zygote._zygote is not None
+        return zygote._zygote.proc.pid
+
+    inside = zygote_serving(sandbox.BUBBLEWRAP)
+    alone = zygote_serving(sandbox.LANDLOCK)
+    assert alone != inside
+    assert zygote_serving(sandbox.BUBBLEWRAP) == inside
+    zygote._zygote.close()  # lost: killed, or closed after a start that failed
+    zygote._zygote = None
+    assert zygote_serving(sandbox.LANDLOCK) == alone

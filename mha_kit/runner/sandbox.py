@@ -326,7 +326,10 @@ def interpreters_layer() -> int | None:
     setting a zygote's workers get may not be the one it started with); None elsewhere. Its
     2,000 rules (this machine: one for each entry of /usr/bin and of /usr/lib/x86_64-linux-gnu,
     beside the Python there) took a worker 17 ms to add at each start: a zygote makes it
-    once, before it forks, and each worker inherits it."""
+    once, before it forks, and each worker inherits it, and closes it before student code
+    runs (`serve.serve`), confined or not. Its rules are of what existed when it was made: a
+    file or folder made later directly in a folder split into entries (/, /usr/bin) is
+    unreadable to the zygote's workers."""
     if landlock.problem() is not None:
         return None
     return landlock.reading_layer(_beside("/", interpreters()))
@@ -336,7 +339,9 @@ def _beside(root: str, denied: frozenset[str]) -> list[str]:
     """Landlock rules (each for all beneath it) for all beneath `root` but the files of
     `denied` (real paths): a folder with none of them beneath it gets a rule; one with some
     gives way to its entries, each the same way down. An entry that is a link gets no rule (a
-    rule follows it, to where another rule may reach already: /usr/bin/X11 is /usr/bin)."""
+    rule follows it, to where another rule may reach already: /usr/bin/X11 is /usr/bin). A
+    folder this process cannot list gets a rule, its interpreter with it: workers still start
+    (review 53: a zygote that stopped there stopped the batch)."""
     rules: list[str] = []
 
     def add(path: str) -> None:
@@ -345,10 +350,14 @@ def _beside(root: str, denied: frozenset[str]) -> list[str]:
         if not any(d.startswith(path.rstrip("/") + "/") for d in denied):
             rules.append(path)
             return
-        with os.scandir(path) as entries:
-            for entry in entries:
-                if not entry.is_symlink():
-                    add(entry.path)
+        try:
+            with os.scandir(path) as entries:
+                listed = [entry.path for entry in entries if not entry.is_symlink()]
+        except OSError:
+            rules.append(path)
+            return
+        for entry in listed:
+            add(entry)
 
     add(os.path.realpath(root))
     return rules

@@ -102,10 +102,13 @@ def serve(config: dict, request_fd: int, reply_fd: int,
     `after_confining`: what starts threads (a forked worker's torch thread pool), run once
     the worker is confined, as CUDA's start is: Landlock binds no thread already running."""
     die_with_parent(config["parent"])
+    layer = sandbox.interpreters_layer()  # the zygote's: shared with its later workers
     if config.get("confine"):  # Landlock, for good, while this process has its one thread
         if config.get("account"):
             open_to_grader()
-        landlock.confine(**config["confine"], layer=sandbox.interpreters_layer())
+        landlock.confine(**config["confine"], layer=layer)  # which closes it
+    elif layer is not None:  # no student code may add a rule to it (review 53)
+        os.close(layer)
     after_confining()
     limit_resources(config["device"], config["memory_gib"], config["disk_gib"])
     triton_as_configured()

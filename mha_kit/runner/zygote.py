@@ -304,9 +304,21 @@ def prestart() -> None:
     if it cannot start, the first worker's start tries again and says why."""
     global _zygote
     with _lock:
+        _take_up(sandbox.BUBBLEWRAP in sandbox.layers())
         if _zygote is None:
             with contextlib.suppress(OSError):
                 _zygote = Zygote()
+
+
+def _take_up(bwrap: bool) -> None:
+    """`_zygote` becomes one of this sandbox (inside bubblewrap or not): the one parked, if
+    any, or None; one of the other sandbox is parked."""
+    global _zygote
+    if _zygote is not None and _zygote.sandboxed == bwrap:
+        return
+    if _zygote is not None:
+        _parked[_zygote.sandboxed] = _zygote
+    _zygote = _parked.pop(bwrap, None)
 
 
 def _close_at_exit() -> None:
@@ -337,9 +349,7 @@ def _from_zygote(fds: tuple[int, int, int], deadline: float
     again, with a new one)."""
     global _zygote
     with _lock:
-        bwrap = sandbox.BUBBLEWRAP in sandbox.layers()
-        if _zygote is not None and _zygote.sandboxed != bwrap:
-            _parked[_zygote.sandboxed], _zygote = _zygote, _parked.pop(bwrap, None)
+        _take_up(sandbox.BUBBLEWRAP in sandbox.layers())
         if _zygote is not None and not _zygote.alive():  # killed by student code?
             _zygote.close()
             _zygote = None
