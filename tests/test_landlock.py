@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import platform
 import socket
 import subprocess
 import sys
@@ -191,6 +192,48 @@ def test_a_process_with_a_second_thread_is_not_confined(tmp_path):
         said = pipe.read().decode()
     os.waitpid(pid, 0)
     assert said.endswith("2 threads: confine before any starts"), said
+
+
+CLONE_NEWNS, CLONE_FS = 0x20000, 0x200  # together: EINVAL from the kernel, after seccomp
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="clone's number here is x86_64's")
+def test_a_worker_starts_no_process_outside_its_tree():
+    """Red team 53 hid CPU time from the worker's count: a process sharing its memory, run
+    beside it (clone with CLONE_VM alone, its parent then gone: given to init), or made the
+    grader's child (CLONE_PARENT; zombies of the grader stopped a whole batch). Refused, as
+    is undoing the child subreaper that keeps every descendant the worker's; a program still
+    runs (vfork, then exec). Flags the kernel itself refuses (EINVAL) keep the test harmless."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            import ctypes
+            import subprocess
+
+            libc = ctypes.CDLL(None, use_errno=True)
+
+            def clone(flags: int) -> str:
+                libc.syscall(56, flags | CLONE_NEWNS | CLONE_FS, 0, 0, 0, 0)
+                return errno.errorcode[ctypes.get_errno()]
+
+            landlock.refuse_new_tasks(threads=True)
+            undo = libc.prctl(landlock.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+            said = {"parent": clone(landlock.CLONE_VM | landlock.CLONE_VFORK
+                                    | landlock.CLONE_PARENT),
+                    "beside": clone(landlock.CLONE_VM),
+                    "undo": errno.errorcode.get(ctypes.get_errno()) if undo else "done",
+                    "program": subprocess.run(["true"]).returncode}
+            os.write(write, json.dumps(said).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with open(read, "rb") as pipe:
+        said = json.loads(pipe.read())
+    assert os.waitpid(pid, 0)[1] == 0
+    assert said == {"parent": "EPERM", "beside": "EPERM", "undo": "EPERM", "program": 0}
 
 
 def test_the_launcher_imports_nothing_from_its_working_folder(tmp_path, monkeypatch):

@@ -74,7 +74,7 @@ SECCOMP_ARCH = {
 }  # metadata: chmod, chown, utime and xattr calls (fchmodat2, setxattrat, removexattrat last);
 # fork: the call of its own (vfork, which runs a program at once, stays); sessions: setsid,
 # setpgid; sysv: shmget, semget, msgget
-CLONE_VM, CLONE_THREAD = 0x100, 0x10000
+CLONE_VM, CLONE_VFORK, CLONE_PARENT, CLONE_THREAD = 0x100, 0x4000, 0x8000, 0x10000
 X32_BIT = 0x40000000  # x86_64's x32 calls: refused whole
 AF_UNIX, AF_NETLINK, SOCK_STREAM, SOCK_TYPE_MASK = 1, 16, 1, 0xF
 BPF_LD_W_ABS, BPF_JEQ, BPF_JGE, BPF_AND, BPF_RET = 0x20, 0x15, 0x35, 0x54, 0x06
@@ -83,7 +83,7 @@ NOTHING_DONE = SECCOMP_RET_ERRNO | 0  # returns 0 and does nothing
 REFUSED = SECCOMP_RET_ERRNO | errno.EACCES
 NOT_PERMITTED = SECCOMP_RET_ERRNO | errno.EPERM
 NO_SUCH_CALL = SECCOMP_RET_ERRNO | errno.ENOSYS  # clone3: C libraries fall back to clone
-PR_CAPBSET_DROP, CAP_LAST, PR_SET_DUMPABLE = 24, 63, 4
+PR_CAPBSET_DROP, CAP_LAST, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 24, 63, 4, 36
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -198,10 +198,15 @@ def _tasks_program(threads: bool) -> list[_SockFilter] | None:
                          ("jge", X32_BIT, "refuse", None), ("jeq", calls["clone3"], "enosys", None)]
     code += [("jeq", nr, "refuse", None)
              for nr in (*calls["fork"], *calls["sessions"], *calls["sysv"])]
-    code += [("jeq", calls["clone"], None, "allow"), ("ld", 16)]  # clone's flags, low half
+    code += [("jeq", calls["prctl"], None, "clone"), ("ld", 16),  # its option
+             ("jeq", PR_SET_CHILD_SUBREAPER, "refuse", "allow"), ("label", "clone"),
+             ("jeq", calls["clone"], None, "allow"), ("ld", 16)]  # clone's flags, low half
+    code += [("and", CLONE_PARENT), ("jeq", CLONE_PARENT, "refuse", None), ("ld", 16)]
     if threads:
         code += [("and", CLONE_THREAD), ("jeq", CLONE_THREAD, "refuse", None), ("ld", 16)]
-    code += [("and", CLONE_VM), ("jeq", 0, "refuse", "allow"),  # a fork: its own memory
+    code += [("and", CLONE_VM), ("jeq", 0, "refuse", None), ("ld", 16),  # a fork: its own memory
+             ("and", CLONE_VM | CLONE_THREAD | CLONE_VFORK),  # memory shared: a thread, or
+             ("jeq", CLONE_VM, "refuse", "allow"),  # vfork's child, its parent held till exec
              ("label", "allow"), ("ret", SECCOMP_RET_ALLOW), ("label", "enosys"),
              ("ret", NO_SUCH_CALL), ("label", "refuse"), ("ret", NOT_PERMITTED)]
     return _assemble(code)
@@ -209,13 +214,20 @@ def _tasks_program(threads: bool) -> list[_SockFilter] | None:
 
 def refuse_new_tasks(threads: bool) -> bool:
     """From now on this process (and the programs it runs) can start no process that runs its
-    own copy of it (fork: EPERM), no session or process group (setsid, setpgid), no System V
-    IPC object (shmget, semget, msgget); with `threads`, no thread either. Programs still
-    start (vfork, then exec: a compiler), in this process's group, which dies with it. False
-    where no seccomp program is known for this machine."""
+    own copy of it (fork: EPERM), none that shares its memory and runs beside it (clone with
+    CLONE_VM but neither CLONE_VFORK nor CLONE_THREAD), none that is another's child
+    (CLONE_PARENT), no session or process group (setsid, setpgid), no System V IPC object
+    (shmget, semget, msgget); with `threads`, no thread either. Programs still start (vfork,
+    then exec: a compiler), in this process's group, which dies with it. It is made a child
+    subreaper, for good (prctl refused after): a program whose parent ends stays its
+    descendant, and its CPU time the worker's (red team 53 hid a loop over heads in a process
+    given to init, and in one made the grader's child). False where no seccomp program is
+    known for this machine."""
     program = _tasks_program(threads)
     if program is None:
         return False
+    if _libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise ConfinementError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
     if _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise ConfinementError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
     instructions = (_SockFilter * len(program))(*program)
