@@ -219,10 +219,13 @@ def test_a_worker_starts_no_process_outside_its_tree():
                 return errno.errorcode[ctypes.get_errno()]
 
             landlock.refuse_new_tasks(threads=True)
+            subreaper = ctypes.c_int(0)
+            libc.prctl(37, ctypes.byref(subreaper), 0, 0, 0)  # PR_GET_CHILD_SUBREAPER
             undo = libc.prctl(landlock.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
             said = {"parent": clone(landlock.CLONE_VM | landlock.CLONE_VFORK
                                     | landlock.CLONE_PARENT),
                     "beside": clone(landlock.CLONE_VM),
+                    "subreaper": subreaper.value,
                     "undo": errno.errorcode.get(ctypes.get_errno()) if undo else "done",
                     "program": subprocess.run(["true"]).returncode}
             os.write(write, json.dumps(said).encode())
@@ -233,7 +236,8 @@ def test_a_worker_starts_no_process_outside_its_tree():
     with open(read, "rb") as pipe:
         said = json.loads(pipe.read())
     assert os.waitpid(pid, 0)[1] == 0
-    assert said == {"parent": "EPERM", "beside": "EPERM", "undo": "EPERM", "program": 0}
+    assert said == {"parent": "EPERM", "beside": "EPERM", "subreaper": 1, "undo": "EPERM",
+                    "program": 0}
 
 
 def test_the_launcher_imports_nothing_from_its_working_folder(tmp_path, monkeypatch):

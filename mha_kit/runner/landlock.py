@@ -43,6 +43,7 @@ CREATE_RULESET, ADD_RULE, RESTRICT_SELF = 444, 445, 446  # the same on every arc
 CREATE_RULESET_VERSION = 1
 RULE_PATH_BENEATH = 1
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 1, 1  # seccomp(2): every thread
 
 # Landlock's filesystem rights, each with the ABI that brought it.
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
@@ -66,11 +67,11 @@ SECCOMP_ARCH = {
     "x86_64": {"arch": 0xC000003E, "socket": 41, "connect": 42, "truncate": 76,
                "io_uring_setup": 425, "metadata": (*_METADATA_X86, 452, 463, 466),
                "clone": 56, "clone3": 435, "fork": (57,), "sessions": (112, 109),
-               "sysv": (29, 64, 68), "prctl": 157},
+               "sysv": (29, 64, 68), "prctl": 157, "seccomp": 317},
     "aarch64": {"arch": 0xC00000B7, "socket": 198, "connect": 203, "truncate": 45,
                 "io_uring_setup": 425, "metadata": (*_METADATA_ARM, 452, 463, 466),
                 "clone": 220, "clone3": 435, "fork": (), "sessions": (157, 154),
-                "sysv": (194, 190, 186), "prctl": 167},
+                "sysv": (194, 190, 186), "prctl": 167, "seccomp": 277},
 }  # metadata: chmod, chown, utime and xattr calls (fchmodat2, setxattrat, removexattrat last);
 # fork: the call of its own (vfork, which runs a program at once, stays); sessions: setsid,
 # setpgid; sysv: shmget, semget, msgget
@@ -221,8 +222,10 @@ def refuse_new_tasks(threads: bool) -> bool:
     then exec: a compiler), in this process's group, which dies with it. It is made a child
     subreaper, for good (prctl refused after): a program whose parent ends stays its
     descendant, and its CPU time the worker's (red team 53 hid a loop over heads in a process
-    given to init, and in one made the grader's child). False where no seccomp program is
-    known for this machine."""
+    given to init, and in one made the grader's child). Every thread of the process is bound,
+    those already running too (TSYNC: torch's thread pool, CUDA's driver; review 53b ran
+    student code on a pool thread, which made a process the grader's child). False where no
+    seccomp program is known for this machine."""
     program = _tasks_program(threads)
     if program is None:
         return False
@@ -232,8 +235,11 @@ def refuse_new_tasks(threads: bool) -> bool:
         raise ConfinementError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
     instructions = (_SockFilter * len(program))(*program)
     fprog = _SockFprog(len(program), instructions)
-    if _libc().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
-        raise ConfinementError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+    unsynced = _syscall(SECCOMP_ARCH[platform.machine()]["seccomp"],
+                        ctypes.c_uint(SECCOMP_SET_MODE_FILTER),
+                        ctypes.c_uint(SECCOMP_FILTER_FLAG_TSYNC), ctypes.byref(fprog))
+    if unsynced != 0:  # the thread that could not be bound
+        raise ConfinementError(errno.ESRCH, f"seccomp: thread {unsynced} was not bound")
     return True
 
 
