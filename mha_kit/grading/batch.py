@@ -135,28 +135,17 @@ def _prepare_grader(scratch: str, chosen: settings.Settings, safe_path: str | No
     torch.set_num_threads(1)
 
 
-def _grader_context() -> multiprocessing.context.BaseContext:
-    """How grader processes start: forked from this process where it runs a single thread
-    (Linux; `mha-kit grade` and `autograde` before their first pool), which has imported the
-    kit and torch and run no torch op (a thread pool would show as a second thread); else
-    spawned, each a new interpreter that imports them again (two core-seconds a grader). A
-    fork needs no server: nothing listens for requests that student code could send."""
-    if sys.platform == "linux" and len(os.listdir("/proc/self/task")) == 1:
-        return multiprocessing.get_context("fork")
-    return multiprocessing.get_context("spawn")
-
-
 @contextlib.contextmanager
 def _pool(jobs: int, scratch: str) -> Iterator[ProcessPoolExecutor]:
-    """`jobs` grader processes (`_grader_context`). Python starts a spawned one with `-c`,
-    which puts the folder the grader runs in first on the import path: a folder of
-    submissions, maybe, where a student's `multiprocessing.py` would run as the grader before a
-    line of the kit does. So they start with Python's safe path (PYTHONSAFEPATH, from Python
-    3.11), which `_prepare_grader` drops again for what they start."""
+    """`jobs` grader processes. Python starts each with `-c`, which puts the folder the grader
+    runs in first on the import path: a folder of submissions, maybe, where a student's
+    `multiprocessing.py` would run as the grader before a line of the kit does. So they start
+    with Python's safe path (PYTHONSAFEPATH, from Python 3.11), which `_prepare_grader` drops
+    again for what they start."""
     before = os.environ.get(SAFE_PATH)
     os.environ[SAFE_PATH] = "1"
     try:
-        with ProcessPoolExecutor(jobs, mp_context=_grader_context(),
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
                                  initializer=_prepare_grader,
                                  initargs=(scratch, settings.current(), before)) as pool:
             yield pool
