@@ -136,24 +136,32 @@ def _prepare_grader(scratch: str, chosen: settings.Settings, safe_path: str | No
 
 
 @contextlib.contextmanager
-def _pool(jobs: int, scratch: str) -> Iterator[ProcessPoolExecutor]:
-    """`jobs` grader processes. Python starts each with `-c`, which puts the folder the grader
-    runs in first on the import path: a folder of submissions, maybe, where a student's
-    `multiprocessing.py` would run as the grader before a line of the kit does. So they start
-    with Python's safe path (PYTHONSAFEPATH, from Python 3.11), which `_prepare_grader` drops
-    again for what they start."""
+def _safe_path() -> Iterator[str | None]:
+    """Python's safe path (PYTHONSAFEPATH, from Python 3.11) while a batch starts graders.
+    Python starts each with `-c`, which puts the folder the grader runs in first on the import
+    path: a folder of submissions, maybe, where a student's `multiprocessing.py` would run as
+    the grader before a line of the kit does. Set once for the whole batch, the graders that
+    run alone on threads at its end included (each pool's own setting and restoring let one
+    thread start a grader without it while another restored it: review 53b). Yields the value
+    it had, which `_prepare_grader` puts back for what a grader starts."""
     before = os.environ.get(SAFE_PATH)
     os.environ[SAFE_PATH] = "1"
     try:
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_prepare_grader,
-                                 initargs=(scratch, settings.current(), before)) as pool:
-            yield pool
+        yield before
     finally:
         if before is None:
             os.environ.pop(SAFE_PATH, None)
         else:
             os.environ[SAFE_PATH] = before
+
+
+@contextlib.contextmanager
+def _pool(jobs: int, scratch: str, safe_path: str | None) -> Iterator[ProcessPoolExecutor]:
+    """`jobs` grader processes, started within `_safe_path` (`safe_path`: what it yielded)."""
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_prepare_grader,
+                             initargs=(scratch, settings.current(), safe_path)) as pool:
+        yield pool
 
 
 @contextlib.contextmanager
@@ -164,9 +172,10 @@ def scratch_folder(prefix: str) -> Iterator[str]:
         yield scratch
 
 
-def _alone(item: T, task: Callable[[T], R], died: Callable[[T], R], scratch: str) -> R:
+def _alone(item: T, task: Callable[[T], R], died: Callable[[T], R], scratch: str,
+           safe_path: str | None) -> R:
     """task(item) in a grader process of its own; died(item) if that process dies."""
-    with _pool(1, scratch) as pool:
+    with _pool(1, scratch, safe_path) as pool:
         try:
             return pool.submit(task, item).result()
         except BrokenProcessPool:
@@ -182,9 +191,16 @@ def in_parallel(items: list[T], jobs: int, task: Callable[[T], R], died: Callabl
     suspects: they run again at the end, each alone (died(item) if it dies again); a new
     pool goes on.
     """
+    with _safe_path() as safe_path:
+        yield from _in_pools(items, jobs, task, died, scratch, safe_path)
+
+
+def _in_pools(items: list[T], jobs: int, task: Callable[[T], R], died: Callable[[T], R],
+              scratch: str, safe_path: str | None) -> Iterator[tuple[T, R]]:
+    """`in_parallel`, within `_safe_path`."""
     queue, suspects = list(items), []
     while queue:
-        with _pool(jobs, scratch) as pool:
+        with _pool(jobs, scratch, safe_path) as pool:
             running: dict[Future, T] = {}
             while queue or running:
                 broken = False
@@ -206,7 +222,8 @@ def in_parallel(items: list[T], jobs: int, task: Callable[[T], R], died: Callabl
                     suspects += running.values()
                     break
     with ThreadPoolExecutor(jobs) as threads:
-        alone = {threads.submit(_alone, item, task, died, scratch): item for item in suspects}
+        alone = {threads.submit(_alone, item, task, died, scratch, safe_path): item
+                 for item in suspects}
         for future in as_completed(alone):
             yield alone[future], future.result()
 
