@@ -325,18 +325,7 @@ def confine(readable: Iterable[str], writable: Iterable[str], *,
     With `executable`, only the programs there (files, or folders and all beneath) may be
     run, not everything `readable` holds: a worker runs a compiler, never another Python.
     `layer` (`reading_layer`'s) is enforced as well: a file is read only where both allow it.
-    It is closed here, enforced or not: no code this process runs later adds a rule to it (the
-    processes that inherited it, a zygote's later workers, share it).
     ConfinementError: a step failed, and the caller must stop rather than run student code."""
-    try:
-        _confine(readable, writable, local_sockets, executable, layer)
-    finally:
-        if layer is not None:
-            os.close(layer)
-
-
-def _confine(readable: Iterable[str], writable: Iterable[str], local_sockets: bool,
-             executable: Iterable[str] | None, layer: int | None) -> None:
     if (why := problem()) is not None:
         raise ConfinementError(errno.ENOSYS, f"Landlock cannot confine here: {why}")
     if _threads() != 1:

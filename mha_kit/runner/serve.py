@@ -106,8 +106,8 @@ def serve(config: dict, request_fd: int, reply_fd: int,
     if config.get("confine"):  # Landlock, for good, while this process has its one thread
         if config.get("account"):
             open_to_grader()
-        landlock.confine(**config["confine"], layer=layer)  # which closes it
-    elif layer is not None:  # no student code may add a rule to it (review 53)
+        landlock.confine(**config["confine"], layer=layer)
+    if layer is not None:  # closed, confined or not: no student code may add a rule to it
         os.close(layer)
     after_confining()
     limit_resources(config["device"], config["memory_gib"], config["disk_gib"])
