@@ -275,6 +275,24 @@ def test_the_rules_beside_an_interpreter_reach_all_but_it(tmp_path):
     assert sorted(rules) == [str(root / "bin" / "gcc"), str(root / "lib")]
 
 
+
+def test_a_folder_the_layer_cannot_list_gets_a_rule(tmp_path, monkeypatch):
+    """A folder on the way to an interpreter that this account cannot list stopped the
+    zygote, and so the batch (review 53): it gets a rule, its interpreter with it."""
+    root = tmp_path.resolve()
+    (root / "bin").mkdir()
+    python = root / "bin" / "python3.11"
+    python.write_bytes(b"\x7fELF")
+    listed = os.scandir
+
+    def refused(path):
+        if str(path) == str(root / "bin"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return listed(path)
+
+    monkeypatch.setattr(os, "scandir", refused)
+    assert sandbox._beside(str(root), frozenset({str(python)})) == [str(root / "bin")]
+
 FILLS_DISK = """
 import mmap, os
 
