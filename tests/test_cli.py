@@ -3,7 +3,6 @@
 
 import json
 import subprocess
-import sys
 
 import pytest
 import torch
@@ -106,28 +105,32 @@ def test_a_broken_function_costs_only_its_own_checks(tmp_path, capsys, monkeypat
     assert f"ZeroDivisionError, line {line}: division by zero" in failed[0]
 
 
-def pytest_run(path, *args):
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "mha_kit", "--submission", str(path), "-q",
-         "-p", "no:cacheprovider", *args],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
-    )
+def pytest_run(capsys: pytest.CaptureFixture, path, *args) -> subprocess.CompletedProcess:
+    """`pytest mha_kit --submission PATH ARGS`, run in this process (`pytest.main`): the same
+    plugin and session, graded by this process's zygote instead of a fresh interpreter's
+    (whose start imports torch twice). The outer test keeps its own timeout."""
+    capsys.readouterr()
+    code = pytest.main([str(ROOT / "mha_kit"), "--rootdir", str(ROOT), "--submission", str(path),
+                        "-q", "-p", "no:cacheprovider", "-p", "no:timeout", *args])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["pytest", "mha_kit", str(path), *args], int(code), out,
+                                       err)
 
 
-def test_pytest_plugin_runs_one_test_per_check():
-    good = pytest_run(TEMPLATE, "-k", "not speed")
+def test_pytest_plugin_runs_one_test_per_check(capsys):
+    good = pytest_run(capsys, TEMPLATE, "-k", "not speed")
     assert good.returncode == 0, good.stdout
     assert f"{len(DETERMINISTIC)} passed" in good.stdout
 
 
-def test_pytest_plugin_grades_every_assignment():
+def test_pytest_plugin_grades_every_assignment(capsys):
     """The assignment comes from a notebook's test cells, or from --assignment; a failing
     check is a failing test, with the grader's message."""
-    shapes = pytest_run(ROOT / "assignments" / "shapes" / "shapes_warmup.ipynb")
+    shapes = pytest_run(capsys, ROOT / "assignments" / "shapes" / "shapes_warmup.ipynb")
     assert shapes.returncode == 1 and f"{len(ASSIGNMENTS['shapes'])} failed" in shapes.stdout, \
         shapes.stdout
     assert "is not implemented yet" in shapes.stdout
     seed = ROOT / "tests" / "corpus" / "extensions" / "seed000_bmm.py"
-    extension = pytest_run(seed, "--assignment", "mha_extensions")
+    extension = pytest_run(capsys, seed, "--assignment", "mha_extensions")
     assert extension.returncode == 0, extension.stdout
     assert f"{len(ASSIGNMENTS['mha_extensions'])} passed" in extension.stdout
