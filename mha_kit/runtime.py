@@ -31,6 +31,18 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
+@functools.cache
+def freeze_imports() -> None:
+    """Once per grader process: what it has imported so far (some 200,000 objects once torch and
+    the kit are in, which live as long as the process) moved out of the garbage collector's passes
+    (`gc.freeze`), so that the full collections grading sets off do not walk them each time
+    (`mha-kit grade` of six files, one job: about 8% less CPU). Graders call it
+    (`grading.batch.loaded_worker`), never a student's kernel."""
+    import gc
+
+    gc.freeze()
+
+
 def triton_interpret(device: str) -> str:
     """TRITON_INTERPRET for kernels run on `device`: Triton's interpreter where no GPU runs
     them, compiled kernels on a GPU."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import shutil
@@ -227,6 +228,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                                         f"conftest.GROUPS as {SHARED[name]!r}")
     rank = {group: n for n, group in enumerate(GROUP_ORDER)}
     items.sort(key=lambda item: rank.get(GROUPS.get(item.path.name), len(rank)))  # stable
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported (torch, the kit, every test module) moved out of the garbage
+    collector's passes, as a grader's imports are (`runtime.freeze_imports`): the full
+    collections that grading in this process sets off then skip them (test_corpus.py alone:
+    about 10% less CPU)."""
+    gc.freeze()
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)

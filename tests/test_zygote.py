@@ -5,6 +5,7 @@ its own, with the same limits and account, and it dies with its grader."""
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import signal
 import subprocess
@@ -15,9 +16,11 @@ import pytest
 from conftest import ROOT, TEMPLATE
 
 from mha_kit import settings
+from mha_kit.grading.batch import grade_submission
 from mha_kit.runner import sandbox, zygote
 from mha_kit.runner.policy import Limits, worker_user
 from mha_kit.runner.worker import WorkerSubmission
+from mha_kit.runtime import freeze_imports
 
 SANDBOXED = sandbox.BUBBLEWRAP in sandbox.layers()  # the zygote is then bwrap's child
 REPORTS = """
@@ -184,6 +187,19 @@ def test_the_worker_collects_garbage_but_not_what_it_inherited(start, tmp_path):
                       "    return torch.tensor([AT_LOAD, gc.isenabled(), frozen])\n")
     with WorkerSubmission(source) as sub:
         assert sub.call("causal_mask", 1).value.tolist() == [True, True, True]
+
+
+def test_a_grader_freezes_its_imports_once_it_grades():
+    """A grader's imports (torch, the kit) are frozen when it loads its first worker, as the
+    zygote's are, and once: what it makes later is collected as usual."""
+    gc.unfreeze()
+    freeze_imports.cache_clear()
+    assert gc.get_freeze_count() == 0
+    grade_submission(TEMPLATE, only=["causal_mask"])
+    frozen = gc.get_freeze_count()
+    assert frozen > 10**5, frozen
+    grade_submission(TEMPLATE, only=["causal_mask"])
+    assert gc.get_freeze_count() == frozen
 
 
 def test_without_a_subreaper_the_prestarted_zygote_becomes_the_worker_and_is_not_reused(

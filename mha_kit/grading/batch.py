@@ -38,6 +38,7 @@ from ..messages import Message, msg, render
 from ..runner.policy import Limits
 from ..runner.student_code import shown, shown_printed
 from ..runner.worker import WorkerStartError, WorkerSubmission
+from ..runtime import freeze_imports
 from .files import StudentFile, detect_assignment, readable_submission
 from .registry import ASSIGNMENTS, run_checks
 from .report import gradescope_results
@@ -56,6 +57,7 @@ def loaded_worker(path: Path, device: str, limits: Limits | None,
     """A worker with the file loaded: its code runs only there (`kit_code`: as for
     `WorkerSubmission`)."""
     search.warm_up()  # while this process's zygote (`zygote.prestart`) still imports
+    freeze_imports()
     with WorkerSubmission(path, device, limits, kit_code) as sub:
         sub.start()
         sub.ensure_loaded()
