@@ -215,12 +215,13 @@ def test_a_worker_starts_no_process_outside_its_tree():
             libc = ctypes.CDLL(None, use_errno=True)
 
             def clone(flags: int) -> str:
-                libc.syscall(56, flags | CLONE_NEWNS | CLONE_FS, 0, 0, 0, 0)
+                libc.syscall(landlock.SECCOMP_ARCH["x86_64"]["clone"],
+                             flags | CLONE_NEWNS | CLONE_FS, 0, 0, 0, 0)
                 return errno.errorcode[ctypes.get_errno()]
 
             landlock.refuse_new_tasks(threads=True)
             subreaper = ctypes.c_int(0)
-            libc.prctl(37, ctypes.byref(subreaper), 0, 0, 0)  # PR_GET_CHILD_SUBREAPER
+            libc.prctl(landlock.PR_GET_CHILD_SUBREAPER, ctypes.byref(subreaper), 0, 0, 0)
             undo = libc.prctl(landlock.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
             said = {"parent": clone(landlock.CLONE_VM | landlock.CLONE_VFORK
                                     | landlock.CLONE_PARENT),

@@ -275,7 +275,6 @@ def test_the_rules_beside_an_interpreter_reach_all_but_it(tmp_path):
     assert sorted(rules) == [str(root / "bin" / "gcc"), str(root / "lib")]
 
 
-
 def test_a_folder_the_layer_cannot_list_gets_a_rule(tmp_path, monkeypatch):
     """A folder on the way to an interpreter that this account cannot list stopped the
     zygote, and so the batch (review 53): it gets a rule, its interpreter with it."""
@@ -292,6 +291,7 @@ def test_a_folder_the_layer_cannot_list_gets_a_rule(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "scandir", refused)
     assert sandbox._beside(str(root), frozenset({str(python)})) == [str(root / "bin")]
+
 
 FILLS_DISK = """
 import mmap, os

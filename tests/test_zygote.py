@@ -17,7 +17,7 @@ from conftest import ROOT, TEMPLATE
 
 from mha_kit import settings
 from mha_kit.grading.batch import grade_submission
-from mha_kit.runner import sandbox, zygote
+from mha_kit.runner import landlock, sandbox, zygote
 from mha_kit.runner.policy import Limits, worker_user
 from mha_kit.runner.worker import WorkerSubmission
 from mha_kit.runtime import freeze_imports
@@ -224,7 +224,7 @@ def test_without_a_subreaper_the_prestarted_zygote_becomes_the_worker_and_is_not
 
 def _is_subreaper() -> bool:
     state = ctypes.c_int(0)
-    ctypes.CDLL(None).prctl(zygote.PR_GET_CHILD_SUBREAPER, ctypes.byref(state), 0, 0, 0)
+    ctypes.CDLL(None).prctl(landlock.PR_GET_CHILD_SUBREAPER, ctypes.byref(state), 0, 0, 0)
     return bool(state.value)
 
 

@@ -57,10 +57,10 @@ from pathlib import Path
 
 from ..runtime import default_device, triton_interpret
 from . import sandbox
+from .landlock import PR_GET_CHILD_SUBREAPER, PR_SET_CHILD_SUBREAPER
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
 FORK = sys.platform == "linux"  # a subreaper adopts forked workers; else the zygote becomes one
-PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
 PID = struct.Struct("!q")
 READY = b"R"
 FORK_WORKER, BECOME_WORKER = b"F", b"B"  # the grader's requests to its zygote
