@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import os
 import shutil
@@ -25,6 +24,7 @@ from mha_kit.grading.registry import ASSIGNMENTS, POINTS, SPECS
 from mha_kit.messages import Message, msg
 from mha_kit.runner import landlock, sandbox
 from mha_kit.runner.policy import worker_user
+from mha_kit.runtime import freeze_imports
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus"
@@ -231,11 +231,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """What collection imported (torch, the kit, every test module) moved out of the garbage
-    collector's passes, as a grader's imports are (`runtime.freeze_imports`): the full
-    collections that grading in this process sets off then skip them (test_corpus.py alone:
-    about 10% less CPU)."""
-    gc.freeze()
+    """What collection imported (torch, the kit, every test module) frozen now, as a grader's
+    imports are (`runtime.freeze_imports`, done here once for this process): the full
+    collections that grading in this process sets off skip them (test_corpus.py alone: about
+    10% less CPU)."""
+    freeze_imports()
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)

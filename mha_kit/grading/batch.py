@@ -194,40 +194,34 @@ def in_parallel(items: list[T], jobs: int, task: Callable[[T], R], died: Callabl
     pool goes on.
     """
     with _safe_path() as safe_path:
-        yield from _in_pools(items, jobs, task, died, scratch, safe_path)
-
-
-def _in_pools(items: list[T], jobs: int, task: Callable[[T], R], died: Callable[[T], R],
-              scratch: str, safe_path: str | None) -> Iterator[tuple[T, R]]:
-    """`in_parallel`, within `_safe_path`."""
-    queue, suspects = list(items), []
-    while queue:
-        with _pool(jobs, scratch, safe_path) as pool:
-            running: dict[Future, T] = {}
-            while queue or running:
-                broken = False
-                while queue and len(running) < jobs and not broken:
-                    try:
-                        running[pool.submit(task, queue[0])] = queue[0]
-                        queue.pop(0)
-                    except (BrokenProcessPool, RuntimeError):  # a process died since the last
-                        broken = True  # result (RuntimeError: while the pool shuts down)
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    item = running.pop(future)
-                    try:
-                        yield item, future.result()
-                    except BrokenProcessPool:
-                        suspects.append(item)
-                        broken = True
-                if broken:  # all the pool still holds is suspect too; a new pool goes on
-                    suspects += running.values()
-                    break
-    with ThreadPoolExecutor(jobs) as threads:
-        alone = {threads.submit(_alone, item, task, died, scratch, safe_path): item
-                 for item in suspects}
-        for future in as_completed(alone):
-            yield alone[future], future.result()
+        queue, suspects = list(items), []
+        while queue:
+            with _pool(jobs, scratch, safe_path) as pool:
+                running: dict[Future, T] = {}
+                while queue or running:
+                    broken = False
+                    while queue and len(running) < jobs and not broken:
+                        try:
+                            running[pool.submit(task, queue[0])] = queue[0]
+                            queue.pop(0)
+                        except (BrokenProcessPool, RuntimeError):  # a process died since the last
+                            broken = True  # result (RuntimeError: while the pool shuts down)
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        item = running.pop(future)
+                        try:
+                            yield item, future.result()
+                        except BrokenProcessPool:
+                            suspects.append(item)
+                            broken = True
+                    if broken:  # all the pool still holds is suspect too; a new pool goes on
+                        suspects += running.values()
+                        break
+        with ThreadPoolExecutor(jobs) as threads:
+            alone = {threads.submit(_alone, item, task, died, scratch, safe_path): item
+                     for item in suspects}
+            for future in as_completed(alone):
+                yield alone[future], future.result()
 
 
 def grade_all(entries: list[StudentFile], jobs: int, device: str, assignment: str,
