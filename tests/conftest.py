@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
+import runpy
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+import traceback
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -137,6 +140,54 @@ def cli_here(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *ar
     code = main(list(argv))
     out, err = capsys.readouterr()
     return subprocess.CompletedProcess(["mha-kit", *argv], code, out, err)
+
+
+def cli_at(cwd: Path, *argv: str, env: Mapping[str, str] | None = None,
+           unset: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """`mha-kit ARGV` run in `cwd` as `cli_here` runs it, in this process, for a fixture wider
+    than one test (no capsys there): `env` set and `unset` left out for the call, the output
+    taken by redirection."""
+    from mha_kit.cli import main
+
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(io.StringIO()) as out, \
+            contextlib.redirect_stderr(io.StringIO()) as err:
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        for name in unset:
+            patch.delenv(name, raising=False)
+        patch.chdir(cwd)
+        code = main(list(argv))
+    return subprocess.CompletedProcess(["mha-kit", *argv], code, out.getvalue(), err.getvalue())
+
+
+def script_here(capsys: pytest.CaptureFixture, script: Path, cwd: Path,
+                **env: str) -> subprocess.CompletedProcess:
+    """`python SCRIPT` in `cwd` as `subprocess.run` runs it, but in this process: the script
+    run as `__main__` (runpy), its exit status and output (a SystemExit's message, or an
+    exception's traceback, on stderr with status 1, as the interpreter gives them), without
+    a fresh interpreter and zygote importing torch again. `env` is set for the call; the
+    settings the script adopts, as a process of its own does (`settings.adopt`), are undone
+    after it."""
+    adopted = list(settings._chosen)
+    capsys.readouterr()
+    code = 0
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        patch.chdir(cwd)
+        try:
+            runpy.run_path(str(script), run_name="__main__")
+        except SystemExit as exit:
+            if isinstance(exit.code, str):
+                print(exit.code, file=sys.stderr)
+            code = 1 if isinstance(exit.code, str) else exit.code or 0
+        except Exception:  # as the interpreter ends on one: its traceback, status 1
+            traceback.print_exc()
+            code = 1
+        finally:
+            settings._chosen[:] = adopted
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess([sys.executable, str(script)], code, out, err)
 
 
 def check_here(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *args: str,
@@ -289,15 +340,10 @@ def course(tmp_path_factory) -> Path:
     course = tmp_path_factory.mktemp("course")
 
     # The suite's speed config comes from the course's nbgrader_config.py, not the environment.
-    env = {k: v for k, v in kernel_env().items() if k != settings.variable("speed_config")}
+    speed_config = settings.variable("speed_config")
 
-    def run(*command: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, *command], cwd=course, env=env, text=True,
-                              capture_output=True, timeout=1200)  # a hang guard only
-
-    from mha_kit.cli import main  # the command itself, without a second interpreter's start
-
-    assert main(["course", "init", str(course)]) == 0  # every assignment of the kit
+    # The commands themselves, in this process: without a second interpreter's start.
+    assert cli_at(course, "course", "init", str(course)).returncode == 0  # every assignment
     with open(course / "nbgrader_config.py", "a") as config:  # hostile_notebooks' loop: not 2 min
         config.write(f"\nc.Execute.timeout = {KERNEL_TIMEOUT_S}\n"
                      f"c.MhaKit.speed_config = {COURSE_SPEED_CONFIG!r}\n")
@@ -305,7 +351,7 @@ def course(tmp_path_factory) -> Path:
     nb = read(source)
     next(filter(is_test_cell, nb.cells)).metadata.nbgrader.points = 1
     nbformat.write(nb, str(source))
-    release = run("-m", "mha_kit.cli", "release", "mha")
+    release = cli_at(course, "release", "mha", unset=(speed_config,))
     assert release.returncode == 0, release.stdout + release.stderr
     assert "points updated" in release.stdout
     assert (f"warning: assignments/mha/{SOLUTION.name} installs the kit from the placeholder "
@@ -337,7 +383,10 @@ def course(tmp_path_factory) -> Path:
             for path in (course / "submitted" / "complete" / name).glob("*.ipynb"):
                 nbformat.write(with_module_features(read(path)), str(path))
 
-    cycle = run(str(ROOT / "tests" / "nbgrader_cycle.py"), str(course),  # no hostile's feedback
-                "--feedback", ",".join(MHA_STUDENTS), *COURSE_ASSIGNMENTS)
+    env = {k: v for k, v in kernel_env().items() if k != speed_config}
+    cycle = subprocess.run([sys.executable, str(ROOT / "tests" / "nbgrader_cycle.py"), str(course),
+                            "--feedback", ",".join(MHA_STUDENTS),  # no hostile's feedback
+                            *COURSE_ASSIGNMENTS], cwd=course, env=env, text=True,
+                           capture_output=True, timeout=1200)  # a hang guard only
     assert cycle.returncode == 0, cycle.stdout[-3000:] + cycle.stderr[-3000:]
     return course

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import nbformat
-from conftest import CORPUS, ROOT
+from conftest import CORPUS, ROOT, cli_at
 from nbclient import NotebookClient
 
 from mha_kit import editions
@@ -99,14 +99,19 @@ def kernel_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
 
 
-def autograde(course: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    """`mha-kit autograde mha ARGS` in `course`, as an instructor runs it, `env` added. Student
-    code keeps the grader's account (no switch to `nobody` under root), so that a kernel can
-    kill it."""
+def run_autograde(course: Path, *argv: str, **env: str) -> subprocess.CompletedProcess:
+    """`mha-kit autograde ARGV` in `course`, as an instructor runs it, `env` added, in this
+    process (`conftest.cli_at`: its grader processes, kernels and workers are processes of
+    their own either way). Student code keeps the grader's account (no switch to `nobody`
+    under root), so that a kernel can kill it."""
     env = with_interpreter_on_path({**kernel_env(), "MHA_KIT_LOAD_TIMEOUT": "10",
                                     "MHA_KIT_WORKER_USER": "", **env})
-    return subprocess.run([sys.executable, "-m", "mha_kit.cli", "autograde", "mha", *args],
-                          cwd=course, env=env, capture_output=True, text=True, timeout=900)
+    return cli_at(course, "autograde", *argv, env=env, unset=("MPLBACKEND",))
+
+
+def autograde(course: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """`mha-kit autograde mha ARGS` in `course` (`run_autograde`)."""
+    return run_autograde(course, "mha", *args, **env)
 
 
 def execute(nb: nbformat.NotebookNode, cwd: Path, kernel_name: str = "python3",

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
@@ -26,16 +25,16 @@ from notebook_helpers import (
     autograde,
     errors,
     is_test_cell,
-    kernel_env,
     nbgrader_meta,
     read,
     recorded_grades,
+    run_autograde,
     solved,
     verdicts,
 )
 
 from mha_kit.grading.registry import POINTS
-from mha_kit.release import run_nbgrader, with_interpreter_on_path
+from mha_kit.release import run_nbgrader
 
 NOTEBOOK = SOLUTION.stem
 # Each inserted after the setup cell of a complete submission.
@@ -175,8 +174,6 @@ def test_graded_submissions_are_left_alone_unless_forced(kit_course):
 
 def test_an_unreleased_assignment_is_a_usage_error(kit_course):
     copy, _ = kit_course
-    env = with_interpreter_on_path(kernel_env())
-    run = subprocess.run([sys.executable, "-m", "mha_kit.cli", "autograde", "nosuch"],
-                         cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+    run = run_autograde(copy, "nosuch")
     assert run.returncode == 2
     assert "has no assignment nosuch" in run.stderr

@@ -275,9 +275,10 @@ def write_csv(path: Path, rows: dict[str, tuple[StudentFile, dict]], ids: list[s
 class Progress:
     """One line that updates in place on a terminal; a line per submission otherwise."""
 
-    def __init__(self, total: int, stream: Any = sys.stderr):
-        self.total, self.done, self.stream = total, 0, stream
-        self.live = stream.isatty()
+    def __init__(self, total: int, stream: Any = None):
+        self.total, self.done = total, 0
+        self.stream = sys.stderr if stream is None else stream  # the one in use now
+        self.live = self.stream.isatty()
 
     def update(self, student: str, payload: dict, notes: Sequence[str] = ()) -> None:
         """One more done: its score out of its maximum, and `notes` on lines of their own."""
