@@ -99,19 +99,24 @@ def kernel_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
 
 
-def run_autograde(course: Path, *argv: str, **env: str) -> subprocess.CompletedProcess:
-    """`mha-kit autograde ARGV` in `course`, as an instructor runs it, `env` added, in this
+def run_autograde(course: Path, *argv: str, fresh: bool = False,
+                  **env: str) -> subprocess.CompletedProcess:
+    """`mha-kit autograde ARGV` in `course`, as an instructor runs it, `env` added: in this
     process (`conftest.cli_at`: its grader processes, kernels and workers are processes of
-    their own either way). Student code keeps the grader's account (no switch to `nobody`
-    under root), so that a kernel can kill it."""
+    their own either way), or with `fresh` in a fresh interpreter. Student code keeps the
+    grader's account (no switch to `nobody` under root), so that a kernel can kill it."""
     env = with_interpreter_on_path({**kernel_env(), "MHA_KIT_LOAD_TIMEOUT": "10",
                                     "MHA_KIT_WORKER_USER": "", **env})
+    if fresh:
+        return subprocess.run([sys.executable, "-m", "mha_kit.cli", "autograde", *argv],
+                              cwd=course, env=env, capture_output=True, text=True, timeout=900)
     return cli_at(course, "autograde", *argv, env=env, unset=("MPLBACKEND",))
 
 
-def autograde(course: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+def autograde(course: Path, *args: str, fresh: bool = False,
+              **env: str) -> subprocess.CompletedProcess:
     """`mha-kit autograde mha ARGS` in `course` (`run_autograde`)."""
-    return run_autograde(course, "mha", *args, **env)
+    return run_autograde(course, "mha", *args, fresh=fresh, **env)
 
 
 def execute(nb: nbformat.NotebookNode, cwd: Path, kernel_name: str = "python3",

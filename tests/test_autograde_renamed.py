@@ -43,7 +43,9 @@ def test_a_renamed_notebook_is_named_with_the_fix_and_the_others_are_recorded(tm
     for path in graded_before:
         path.parent.mkdir(parents=True)
         path.write_text("{}")
-    run = autograde(tmp_path, "--force", MHA_KIT_SPEED_CONFIG="tiny", MHA_KIT_LANG="en")
+    # In a fresh interpreter, as an instructor runs it (the suite's other runs are in-process).
+    run = autograde(tmp_path, "--force", fresh=True, MHA_KIT_SPEED_CONFIG="tiny",
+                    MHA_KIT_LANG="en")
 
     assert run.returncode == 1, run.stdout + run.stderr  # as for any submission not recorded
     lines = run.stderr.splitlines()
