@@ -61,6 +61,10 @@ class SandboxedKernelManager(AsyncKernelManager):
         if self._scratch is None:  # a restart keeps the scratch folder and its copy
             self._scratch = Path(tempfile.mkdtemp(prefix="mha-kit-kernel-"))
             shutil.copytree(cwd, self._scratch / "work", symlinks=True)
+            # bwrap enters it (--chdir) as a root without CAP_DAC_OVERRIDE, before the kernel
+            # drops to its account, which then owns it: passable to all, as a 0700 one is not.
+            work = self._scratch / "work"
+            work.chmod(work.stat().st_mode | 0o111)
             (self._scratch / "home" / ".matplotlib").mkdir(parents=True)
             fonts.seed(self._scratch / "home" / ".matplotlib")
         scratch, home = self._scratch, self._scratch / "home"

@@ -626,6 +626,19 @@ def test_a_kit_in_tmp_stays_visible_read_only(tmp_path, monkeypatch):
 
 
 @needs_bwrap
+def test_the_folders_above_a_writable_one_in_tmp_can_be_passed_by_any_account(tmp_path):
+    """A batch's scratch folder holds each grader's, which holds each worker's: the folders
+    bwrap makes above a bound one in its empty /tmp are 0711, not its 0700, so that a worker
+    running as `nobody` reaches its own (every start failed so, under a root grader)."""
+    own = tmp_path / "batch" / "grader" / "worker"
+    own.mkdir(parents=True)
+    above = [str(own.parent.parent), str(own.parent)]
+    command = sandbox.wrap(["stat", "-c", "%a", *above], [(own, own)])
+    run = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert run.stdout.split() == ["711", "711"], run.stderr
+
+
+@needs_bwrap
 def test_the_graders_working_folder_and_the_temporary_folder_stay_hidden(tmp_path, monkeypatch):
     """`python -m mha_kit.cli` run in a course folder in /tmp puts that folder on the import
     path, and PYTHONPATH may name /tmp: neither is kept visible, so a course's files and the

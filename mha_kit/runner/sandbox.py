@@ -138,18 +138,29 @@ def _kept_visible(writable: Sequence[Path] = ()) -> list[str]:
     return [str(p) for p in _python_folders(writable) if p.parts[1:2] in (("tmp",), ("run",))]
 
 
+def _passable(mounted: Sequence[str]) -> list[str]:
+    """The folders above each of `mounted` in /tmp or /run, made before their mounts: bwrap
+    makes a missing one 0700, which a worker running as `nobody` cannot pass through to its
+    own folder (a batch's scratch folder holds the grader's, which holds the worker's)."""
+    above = {str(p) for path in mounted for p in Path(path).parents
+             if len(p.parts) > 2 and p.parts[1] in ("tmp", "run")}
+    return [arg for path in sorted(above, key=lambda p: p.count("/"))
+            for arg in ("--perms", "0711", "--dir", path)]
+
+
 def _options(binds: Sequence[tuple[Path, Path]], setuid: bool) -> list[str]:
     devices = [arg for path in sorted({p for g in landlock.GPU_DEVICES for p in glob.glob(g)})
                for arg in ("--dev-bind", path, path)]
-    kept = [arg for path in _kept_visible([dest for _, dest in binds])
-            for arg in ("--ro-bind", path, path)]
+    visible = _kept_visible([dest for _, dest in binds])
+    passable = _passable([*visible, *(str(dest) for _, dest in binds)])
+    kept = [arg for path in visible for arg in ("--ro-bind", path, path)]
     writable = [arg for source, dest in binds for arg in ("--bind", str(source), str(dest))]
     caps = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if setuid else []
     return ["--ro-bind", "/", "/", "--dev", "/dev", *devices,
             "--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm", "--proc", "/proc",
-            "--tmpfs", "/tmp", "--tmpfs", "/run", *kept, *writable, "--remount-ro", "/tmp",
-            "--remount-ro", "/run", "--unshare-net", "--unshare-ipc", "--die-with-parent",
-            "--cap-drop", "ALL", *caps]
+            "--tmpfs", "/tmp", "--tmpfs", "/run", *passable, *kept, *writable,
+            "--remount-ro", "/tmp", "--remount-ro", "/run", "--unshare-net", "--unshare-ipc",
+            "--die-with-parent", "--cap-drop", "ALL", *caps]
 
 
 @functools.cache

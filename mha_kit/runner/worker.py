@@ -138,14 +138,18 @@ class WorkerSubmission:
             raise WorkerStartError(msg("worker.cannot_start", user=self._as_user(), error=msg(
                 "quote", text=f"{type(err).__name__}: {err}"))) from None
         self._request_fd, self._reply_fd = self._proc.request_fd, self._proc.reply_fd
+        confinement = self._confinement()
         self._ready({"path": self.path.name, "device": self.device, "parent": self._proc.parent,
                      "memory_gib": self.limits.memory_gib, "disk_gib": self.limits.disk_gib,
                      "forbidden": list(self.forbidden), "cwd": home, "env": env,
                      "account": account, "skip": self._slow_cells, "kit_code": self.kit_code,
-                     "confine": self._confinement()},
+                     "confine": confinement},
                     deadline)
-        self._watch = DiskWatch(self._workdir, self._proc.pid,
-                                int(self.limits.disk_gib * 2**30), account)
+        # As the worker's account only where the worker opens its /proc entries to it (under
+        # Landlock: `serve.open_to_grader`); else as the grader, whose privileges (a root's
+        # CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH) read those of an undumpable worker.
+        self._watch = DiskWatch(self._workdir, self._proc.pid, int(self.limits.disk_gib * 2**30),
+                                account if confinement else None)
 
     def _confinement(self) -> dict | None:
         """Landlock's setup: the worker confines itself while it has its one thread."""

@@ -123,6 +123,10 @@ def _become_worker(request_fd: int, reply_fd: int, stderr_fd: int, threads: int)
         os.close(devnull)
         os.close(stderr_fd)
         setup = receive(request_fd, time.monotonic() + serve.SETUP_WAIT_S)
+        if setup["account"] is not None:
+            _drop_to(*setup["account"])
+        # Entered as the account: its folder is its own (0700), which a root zygote without
+        # CAP_DAC_OVERRIDE (bubblewrap drops it) may not enter.
         os.chdir(setup["cwd"])
         if sys.path[:1] == [str(KIT_ROOT)]:  # the zygote's folder: as `python -m` there
             sys.path[0] = setup["cwd"]
@@ -131,8 +135,6 @@ def _become_worker(request_fd: int, reply_fd: int, stderr_fd: int, threads: int)
         import tempfile
 
         tempfile.tempdir = None  # TMPDIR is read again
-        if setup["account"] is not None:
-            _drop_to(*setup["account"])
         landlock.drop_capabilities()  # a root worker's (a root grader's zygote keeps some)
         serve.serve(setup, request_fd, reply_fd, after_confining=lambda: _fresh_state(threads))
         code = 0
