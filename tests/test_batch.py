@@ -367,14 +367,17 @@ def test_grade_usage_errors(tmp_path):
     assert main(["grade", str(tmp_path), "--jobs", "0"]) == 2
 
 
-def test_a_grader_that_cannot_start_workers_stops_instead_of_grading_zeros(tmp_path):
-    if not hasattr(os, "geteuid") or os.geteuid() != 0 or DROPPED:
+@pytest.mark.parametrize("account", ["nobody", "mha-kit-no-such-account"])
+def test_a_grader_that_cannot_start_workers_stops_instead_of_grading_zeros(tmp_path, account):
+    """Student code to run as an account that cannot run Python here (`nobody`, where the
+    grader is root and its Python is closed to others) or as none that exists."""
+    if account == "nobody" and (not hasattr(os, "geteuid") or os.geteuid() != 0 or DROPPED):
         pytest.skip("needs a root grader whose Python the `nobody` account cannot run")
     (tmp_path / "alice.py").write_text(TEMPLATE.read_text())
     run = run_cli("grade", str(tmp_path), "--csv", str(tmp_path / "grades.csv"),
-                  env={settings.variable("worker_user"): "nobody"})
+                  env={settings.variable("worker_user"): account})
     assert run.returncode == 2
-    assert "could not start as user 'nobody'" in run.stderr
+    assert f"could not start as user {account!r}" in run.stderr
     assert not (tmp_path / "grades.csv").exists()
 
 
