@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import math
 import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 POLL_S, MIN_POLL_S = 0.25, 0.01
@@ -102,17 +104,41 @@ def _held(pid: int, sizes: Sizes) -> None:
                 sizes[key] = end - start
 
 
-def used(folder: Path, pid: int) -> float:
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None)
+
+
+@contextlib.contextmanager
+def _reading_as(account: tuple[int, int] | None) -> Iterator[None]:
+    """Meanwhile, this thread's file-system ids are `account`'s (Linux; None: its own)."""
+    if account is None or sys.platform != "linux":
+        yield
+        return
+    _libc().setfsgid(account[1])
+    _libc().setfsuid(account[0])
+    try:
+        yield
+    finally:
+        _libc().setfsuid(os.geteuid())
+        _libc().setfsgid(os.getegid())
+
+
+def used(folder: Path, pid: int, account: tuple[int, int] | None = None,
+         proc_as_account: bool = True) -> float:
     """Bytes that the files in `folder` and the nameless files process `pid` and its
     descendants hold take together; infinite where the grader may not read a folder there
-    (what it cannot count is not allowed)."""
+    (what it cannot count is not allowed). With `account`, the folder is read with its
+    file-system ids, and /proc too where `proc_as_account` (`DiskWatch`)."""
     sizes: Sizes = {}
     try:
-        _in_folder(folder, sizes)
+        with _reading_as(account):
+            _in_folder(folder, sizes)
     except PermissionError:
         return math.inf
-    for process in process_tree(pid):
-        _held(process, sizes)
+    with _reading_as(account if proc_as_account else None):
+        for process in process_tree(pid):
+            _held(process, sizes)
     return sum(sizes.values())
 
 
@@ -120,25 +146,26 @@ class DiskWatch:
     """Counts what process `pid` (a worker, a kernel: the leader of its process group) and the
     files in its `folder` take, and kills its process group once that is more than `limit`
     bytes (`exceeded`). `account` (uid, gid): the process's, where it is not the grader's; the
-    watch then reads /proc with that account's file-system ids, as a grader without
-    CAP_SYS_PTRACE (a container's root) must."""
+    watch then reads the folder with that account's file-system ids (a folder it swaps for a
+    link leads nowhere the account may not go), and /proc too where `proc_as_account`, as a
+    grader without CAP_SYS_PTRACE (a container's root) must: only a process that opened its
+    /proc entries to its account (`serve.open_to_grader`) can be read so; an undumpable one's
+    are read with the grader's own ids, which a root's CAP_SYS_PTRACE lets read."""
 
-    def __init__(self, folder: Path, pid: int, limit: int, account: tuple[int, int] | None):
+    def __init__(self, folder: Path, pid: int, limit: int, account: tuple[int, int] | None,
+                 proc_as_account: bool = True):
         self.exceeded = False
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._watch, args=(folder, pid, limit, account),
-                                        name="mha-kit disk watch", daemon=True)
+        self._thread = threading.Thread(
+            target=self._watch, args=(folder, pid, limit, account, proc_as_account),
+            name="mha-kit disk watch", daemon=True)
         self._thread.start()
 
-    def _watch(self, folder: Path, pid: int, limit: int, account: tuple[int, int] | None
-               ) -> None:
-        if account is not None and sys.platform == "linux":  # this thread's ids alone
-            libc = ctypes.CDLL(None)
-            libc.setfsgid(account[1])
-            libc.setfsuid(account[0])
+    def _watch(self, folder: Path, pid: int, limit: int, account: tuple[int, int] | None,
+               proc_as_account: bool) -> None:
         wait = MIN_POLL_S
         while not self._stopping.wait(wait):
-            left = limit - used(folder, pid)
+            left = limit - used(folder, pid, account, proc_as_account)
             if left < 0:
                 self.exceeded = True
                 with contextlib.suppress(ProcessLookupError):  # it ended meanwhile

@@ -145,11 +145,10 @@ class WorkerSubmission:
                      "account": account, "skip": self._slow_cells, "kit_code": self.kit_code,
                      "confine": confinement},
                     deadline)
-        # As the worker's account only where the worker opens its /proc entries to it (under
-        # Landlock: `serve.open_to_grader`); else as the grader, whose privileges (a root's
-        # CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH) read those of an undumpable worker.
+        # /proc as the worker's account only where the worker opens its entries to it (under
+        # Landlock: `serve.open_to_grader`).
         self._watch = DiskWatch(self._workdir, self._proc.pid, int(self.limits.disk_gib * 2**30),
-                                account if confinement else None)
+                                account, proc_as_account=bool(confinement))
 
     def _confinement(self) -> dict | None:
         """Landlock's setup: the worker confines itself while it has its one thread."""
