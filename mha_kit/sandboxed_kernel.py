@@ -61,10 +61,6 @@ class SandboxedKernelManager(AsyncKernelManager):
         if self._scratch is None:  # a restart keeps the scratch folder and its copy
             self._scratch = Path(tempfile.mkdtemp(prefix="mha-kit-kernel-"))
             shutil.copytree(cwd, self._scratch / "work", symlinks=True)
-            # bwrap enters it (--chdir) as a root without CAP_DAC_OVERRIDE, before the kernel
-            # drops to its account, which then owns it: passable to all, as a 0700 one is not.
-            work = self._scratch / "work"
-            work.chmod(work.stat().st_mode | 0o111)
             (self._scratch / "home" / ".matplotlib").mkdir(parents=True)
             fonts.seed(self._scratch / "home" / ".matplotlib")
         scratch, home = self._scratch, self._scratch / "home"
@@ -101,6 +97,10 @@ class SandboxedKernelManager(AsyncKernelManager):
         for folder, _, files in os.walk(scratch):
             for path in (folder, *(os.path.join(folder, name) for name in files)):
                 os.lchown(path, entry.pw_uid, entry.pw_gid)
+        # bwrap enters the copy (--chdir) as a root without CAP_DAC_OVERRIDE, before setpriv
+        # switches: passable to all, as the copy of a 0700 folder is not.
+        work = scratch / "work"
+        work.chmod(work.stat().st_mode | 0o111)
         return ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}",
                 "--clear-groups", "--"]
 

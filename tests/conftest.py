@@ -124,31 +124,12 @@ def table_texts(printed: str) -> list[str]:
     return [" ".join(line.strip() for line in entry) for entry in table_entries(printed)]
 
 
-def cli_here(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *argv: str,
-             **env: str) -> subprocess.CompletedProcess:
-    """`mha-kit ARGV` as `run_cli` runs it, but in this process: the same `main`, its exit code
-    and output, without a fresh interpreter and zygote importing torch again (a batch's
-    graders are processes of their own either way). `env` is set for the call; MHA_KIT_LANG
-    (which `--lang` sets) is restored after the test."""
-    from mha_kit.cli import main
-    from mha_kit.messages import LANG_VARIABLE
-
-    monkeypatch.setenv(LANG_VARIABLE, os.environ.get(LANG_VARIABLE, "en"))
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    capsys.readouterr()
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(["mha-kit", *argv], code, out, err)
-
-
-def cli_at(cwd: Path, *argv: str, env: Mapping[str, str] | None = None,
-           unset: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    """`mha-kit ARGV` run in `cwd` as `cli_here` runs it, in this process, for a fixture wider
-    than one test (no capsys there): `env` set and `unset` left out for the call, the output
-    taken by redirection."""
-    from mha_kit.cli import main
-
+@contextlib.contextmanager
+def in_this_process(cwd: Path, env: Mapping[str, str] | None = None, unset: tuple[str, ...] = ()
+                    ) -> Iterator[tuple[io.StringIO, io.StringIO]]:
+    """For the block, what a command run in this process (instead of a fresh interpreter, and
+    the zygote that would import torch again) sees: `cwd` as its folder, `env` set and `unset`
+    left out; yields its (stdout, stderr), taken by redirection."""
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(io.StringIO()) as out, \
             contextlib.redirect_stderr(io.StringIO()) as err:
         for name, value in (env or {}).items():
@@ -156,25 +137,44 @@ def cli_at(cwd: Path, *argv: str, env: Mapping[str, str] | None = None,
         for name in unset:
             patch.delenv(name, raising=False)
         patch.chdir(cwd)
+        yield out, err
+
+
+def cli_at(cwd: Path, *argv: str, env: Mapping[str, str] | None = None,
+           unset: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """`mha-kit ARGV` in `cwd` as `run_cli` runs it, but in this process (`in_this_process`):
+    the same `main`, its exit code and output (a batch's graders are processes of their own
+    either way)."""
+    from mha_kit.cli import main
+
+    with in_this_process(cwd, env, unset) as (out, err):
         code = main(list(argv))
     return subprocess.CompletedProcess(["mha-kit", *argv], code, out.getvalue(), err.getvalue())
 
 
-def script_here(capsys: pytest.CaptureFixture, script: Path, cwd: Path,
-                **env: str) -> subprocess.CompletedProcess:
-    """`python SCRIPT` in `cwd` as `subprocess.run` runs it, but in this process: the script
-    run as `__main__` (runpy), its exit status and output (a SystemExit's message, or an
-    exception's traceback, on stderr with status 1, as the interpreter gives them), without
-    a fresh interpreter and zygote importing torch again. `env` is set for the call; the
-    settings the script adopts, as a process of its own does (`settings.adopt`), are undone
-    after it."""
+def cli_here(*argv: str, **env: str) -> subprocess.CompletedProcess:
+    """`mha-kit ARGV` in this process and folder (`cli_at`), `env` set for the call, in
+    English unless it says otherwise."""
+    from mha_kit.messages import LANG_VARIABLE
+
+    return cli_at(Path.cwd(), *argv, env={LANG_VARIABLE: os.environ.get(LANG_VARIABLE, "en"),
+                                          **env})
+
+
+def check_here(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """`mha-kit check ARGS` in this process (`cli_here`)."""
+    return cli_here("check", *args, **env)
+
+
+def script_here(script: Path, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """`python SCRIPT` in `cwd` as `subprocess.run` runs it, but in this process
+    (`in_this_process`): the script run as `__main__` (runpy), its exit status and output (a
+    SystemExit's message, or an exception's traceback, on stderr with status 1, as the
+    interpreter gives them). The settings it adopts, as a process of its own does
+    (`settings.adopt`), are undone after it."""
     adopted = list(settings._chosen)
-    capsys.readouterr()
     code = 0
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in env.items():
-            patch.setenv(name, value)
-        patch.chdir(cwd)
+    with in_this_process(cwd, env) as (out, err):
         try:
             runpy.run_path(str(script), run_name="__main__")
         except SystemExit as exit:
@@ -186,14 +186,8 @@ def script_here(capsys: pytest.CaptureFixture, script: Path, cwd: Path,
             code = 1
         finally:
             settings._chosen[:] = adopted
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess([sys.executable, str(script)], code, out, err)
-
-
-def check_here(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *args: str,
-               **env: str) -> subprocess.CompletedProcess:
-    """`mha-kit check ARGS` in this process (`cli_here`)."""
-    return cli_here(capsys, monkeypatch, "check", *args, **env)
+    return subprocess.CompletedProcess([sys.executable, str(script)], code, out.getvalue(),
+                                       err.getvalue())
 
 
 @contextlib.contextmanager
@@ -343,7 +337,8 @@ def course(tmp_path_factory) -> Path:
     speed_config = settings.variable("speed_config")
 
     # The commands themselves, in this process: without a second interpreter's start.
-    assert cli_at(course, "course", "init", str(course)).returncode == 0  # every assignment
+    init = cli_at(course, "course", "init", str(course))  # every assignment of the kit
+    assert init.returncode == 0, init.stdout + init.stderr
     with open(course / "nbgrader_config.py", "a") as config:  # hostile_notebooks' loop: not 2 min
         config.write(f"\nc.Execute.timeout = {KERNEL_TIMEOUT_S}\n"
                      f"c.MhaKit.speed_config = {COURSE_SPEED_CONFIG!r}\n")

@@ -387,17 +387,17 @@ def test_a_grader_that_cannot_start_workers_stops_instead_of_grading_zeros(tmp_p
 ENTRY_POINT = ROOT / "mha_kit" / "gradescope" / "run_autograder"
 
 
-def run_autograder(capsys: pytest.CaptureFixture, submission: Path, results: Path, cwd: Path,
-                   **env: str) -> subprocess.CompletedProcess:
+def run_autograder(submission: Path, results: Path, cwd: Path, **env: str
+                   ) -> subprocess.CompletedProcess:
     """Gradescope's entry point on `submission`, its settings in the environment, run in this
     process (`conftest.script_here`: the same code, without another interpreter's start;
     test_run_autograder_reads_the_zips_files_where_gradescope_puts_them runs it in one)."""
-    return script_here(capsys, ENTRY_POINT, cwd, **{
+    return script_here(ENTRY_POINT, cwd, **{
         **LIMITS, "MHA_KIT_SUBMISSION_DIR": str(submission), "MHA_KIT_RESULTS": str(results),
         **env})
 
 
-def test_gradescope_entry_point_writes_the_graders_results(tmp_path, capsys):
+def test_gradescope_entry_point_writes_the_graders_results(tmp_path):
     """The submission writes a perfect results.json where the grader works; the grader's own
     results replace it."""
     upload = tmp_path / "submission"
@@ -405,7 +405,7 @@ def test_gradescope_entry_point_writes_the_graders_results(tmp_path, capsys):
     (upload / "writes_results_file.py").write_text(
         (HOSTILE / "writes_results_file.py").read_text())
     results = tmp_path / "results.json"
-    run = run_autograder(capsys, upload, results, cwd=tmp_path)
+    run = run_autograder(upload, results, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     payload = json.loads(results.read_text())
     assert payload["score"] == 0
@@ -420,30 +420,30 @@ def test_gradescope_entry_point_writes_the_graders_results(tmp_path, capsys):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is of a root worker")
-def test_gradescope_refuses_a_root_worker_with_nothing_to_confine_it(tmp_path, capsys):
+def test_gradescope_refuses_a_root_worker_with_nothing_to_confine_it(tmp_path):
     """No Landlock and no account to drop to: student code could forge results.json. The
     entry point refuses, in the log, unless the instructor overrides it."""
     upload = tmp_path / "submission"
     upload.mkdir()
     (upload / "answer.py").write_text(TEMPLATE.read_text())
     results = tmp_path / "results.json"
-    run = run_autograder(capsys, upload, results, cwd=tmp_path, MHA_KIT_SANDBOX="bwrap",
+    run = run_autograder(upload, results, cwd=tmp_path, MHA_KIT_SANDBOX="bwrap",
                          **{settings.variable("worker_user"): ""})
     assert run.returncode != 0 and not results.exists()
     assert "MHA_KIT_ALLOW_UNCONFINED=1" in run.stderr
 
 
-def test_gradescope_entry_point_without_a_submission(tmp_path, capsys):
+def test_gradescope_entry_point_without_a_submission(tmp_path):
     upload = tmp_path / "submission"
     upload.mkdir()
     results = tmp_path / "results" / "results.json"
-    run = run_autograder(capsys, upload, results, cwd=tmp_path)
+    run = run_autograder(upload, results, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     payload = json.loads(results.read_text())
     assert payload["score"] == 0
     assert "no .ipynb or .py file found: upload your notebook" in payload["output"]
     # The Chinese edition's zip: the core assignment's checks, told in Chinese.
-    run = run_autograder(capsys, upload, results, cwd=tmp_path, MHA_KIT_ASSIGNMENT="mha_zh",
+    run = run_autograder(upload, results, cwd=tmp_path, MHA_KIT_ASSIGNMENT="mha_zh",
                          MHA_KIT_LANG="")
     assert run.returncode == 0, run.stderr
     payload = json.loads(results.read_text())
@@ -452,7 +452,7 @@ def test_gradescope_entry_point_without_a_submission(tmp_path, capsys):
     assert "没有找到 .ipynb 或 .py 文件" in payload["output"], payload["output"]
 
 
-def test_an_upload_of_another_assignment_is_graded_as_the_instructors(tmp_path, capsys):
+def test_an_upload_of_another_assignment_is_graded_as_the_instructors(tmp_path):
     """A finished warm-up notebook uploaded to the core assignment: graded by the core
     assignment's checks (it was graded as the warm-up, 100/100)."""
     upload = tmp_path / "submission"
@@ -460,7 +460,7 @@ def test_an_upload_of_another_assignment_is_graded_as_the_instructors(tmp_path, 
     warmup = ROOT / "solutions" / "shapes" / "shapes_warmup.ipynb"
     (upload / "multi_head_attention.ipynb").write_bytes(warmup.read_bytes())
     results = tmp_path / "results.json"
-    run = run_autograder(capsys, upload, results, cwd=tmp_path)
+    run = run_autograder(upload, results, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     payload = json.loads(results.read_text())
     assert by_visibility(payload)["visible"] == [c.id for c in ASSIGNMENTS["mha"]]
@@ -474,7 +474,7 @@ def by_visibility(payload: dict) -> dict[str, list[str]]:
     return found
 
 
-def test_hidden_input_tests_name_the_mistake_and_never_the_inputs(tmp_path, capsys):
+def test_hidden_input_tests_name_the_mistake_and_never_the_inputs(tmp_path):
     """A file that scales by √embed_dim: the hidden-input tests, hidden from the student as the
     instructor chose, name the mistake but no case, no index and no number; a check earns the
     lower of its two scores."""
@@ -493,7 +493,7 @@ def test_hidden_input_tests_name_the_mistake_and_never_the_inputs(tmp_path, caps
     (upload / "answer.py").write_text(counting.replace(
         "VISIBLE", str(sub.namespace["CALLS"][0])))
     results = tmp_path / "results.json"
-    run = run_autograder(capsys, upload, results, cwd=tmp_path, MHA_KIT_HIDDEN_VISIBILITY="hidden")
+    run = run_autograder(upload, results, cwd=tmp_path, MHA_KIT_HIDDEN_VISIBILITY="hidden")
     assert run.returncode == 0, run.stderr
     payload = json.loads(results.read_text())
     tests = {t["name"]: t for t in payload["tests"]}
@@ -510,16 +510,16 @@ def test_hidden_input_tests_name_the_mistake_and_never_the_inputs(tmp_path, caps
     assert payload["score"] == round(earned, 2)
 
 
-def test_hidden_input_tests_can_be_left_out(tmp_path, capsys):
+def test_hidden_input_tests_can_be_left_out(tmp_path):
     upload = tmp_path / "submission"
     upload.mkdir()
     (upload / "answer.py").write_text(TEMPLATE.read_text())
     results = tmp_path / "results.json"
-    run = run_autograder(capsys, upload, results, cwd=tmp_path, MHA_KIT_HIDDEN_VISIBILITY="none",
+    run = run_autograder(upload, results, cwd=tmp_path, MHA_KIT_HIDDEN_VISIBILITY="none",
                          MHA_KIT_SPEED_CONFIG="tiny")
     assert run.returncode == 0, run.stderr
     assert set(by_visibility(json.loads(results.read_text()))) == {"visible"}
-    bad = run_autograder(capsys, upload, results, cwd=tmp_path, MHA_KIT_HIDDEN_VISIBILITY="soon")
+    bad = run_autograder(upload, results, cwd=tmp_path, MHA_KIT_HIDDEN_VISIBILITY="soon")
     assert bad.returncode != 0 and "soon" in bad.stderr
 
 

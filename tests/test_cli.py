@@ -48,9 +48,9 @@ def test_full_marks_and_gradescope_json(graded_speed, tmp_path):
     assert str(results) in run.stdout.splitlines()[-1]  # the output came through whole
 
 
-def test_stubs_score_zero_with_plain_messages(tmp_path, capsys, monkeypatch):
+def test_stubs_score_zero_with_plain_messages(tmp_path):
     results = tmp_path / "results.json"
-    run = check_here(capsys, monkeypatch, str(STUBS), "--json", str(results))
+    run = check_here(str(STUBS), "--json", str(results))
     assert run.returncode == 1
     data = json.loads(results.read_text())
     assert data["score"] == 0
@@ -59,8 +59,8 @@ def test_stubs_score_zero_with_plain_messages(tmp_path, capsys, monkeypatch):
             assert "is not implemented yet" in test["output"], test
 
 
-def test_only_runs_the_named_checks(capsys, monkeypatch):
-    run = check_here(capsys, monkeypatch, str(TEMPLATE), *_only(["split_heads", "attend"]))
+def test_only_runs_the_named_checks():
+    run = check_here(str(TEMPLATE), *_only(["split_heads", "attend"]))
     assert run.returncode == 0, run.stdout
     assert "split_heads" in run.stdout and "attend" in run.stdout
     assert "merge_heads" not in run.stdout
@@ -91,12 +91,12 @@ def test_cuda_asked_of_a_torch_without_it_exits_2_with_a_sentence(command, tmp_p
     assert "Traceback" not in out + err and "Grading" not in out
 
 
-def test_a_broken_function_costs_only_its_own_checks(tmp_path, capsys, monkeypatch):
+def test_a_broken_function_costs_only_its_own_checks(tmp_path):
     source = TEMPLATE.read_text().replace(
         "def split_heads(x, num_heads):\n", "def split_heads(x, num_heads):\n    1 / 0\n")
     path = tmp_path / "one_bug.py"
     path.write_text(source)
-    run = check_here(capsys, monkeypatch, str(path), *_only(DETERMINISTIC))
+    run = check_here(str(path), *_only(DETERMINISTIC))
     assert run.returncode == 1
     failed = [row for row in table_texts(run.stdout) if row.startswith("✗")]
     # The template's fused module splits heads with split_heads: it is graded with the kit's.

@@ -72,10 +72,10 @@ def test_a_mistake_fails_its_own_checks(tmp_path, label, seed, old, new, failing
     assert {r.id for r in grade(path) if not r.passed} == failing
 
 
-def test_the_cli_grades_a_seed_in_a_worker(tmp_path, capsys, monkeypatch):
+def test_the_cli_grades_a_seed_in_a_worker(tmp_path):
     results = tmp_path / "results.json"
     # the names it defines say which assignment it answers
-    run = check_here(capsys, monkeypatch, str(SEEDS[0]), "--json", str(results))
+    run = check_here(str(SEEDS[0]), "--json", str(results))
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"Grading {SEEDS[0]} as mha_extensions on " in run.stdout
     data = json.loads(results.read_text())

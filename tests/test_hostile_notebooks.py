@@ -73,15 +73,14 @@ def test_a_kernel_that_dies_or_hangs_is_named_where_it_happened(course, name):
     assert set(names) & set(KERNEL_TROUBLE), cell.outputs  # (a KeyboardInterrupt may come first)
 
 
-def test_mha_kit_grades_the_same_notebooks_the_same_as_an_ordinary_user(course, tmp_path,
-                                                                        capsys, monkeypatch):
+def test_mha_kit_grades_the_same_notebooks_the_same_as_an_ordinary_user(course, tmp_path):
     folder = tmp_path / "submissions"
     folder.mkdir()
     for student in STUDENTS:
         shutil.copy(course / "submitted" / student / "mha" / SOLUTION.name,
                     folder / f"{student}.ipynb")
     sheet = tmp_path / "grades.csv"
-    run = cli_here(capsys, monkeypatch, "grade", str(folder), "--assignment", "mha",
+    run = cli_here("grade", str(folder), "--assignment", "mha",
                    "--csv", str(sheet), MHA_KIT_WORKER_USER="")
     assert run.returncode == 0, run.stdout + run.stderr
     with open(sheet, newline="", encoding="utf-8") as rows:

@@ -50,14 +50,14 @@ def test_full_marks_in_the_worker(base: Path, tmp_path: Path):
                       [c.id for c in ASSIGNMENTS[assignment]])
 
 
-def test_full_marks_through_mha_kit_grade(tmp_path: Path, capsys, monkeypatch):
+def test_full_marks_through_mha_kit_grade(tmp_path: Path):
     """A class of two: mha's .py file and its notebook, each after the features."""
     folder = tmp_path / "submitted"
     for student, base in (("py", PY_FILES["mha"]), ("notebook", NOTEBOOKS["mha"])):
         (folder / student).mkdir(parents=True)
         _with_features(base, folder / student)
     sheet = tmp_path / "grades.csv"
-    done = cli_here(capsys, monkeypatch, "grade", str(folder), "--assignment", "mha",
+    done = cli_here("grade", str(folder), "--assignment", "mha",
                     "--jobs", "1", "--csv", str(sheet))  # 2: test_batch
     assert done.returncode == 0, done.stdout + done.stderr
     rows = {row["student"]: row for row in csv.DictReader(sheet.open())}

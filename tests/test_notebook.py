@@ -94,7 +94,7 @@ def test_sync_points_takes_the_points_from_the_table(tmp_path):
     assert sync_points(path, "mha") == []
 
 
-def test_mha_kit_check_gives_the_notebooks_verdicts(tmp_path, capsys, monkeypatch):
+def test_mha_kit_check_gives_the_notebooks_verdicts(tmp_path):
     path = tmp_path / "partial.ipynb"
     nbformat.write(solved(read(RELEASE), PARTIAL), str(path))
     executed = execute(read(path), tmp_path)
@@ -105,7 +105,7 @@ def test_mha_kit_check_gives_the_notebooks_verdicts(tmp_path, capsys, monkeypatc
         assert all(line.startswith(("✓", "✗", "  ")) for line in lines), lines  # wrapped
 
     results = tmp_path / "results.json"
-    run = check_here(capsys, monkeypatch, str(path), "--json", str(results))
+    run = check_here(str(path), "--json", str(results))
     assert run.returncode == 1, run.stdout + run.stderr
     tests = json.loads(results.read_text())["tests"]
     from_cli = {t["name"]: (t["status"] == "passed", float(t["score"])) for t in tests}

@@ -235,13 +235,13 @@ def test_a_huge_or_hostile_error_is_told_in_one_short_true_line(name: str, tmp_p
         assert shown.isprintable() and len(shown) < 2 * ERROR_KEEP, shown
 
 
-def test_a_hostile_error_cannot_fake_the_graders_lines(tmp_path: Path, capsys, monkeypatch):
+def test_a_hostile_error_cannot_fake_the_graders_lines(tmp_path: Path):
     """`mha-kit check` as a person sees it, and Gradescope's results.json, which shows it as
     plain text: one line per check, the grader's total, and the student's text as text."""
     source, line = raising(RAISED["hostile"][0])
     path = tmp_path / "raises.py"
     path.write_text(source)
-    run = check_here(capsys, monkeypatch, str(path), "--json", str(tmp_path / "results.json"),
+    run = check_here(str(path), "--json", str(tmp_path / "results.json"),
                      *(f"--only={check}" for check in FUSED), MHA_KIT_LANG="en")
     assert run.returncode == 1, run.stdout + run.stderr
     lines, rows = run.stdout.splitlines(), table_texts(run.stdout)
@@ -277,14 +277,13 @@ def test_a_module_that_hangs_on_one_kind_of_case_is_told_the_case(hang: str, tmp
     assert "Tk=" in str(case), case  # the cross-attention case, by its sizes
 
 
-def test_what_the_code_prints_cannot_fake_the_graders_lines(tmp_path: Path, capsys,
-                                                           monkeypatch):
+def test_what_the_code_prints_cannot_fake_the_graders_lines(tmp_path: Path):
     """What a student's code prints (at load and in its calls) is told in one line after
     "your code printed:", line breaks written `\\n`, escape sequences left out: as the CLI
     shows it and in Gradescope's output."""
     path = tmp_path / "prints.py"
     path.write_text(TEMPLATE.read_text() + f"\nprint({FAKE!r})\n")
-    run = check_here(capsys, monkeypatch, str(path), "--json", str(tmp_path / "results.json"),
+    run = check_here(str(path), "--json", str(tmp_path / "results.json"),
                      *(f"--only={check}" for check in FUSED), MHA_KIT_LANG="en")
     assert run.returncode == 0, run.stdout + run.stderr
     lines, entries = run.stdout.splitlines(), table_texts(run.stdout)

@@ -413,15 +413,15 @@ def test_a_root_grader_without_ptrace_counts_what_a_worker_of_another_account_ho
      "this kernel offers no Landlock (EOPNOTSUPP); /nonexistent/bwrap not found"),
 ])
 def test_without_the_sandbox_check_works_and_says_what_is_not_protected_when_asked(
-        env, reason, capsys, monkeypatch):
+        env, reason, monkeypatch):
     """A learner's own code: no warning, unless --verbose asks what protects the grading.
     A kernel without Landlock (gVisor's ENOSYS, say) is this process's answer replaced."""
     if (error := env.pop("no_landlock", None)) is not None:
         monkeypatch.setattr(landlock, "_version", lambda: error)
-    run = check_here(capsys, monkeypatch, str(TEMPLATE), "--only", "causal_mask", **env)
+    run = check_here(str(TEMPLATE), "--only", "causal_mask", **env)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "✓ causal_mask" in run.stdout and "sandbox" not in run.stdout + run.stderr
-    run = check_here(capsys, monkeypatch, str(TEMPLATE), "--only", "causal_mask", "-v", **env)
+    run = check_here(str(TEMPLATE), "--only", "causal_mask", "-v", **env)
     assert run.stdout.count("warning: student code runs without the sandbox") == 1, run.stdout
     assert reason in run.stdout and "other submissions, your home folder" in run.stdout
 
@@ -439,10 +439,9 @@ def test_the_warning_is_shown_once_by_grade_and_in_chinese(tmp_path):
 
 
 @pytest.mark.parametrize("layer", EACH_LAYER)
-def test_with_the_sandbox_there_is_no_warning_and_verbose_names_the_layer(layer, capsys,
-                                                                          monkeypatch):
+def test_with_the_sandbox_there_is_no_warning_and_verbose_names_the_layer(layer, monkeypatch):
     monkeypatch.setenv(SANDBOX, layer)
-    run = check_here(capsys, monkeypatch, str(TEMPLATE), "--only", "causal_mask", "-v")
+    run = check_here(str(TEMPLATE), "--only", "causal_mask", "-v")
     assert run.returncode == 0 and "sandbox" not in run.stderr, run.stderr
     assert sandbox.layers() == (layer,)
     assert render(sandbox.protection()) in run.stdout

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import math
 import os
 import signal
@@ -104,24 +103,20 @@ def _held(pid: int, sizes: Sizes) -> None:
                 sizes[key] = end - start
 
 
-@functools.cache
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None)
-
-
 @contextlib.contextmanager
 def _reading_as(account: tuple[int, int] | None) -> Iterator[None]:
     """Meanwhile, this thread's file-system ids are `account`'s (Linux; None: its own)."""
     if account is None or sys.platform != "linux":
         yield
         return
-    _libc().setfsgid(account[1])
-    _libc().setfsuid(account[0])
+    libc = ctypes.CDLL(None)
+    libc.setfsgid(account[1])
+    libc.setfsuid(account[0])
     try:
         yield
     finally:
-        _libc().setfsuid(os.geteuid())
-        _libc().setfsgid(os.getegid())
+        libc.setfsuid(os.geteuid())
+        libc.setfsgid(os.getegid())
 
 
 def used(folder: Path, pid: int, account: tuple[int, int] | None = None,
